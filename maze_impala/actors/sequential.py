@@ -1,0 +1,42 @@
+"""The in-process backend: actors take turns in the learner's process (for debugging and tests)."""
+
+from __future__ import annotations
+
+from maze_impala.actors.actor import ActorSpec, RolloutActor
+from maze_impala.core import ActorPool, Rollout, WeightSource
+
+
+class SequentialActors(ActorPool):
+    """Runs the same :class:`RolloutActor` components as the subprocess backend, one at a time.
+
+    Rollouts are produced on demand, round-robin, so the queue is always empty and
+    every rollout is made with the newest weights (policy lag 0).
+    """
+
+    def __init__(self, spec: ActorSpec, weights: WeightSource, num_actors: int):
+        self.spec = spec
+        self.weights = weights
+        self.num_actors = num_actors
+        self.actors: list[RolloutActor] = []
+        self._next = 0
+
+    def start(self) -> None:
+        if not self.actors:
+            self.actors = [self.spec.build(i, self.weights) for i in range(self.num_actors)]
+
+    def collect(self, n: int) -> list[Rollout]:
+        if not self.actors:
+            raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
+        rollouts = []
+        for _ in range(n):
+            rollouts.append(self.actors[self._next].rollout())
+            self._next = (self._next + 1) % self.num_actors
+        return rollouts
+
+    def queue_size(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        for actor in self.actors:
+            actor.close()
+        self.actors = []

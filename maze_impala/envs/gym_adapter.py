@@ -1,0 +1,77 @@
+"""Any Gymnasium environment as a structured environment with a single step key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.structured import StructuredEnv
+
+OBS_KEY = "observation"
+ACTION_KEY = "action"
+
+
+class GymStructuredEnv(StructuredEnv):
+    """Wraps a Gymnasium env (a registered id or an instance) with step key ``0``.
+
+    Non-Dict spaces are wrapped into a Dict (``{"observation": ...}``,
+    ``{"action": ...}``) and the action is unwrapped again on the way to the env.
+    """
+
+    STEP_KEY: StepKey = 0
+
+    def __init__(self, env: str | gym.Env, **make_kwargs: Any):
+        if isinstance(env, str):
+            try:
+                env = gym.make(env, **make_kwargs)
+            except gym.error.Error as error:
+                raise ValueError(
+                    f"cannot make Gymnasium env {env!r}: {error}. "
+                    "Check env.name (a registered Gymnasium id, e.g. CartPole-v1) and its kwargs."
+                ) from error
+        elif make_kwargs:
+            raise ValueError("make_kwargs are only accepted with a registered env id, not an env instance")
+        self.env = env
+        self._wrap_obs = not isinstance(env.observation_space, gym.spaces.Dict)
+        self._wrap_action = not isinstance(env.action_space, gym.spaces.Dict)
+        obs_space = (
+            gym.spaces.Dict({OBS_KEY: env.observation_space}) if self._wrap_obs else env.observation_space
+        )
+        act_space = gym.spaces.Dict({ACTION_KEY: env.action_space}) if self._wrap_action else env.action_space
+        self._observation_spaces = {self.STEP_KEY: obs_space}
+        self._action_spaces = {self.STEP_KEY: act_space}
+
+    @property
+    def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
+        return self._action_spaces
+
+    @property
+    def observation_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
+        return self._observation_spaces
+
+    @property
+    def agent_counts_dict(self) -> dict[StepKey, int]:
+        return {self.STEP_KEY: 1}
+
+    def actor_id(self) -> ActorID:
+        return ActorID(self.STEP_KEY, 0)
+
+    def is_actor_done(self) -> bool:
+        return False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._obs(obs), info
+
+    def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
+        raw_action = action[ACTION_KEY] if self._wrap_action else action
+        obs, reward, terminated, truncated, info = self.env.step(raw_action)
+        return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
+
+    def close(self) -> None:
+        self.env.close()
+
+    def _obs(self, obs: Any) -> dict:
+        return {OBS_KEY: obs} if self._wrap_obs else obs

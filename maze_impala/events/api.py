@@ -1,0 +1,175 @@
+"""Typed events: an event interface is a class whose methods are the events.
+
+Declare an interface once, with how each event aggregates::
+
+    class MyEnvEvents(EventInterface):
+        @epoch_stats(mean, max, group_by="machine")
+        def utilisation(self, machine: int, value: float):
+            \"\"\"Share of the time a machine was busy.\"\"\"
+
+and publish through a hub, which checks every call against the signature::
+
+    events = hub.publisher(MyEnvEvents)
+    events.utilisation(machine=2, value=0.8)    # recorded
+    events.utilisation(machin=2, value=0.8)     # TypeError at the call
+
+Metric names therefore live in one place, the interface, never as strings.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
+
+Reducer = Callable[[list[float]], float]
+
+
+def mean(values: list[float]) -> float:
+    return float(np.mean(values))
+
+
+def sum_(values: list[float]) -> float:
+    return float(np.sum(values))
+
+
+sum_.__name__ = "sum"
+
+
+def max_(values: list[float]) -> float:
+    return float(np.max(values))
+
+
+max_.__name__ = "max"
+
+
+def min_(values: list[float]) -> float:
+    return float(np.min(values))
+
+
+min_.__name__ = "min"
+
+
+def std(values: list[float]) -> float:
+    return float(np.std(values))
+
+
+def count(values: list[float]) -> float:
+    return float(len(values))
+
+
+def last(values: list[float]) -> float:
+    return float(values[-1])
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """How an event aggregates into epoch statistics."""
+
+    reducers: tuple[Reducer, ...]
+    group_by: str | None
+    fields: tuple[str, ...]
+    """The numeric arguments that become statistics (all but ``self`` and ``group_by``)."""
+
+
+class EventRecord(NamedTuple):
+    """One published event; small and picklable, so actors can ship it to the learner."""
+
+    interface: str
+    event: str
+    values: dict[str, Any]
+
+
+def epoch_stats(*reducers: Reducer, group_by: str | None = None) -> Callable[[Callable], Callable]:
+    """Declare that an event aggregates per epoch with ``reducers``, grouped by one argument."""
+    if not reducers:
+        raise TypeError("epoch_stats needs at least one reducer, e.g. epoch_stats(mean)")
+
+    def decorate(method: Callable) -> Callable:
+        params = [p for p in inspect.signature(method).parameters if p != "self"]
+        if group_by is not None and group_by not in params:
+            raise TypeError(
+                f"{method.__qualname__}: group_by={group_by!r} is not one of its arguments {params}"
+            )
+        fields = tuple(p for p in params if p != group_by)
+        method.__event_spec__ = EventSpec(tuple(reducers), group_by, fields)
+        return method
+
+    return decorate
+
+
+class EventInterface:
+    """Base class of event interfaces; subclasses declare events as decorated methods."""
+
+    @classmethod
+    def event_specs(cls) -> dict[str, EventSpec]:
+        return {
+            name: member.__event_spec__
+            for name, member in inspect.getmembers(cls, inspect.isfunction)
+            if hasattr(member, "__event_spec__")
+        }
+
+
+InterfaceT = TypeVar("InterfaceT", bound=EventInterface)
+
+
+class EventHub:
+    """Records the events published through it and hands them to its listeners.
+
+    A listener is any callable taking an :class:`EventRecord`. Without listeners a
+    publish only checks the call's arguments.
+    """
+
+    def __init__(self) -> None:
+        self.listeners: list[Callable[[EventRecord], None]] = []
+        self.interfaces: dict[str, type[EventInterface]] = {}
+
+    def publisher(self, interface: type[InterfaceT]) -> InterfaceT:
+        """An object with the methods of ``interface`` that publish into this hub."""
+        self.interfaces[interface.__name__] = interface
+        proxy = interface.__new__(interface)
+        for name in interface.event_specs():
+            setattr(proxy, name, self._make_publish(interface, name))
+        return proxy
+
+    def _make_publish(self, interface: type[EventInterface], name: str) -> Callable[..., None]:
+        signature = inspect.signature(getattr(interface, name))
+        iname = interface.__name__
+
+        def publish(*args: Any, **kwargs: Any) -> None:
+            try:
+                bound = signature.bind(None, *args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"{iname}.{name}{signature}: {error}") from None
+            values = dict(bound.arguments)
+            values.pop(next(iter(signature.parameters)))  # drop self
+            self.publish(EventRecord(iname, name, values))
+
+        publish.__name__ = name
+        return publish
+
+    def publish(self, record: EventRecord) -> None:
+        for listener in self.listeners:
+            listener(record)
+
+    def replay(self, records: Iterable[EventRecord]) -> None:
+        """Publish records recorded elsewhere (e.g. in an actor process)."""
+        for record in records:
+            self.publish(record)
+
+
+class EventCollector:
+    """A listener that keeps records in a list (e.g. an actor's events until its next rollout)."""
+
+    def __init__(self) -> None:
+        self.records: list[EventRecord] = []
+
+    def __call__(self, record: EventRecord) -> None:
+        self.records.append(record)
+
+    def drain(self) -> list[EventRecord]:
+        records, self.records = self.records, []
+        return records

@@ -1,0 +1,42 @@
+"""Event interfaces shared by every algorithm: episodes and training progress."""
+
+from __future__ import annotations
+
+from maze_impala.core import StepKey
+from maze_impala.events.api import EventInterface, count, epoch_stats, last, max_, mean, min_, std
+
+
+class EpisodeEvents(EventInterface):
+    """Published by whoever runs episodes (actors, evaluators) when an episode ends."""
+
+    @epoch_stats(mean, std, min_, max_, count)
+    def episode_return(self, value: float):
+        """The undiscounted sum of the rewards of one episode."""
+
+    @epoch_stats(mean, min_, max_)
+    def episode_length(self, value: int):
+        """The number of environment steps of one episode."""
+
+    @epoch_stats(mean, group_by="step_key")
+    def step_key_return(self, step_key: StepKey, value: float):
+        """The reward one episode credited to the actors of one step key."""
+
+
+class RunEvents(EventInterface):
+    """Progress of a training run."""
+
+    @epoch_stats(last)
+    def env_steps(self, value: int):
+        """Environment steps consumed since the start of training."""
+
+    @epoch_stats(last)
+    def env_steps_per_second(self, value: float):
+        """Environment steps consumed per second of wall-clock time in this epoch."""
+
+    @epoch_stats(last)
+    def updates_per_second(self, value: float):
+        """Learner updates per second of wall-clock time in this epoch."""
+
+    @epoch_stats(last)
+    def epoch_seconds(self, value: float):
+        """Wall-clock seconds of this epoch, evaluation included."""

@@ -1,0 +1,153 @@
+"""IMPALA's hyper-parameters: one dataclass, validated at construction.
+
+Field names follow Maze-RL's ``ImpalaAlgorithmConfig`` so that its users feel at
+home; ``vtrace_lambda`` and ``envs_per_actor`` are additions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and how to fix it."""
+
+
+def _check(ok: bool, name: str, value: object, requirement: str) -> None:
+    if not ok:
+        raise ConfigError(f"algorithm.{name} must be {requirement}, got {value!r}")
+
+
+@dataclass
+class RolloutEvaluatorConfig:
+    """The evaluation run after every epoch, which selects the best model."""
+
+    n_episodes: int = 8
+    """Episodes per evaluation (run side by side in one batched loop)."""
+    deterministic: bool = True
+    """Take the most likely action instead of sampling."""
+
+    def __post_init__(self) -> None:
+        _check(
+            isinstance(self.n_episodes, int) and self.n_episodes >= 1,
+            "rollout_evaluator.n_episodes",
+            self.n_episodes,
+            "an int >= 1",
+        )
+
+
+@dataclass
+class ImpalaAlgorithmConfig:
+    """Algorithm parameters of IMPALA (Espeholt et al. 2018)."""
+
+    n_epochs: int = 20
+    """Number of epochs to train."""
+    epoch_length: int = 25
+    """Number of learner updates per epoch."""
+    patience: int = 0
+    """Stop after this many epochs without a better evaluation; 0 never stops early."""
+    critic_burn_in_epochs: int = 0
+    """Number of first epochs in which only the critics are trained."""
+    n_rollout_steps: int = 32
+    """Steps per rollout (per environment of an actor)."""
+    lr: float = 1e-3
+    """Learning rate of the Adam optimizer."""
+    gamma: float = 0.99
+    """Discount factor."""
+    policy_loss_coef: float = 1.0
+    """Weight of the policy-gradient loss."""
+    value_loss_coef: float = 0.5
+    """Weight of the critics' value loss."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (its loss is minus the entropy)."""
+    max_grad_norm: float = 40.0
+    """Clip each network's gradient to this norm; 0 disables clipping."""
+    device: str = "cpu"
+    """Where the learner runs: cpu or cuda (actors always act on the CPU)."""
+    queue_out_of_sync_factor: float = 1.0
+    """The rollout queue holds at most max(1, factor x actors_batch_size) rollouts."""
+    actors_batch_size: int = 4
+    """Rollouts combined into one learner update."""
+    num_actors: int = 2
+    """Number of actors (processes with runner=local)."""
+    envs_per_actor: int = 16
+    """Environments each actor steps side by side, with one batched forward pass per step."""
+    vtrace_clip_rho_threshold: float | None = 1.0
+    """rho-bar, the clip of the importance weights in the value targets; None: no clip."""
+    vtrace_clip_pg_rho_threshold: float | None = 1.0
+    """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
+    vtrace_lambda: float = 1.0
+    """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
+    rollout_evaluator: RolloutEvaluatorConfig = field(default_factory=RolloutEvaluatorConfig)
+    """Evaluation after every epoch."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rollout_evaluator, dict):
+            self.rollout_evaluator = RolloutEvaluatorConfig(**self.rollout_evaluator)
+        for name in (
+            "n_epochs",
+            "epoch_length",
+            "n_rollout_steps",
+            "actors_batch_size",
+            "num_actors",
+            "envs_per_actor",
+        ):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")
+        for name in ("patience", "critic_burn_in_epochs"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value >= 0, name, value, "an int >= 0")
+        _check(
+            self.critic_burn_in_epochs < self.n_epochs,
+            "critic_burn_in_epochs",
+            self.critic_burn_in_epochs,
+            f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
+        )
+        _check(_finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
+        _check(_finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
+        for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
+            value = getattr(self, name)
+            _check(_finite(value) and value >= 0, name, value, "a finite float >= 0")
+        _check(
+            self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
+            "device",
+            self.device,
+            "'cpu' or 'cuda' (or 'cuda:N')",
+        )
+        _check(
+            _finite(self.queue_out_of_sync_factor) and self.queue_out_of_sync_factor > 0,
+            "queue_out_of_sync_factor",
+            self.queue_out_of_sync_factor,
+            "a finite float > 0",
+        )
+        for name in ("vtrace_clip_rho_threshold", "vtrace_clip_pg_rho_threshold"):
+            value = getattr(self, name)
+            _check(
+                value is None or (_finite(value) and value > 0), name, value, "None (no clip) or a float > 0"
+            )
+        _check(
+            _finite(self.vtrace_lambda) and 0 < self.vtrace_lambda <= 1,
+            "vtrace_lambda",
+            self.vtrace_lambda,
+            "in (0, 1]",
+        )
+
+    @property
+    def queue_size_limit(self) -> int:
+        """How many rollouts the queue holds at most."""
+        return max(1, int(self.queue_out_of_sync_factor * self.actors_batch_size))
+
+    @property
+    def env_steps_per_update(self) -> int:
+        """Environment steps consumed by one learner update."""
+        return self.actors_batch_size * self.envs_per_actor * self.n_rollout_steps
+
+    @property
+    def total_env_steps(self) -> int:
+        """The env-step budget of a full run (without early stopping)."""
+        return self.n_epochs * self.epoch_length * self.env_steps_per_update
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

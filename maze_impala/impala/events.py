@@ -1,0 +1,62 @@
+"""The events of the IMPALA learner (names as in Maze-RL's ``MultiStepIMPALAEvents``)."""
+
+from __future__ import annotations
+
+from maze_impala.core import StepKey
+from maze_impala.events.api import EventInterface, epoch_stats, max_, mean, min_
+
+
+class MultiStepIMPALAEvents(EventInterface):
+    """What the learner measures in every update."""
+
+    @epoch_stats(mean)
+    def time_dequeuing_actors(self, time: float, percent: float):
+        """Seconds spent taking rollouts from the queue, and their share (%) of the update."""
+
+    @epoch_stats(mean)
+    def time_collecting_actors(self, time: float, percent: float):
+        """Seconds spent collecting and stacking the batch, and their share (%) of the update."""
+
+    @epoch_stats(mean)
+    def time_learner_rollout(self, time: float, percent: float):
+        """Seconds spent recomputing logits and values on the batch, and their share (%)."""
+
+    @epoch_stats(mean)
+    def time_loss_computation(self, time: float, percent: float):
+        """Seconds spent on V-trace and the losses, and their share (%) of the update."""
+
+    @epoch_stats(mean)
+    def time_backprob(self, time: float, percent: float):
+        """Seconds spent on backward pass and optimizer step, and their share (%) of the update."""
+
+    @epoch_stats(mean, max_)
+    def estimated_queue_sizes(self, before: int, after: int):
+        """Rollouts waiting in the queue before and after taking a batch."""
+
+    @epoch_stats(mean, min_, max_)
+    def policy_lag(self, value: float):
+        """Learner version minus the version that generated a rollout (one event per rollout)."""
+
+    @epoch_stats(mean, group_by="step_key")
+    def policy_loss(self, step_key: StepKey, value: float):
+        """The policy-gradient loss of one step key."""
+
+    @epoch_stats(mean, group_by="step_key")
+    def policy_entropy(self, step_key: StepKey, value: float):
+        """The mean entropy of one step key's action distribution."""
+
+    @epoch_stats(mean, max_, group_by="step_key")
+    def policy_grad_norm(self, step_key: StepKey, value: float):
+        """The gradient norm of one step key's policy network, before clipping."""
+
+    @epoch_stats(mean, group_by="critic_key")
+    def critic_value(self, critic_key: StepKey, value: float):
+        """The mean value estimate of one critic."""
+
+    @epoch_stats(mean, group_by="critic_key")
+    def critic_value_loss(self, critic_key: StepKey, value: float):
+        """The value loss of one critic."""
+
+    @epoch_stats(mean, max_, group_by="critic_key")
+    def critic_grad_norm(self, critic_key: StepKey, value: float):
+        """The gradient norm of one critic network, before clipping."""

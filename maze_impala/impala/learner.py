@@ -1,0 +1,199 @@
+"""The IMPALA learner: one optimizer step per batch of rollouts, V-trace per step key."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from maze_impala.core import Rollout, StepKey
+from maze_impala.impala.config import ImpalaAlgorithmConfig
+from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.impala.losses import impala_step_loss
+from maze_impala.nn.models import StructuredCritic, StructuredPolicy
+
+
+@dataclass
+class StepBatch:
+    """The data of one step key across a batch of rollouts, ``N = sum of E`` columns, on the device."""
+
+    observations: dict[str, torch.Tensor]  # [T + 1, N, ...]
+    actions: dict[str, torch.Tensor]  # [T, N, ...]
+    behaviour_log_probs: torch.Tensor  # [T, N]
+    rewards: torch.Tensor  # [T, N]
+    terminated: torch.Tensor  # [T, N]
+    truncated: torch.Tensor  # [T, N]
+    truncated_observations: dict[str, torch.Tensor]  # [K, ...]
+    truncated_index: torch.Tensor  # [K, 2] (t, column)
+
+
+def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
+    """Concatenate one step key's trajectories along the batch axis."""
+    trajectories = [r.trajectories[step_key] for r in rollouts]
+
+    def cat(arrays: list[np.ndarray], axis: int = 1) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate(arrays, axis=axis)).to(device, non_blocking=True)
+
+    offsets = np.cumsum([0, *(tr.n_envs for tr in trajectories[:-1])])
+    shifted = [tr.truncated_index + np.array([0, off]) for tr, off in zip(trajectories, offsets)]
+    trunc_index = np.concatenate(shifted)
+    return StepBatch(
+        observations={
+            k: cat([tr.observations[k] for tr in trajectories]) for k in trajectories[0].observations
+        },
+        actions={k: cat([tr.actions[k] for tr in trajectories]) for k in trajectories[0].actions},
+        behaviour_log_probs=cat([tr.behaviour_log_probs for tr in trajectories]),
+        rewards=cat([tr.rewards for tr in trajectories]),
+        terminated=cat([tr.terminated for tr in trajectories]),
+        truncated=cat([tr.truncated for tr in trajectories]),
+        truncated_observations={
+            k: cat([tr.truncated_observations[k] for tr in trajectories], axis=0)
+            for k in trajectories[0].truncated_observations
+        },
+        truncated_index=torch.from_numpy(trunc_index).to(device),
+    )
+
+
+def grad_norm(module: nn.Module) -> float:
+    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+
+
+class ImpalaLearner:
+    """Owns the policy, the critics and the optimizer; :meth:`step` performs one update.
+
+    Gradient norms are measured per step key, separately for each policy and each
+    critic network, before clipping. Clipping (``max_grad_norm``) also applies per
+    network, so that a large critic gradient cannot shrink the policy's step.
+    """
+
+    def __init__(
+        self,
+        policy: StructuredPolicy,
+        critic: StructuredCritic,
+        config: ImpalaAlgorithmConfig,
+        events: MultiStepIMPALAEvents,
+    ):
+        self.config = config
+        self.device = torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(
+                "algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu"
+            )
+        self.policy = policy.to(self.device)
+        self.critic = critic.to(self.device)
+        self.optimizer = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=config.lr)
+        self.events = events
+        self.version = 0
+        """The policy version: the number of updates made so far."""
+
+    def step(self, rollouts: list[Rollout], train_policy: bool = True, dequeue_seconds: float = 0.0) -> None:
+        """One update on a batch of rollouts; bumps :attr:`version`."""
+        cfg, ev = self.config, self.events
+        t0 = time.perf_counter()
+        for rollout in rollouts:
+            ev.policy_lag(value=self.version - rollout.policy_version)
+        batches = {k: stack_step(rollouts, k, self.device) for k in self.policy.step_keys}
+        t1 = time.perf_counter()
+
+        forward: dict[StepKey, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        for key, batch in batches.items():
+            logits = self.policy.logits(key, {k: v[:-1] for k, v in batch.observations.items()}, batch_dims=2)
+            values = self.critic.values(key, batch.observations, batch_dims=2)
+            forward[key] = (logits, values, self._rewards_with_truncation(key, batch))
+        t2 = time.perf_counter()
+
+        total = torch.zeros((), device=self.device)
+        for key, batch in batches.items():
+            logits, values, rewards = forward[key]
+            loss = impala_step_loss(
+                self.policy.distribution(key),
+                logits,
+                batch.actions,
+                batch.behaviour_log_probs,
+                values,
+                rewards,
+                discounts=cfg.gamma * (~(batch.terminated | batch.truncated)).float(),
+                clip_rho_threshold=cfg.vtrace_clip_rho_threshold,
+                clip_pg_rho_threshold=cfg.vtrace_clip_pg_rho_threshold,
+                lambda_=cfg.vtrace_lambda,
+            )
+            total = total + cfg.value_loss_coef * loss.value_loss
+            if train_policy:
+                total = total + cfg.policy_loss_coef * loss.policy_loss - cfg.entropy_coef * loss.entropy
+            policy_loss, entropy, mean_value, value_loss = (
+                torch.stack([loss.policy_loss, loss.entropy, loss.mean_value, loss.value_loss])
+                .detach()
+                .tolist()
+            )  # one host transfer for the four numbers
+            ev.policy_loss(step_key=key, value=policy_loss)
+            ev.policy_entropy(step_key=key, value=entropy)
+            ev.critic_value(critic_key=key, value=mean_value)
+            ev.critic_value_loss(critic_key=key, value=value_loss)
+        t3 = time.perf_counter()
+
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        for key in self.policy.step_keys:
+            ev.critic_grad_norm(critic_key=key, value=self._clip(self.critic.networks[str(key)]))
+            if train_policy:
+                ev.policy_grad_norm(step_key=key, value=self._clip(self._policy_part(key)))
+        self.optimizer.step()
+        self.version += 1
+        t4 = time.perf_counter()
+
+        whole = dequeue_seconds + (t4 - t0)
+        share = lambda seconds: 100.0 * seconds / whole if whole > 0 else 0.0  # noqa: E731
+        ev.time_dequeuing_actors(time=dequeue_seconds, percent=share(dequeue_seconds))
+        ev.time_collecting_actors(time=t1 - t0, percent=share(t1 - t0))
+        ev.time_learner_rollout(time=t2 - t1, percent=share(t2 - t1))
+        ev.time_loss_computation(time=t3 - t2, percent=share(t3 - t2))
+        ev.time_backprob(time=t4 - t3, percent=share(t4 - t3))
+
+    def _rewards_with_truncation(self, key: StepKey, batch: StepBatch) -> torch.Tensor:
+        """r_t, plus gamma * V(final obs) where an episode was cut off by a time limit.
+
+        Truncated steps get discount 0 (the next observation belongs to a new
+        episode); adding the discounted value of the observation the episode really
+        ended in keeps the target that of an unfinished episode.
+        """
+        rewards = batch.rewards
+        if batch.truncated_index.numel() == 0:
+            return rewards
+        with torch.no_grad():
+            final_values = self.critic.values(key, batch.truncated_observations, batch_dims=1)
+        rewards = rewards.clone()
+        t, col = batch.truncated_index[:, 0], batch.truncated_index[:, 1]
+        rewards[t, col] += self.config.gamma * final_values
+        return rewards
+
+    def _policy_part(self, key: StepKey) -> nn.ModuleList:
+        return nn.ModuleList([self.policy.networks[str(key)], self.policy.distributions[str(key)]])
+
+    def _clip(self, module: nn.Module) -> float:
+        """The module's gradient norm before clipping; clips it to max_grad_norm unless that is 0."""
+        if self.config.max_grad_norm > 0:
+            params = [p for p in module.parameters() if p.grad is not None]
+            return float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)) if params else 0.0
+        return grad_norm(module)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: weights, optimizer state and the policy version."""
+        return {
+            "policy": self.policy.state_dict(),
+            "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "version": self.version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = int(state["version"])

@@ -1,0 +1,64 @@
+"""IMPALA's losses for one step key, given the learner's forward pass over a batch."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from maze_impala.impala.vtrace import vtrace
+from maze_impala.nn.distributions import DictActionDistribution
+
+
+class StepLoss(NamedTuple):
+    policy_loss: torch.Tensor
+    """-mean(A_t * log pi(a_t|x_t)) with the V-trace advantages A_t."""
+    value_loss: torch.Tensor
+    """0.5 * mean((v_t - V(x_t))^2) against the V-trace targets v_t."""
+    entropy: torch.Tensor
+    """mean entropy of pi(.|x_t)."""
+    mean_value: torch.Tensor
+    """mean V(x_t), for monitoring."""
+
+
+def impala_step_loss(
+    distribution: DictActionDistribution,
+    logits: torch.Tensor,
+    actions: dict[str, torch.Tensor],
+    behaviour_log_probs: torch.Tensor,
+    values: torch.Tensor,
+    rewards: torch.Tensor,
+    discounts: torch.Tensor,
+    clip_rho_threshold: float | None,
+    clip_pg_rho_threshold: float | None,
+    lambda_: float,
+) -> StepLoss:
+    """The losses of one step key over ``[T, N]`` data.
+
+    Args:
+        distribution: the step key's action distribution.
+        logits: the target policy's logits, ``[T, N, L]``.
+        actions: the actions taken, ``[T, N, ...]`` per action key.
+        behaviour_log_probs: log mu(a_t|x_t) recorded by the actor, ``[T, N]``.
+        values: V(x_t) for ``t = 0..T``, ``[T + 1, N]`` (the last row bootstraps).
+        rewards: r_t, ``[T, N]``.
+        discounts: gamma_t, zero after a terminal step, ``[T, N]``.
+        clip_rho_threshold, clip_pg_rho_threshold, lambda_: see :func:`vtrace`.
+    """
+    target_log_probs = distribution.log_prob(logits, actions)
+    returns = vtrace(
+        log_rhos=target_log_probs.detach() - behaviour_log_probs,
+        discounts=discounts,
+        rewards=rewards,
+        values=values[:-1].detach(),
+        bootstrap_value=values[-1].detach(),
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        lambda_=lambda_,
+    )
+    return StepLoss(
+        policy_loss=-(returns.pg_advantages * target_log_probs).mean(),
+        value_loss=0.5 * (returns.vs - values[:-1]).pow(2).mean(),
+        entropy=distribution.entropy(logits).mean(),
+        mean_value=values[:-1].detach().mean(),
+    )

@@ -1,0 +1,172 @@
+"""The one place where components are wired together, for the CLI and for Python users alike."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.sequential import SequentialActors
+from maze_impala.actors.subprocess import SubprocessActors
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.core import ActorPool
+from maze_impala.envs.factory import EnvSpec, make_env
+from maze_impala.events.api import EventHub
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatsAggregator
+from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
+from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig
+from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.impala.learner import ImpalaLearner
+from maze_impala.nn.models import ModelConfig, StructuredCritic, StructuredPolicy
+from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.trainer import STATS_CSV, ImpalaTrainer, TrainingResult
+
+RUNNER_TYPES = ("sequential", "subprocess")
+
+CONSOLE_PREFIXES = [
+    "train/EpisodeEvents/episode_return/mean",
+    "eval/EpisodeEvents/episode_return/mean",
+    "train/RunEvents/env_steps_per_second",
+    "train/MultiStepIMPALAEvents/policy_lag/mean",
+    "train/MultiStepIMPALAEvents/policy_loss",
+    "train/MultiStepIMPALAEvents/policy_entropy",
+    "train/MultiStepIMPALAEvents/policy_grad_norm/mean",
+    "train/MultiStepIMPALAEvents/critic_value_loss",
+    "train/MultiStepIMPALAEvents/critic_grad_norm/mean",
+]
+
+
+@dataclass
+class RunnerConfig:
+    """How the actors run and where statistics go."""
+
+    type: str = "sequential"
+    """sequential: actors take turns in the learner's process; subprocess: one process per actor."""
+    start_method: str = "spawn"
+    """multiprocessing start method of the subprocess backend (spawn, forkserver or fork)."""
+    failure_timeout: float = 120.0
+    """Seconds without any rollout, all actors alive, before training fails as stuck."""
+    console: bool = True
+    """Print a table of the main statistics after every epoch."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars into the output directory."""
+
+    def __post_init__(self) -> None:
+        if self.type not in RUNNER_TYPES:
+            raise ConfigError(f"runner.type must be one of {RUNNER_TYPES}, got {self.type!r}")
+        if self.start_method not in ("spawn", "forkserver", "fork"):
+            raise ConfigError(
+                f"runner.start_method must be spawn, forkserver or fork, got {self.start_method!r}"
+            )
+        if not self.failure_timeout > 0:
+            raise ConfigError(f"runner.failure_timeout must be > 0 seconds, got {self.failure_timeout!r}")
+
+
+@dataclass
+class TrainingConfig:
+    """A whole run: what the CLI composes from configs/ and what :func:`train` takes."""
+
+    env: Any = "CartPole-v1"
+    algorithm: ImpalaAlgorithmConfig = field(default_factory=ImpalaAlgorithmConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    seed: int = 1234
+
+
+def make_pool(
+    spec: ActorSpec, weights: SharedWeights, algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig
+) -> ActorPool:
+    if runner.type == "sequential":
+        return SequentialActors(spec, weights, algorithm.num_actors)
+    return SubprocessActors(
+        spec,
+        weights,
+        algorithm.num_actors,
+        algorithm.queue_size_limit,
+        runner.start_method,
+        runner.failure_timeout,
+    )
+
+
+def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
+    """Wire env, models, weights, actors, learner, evaluator, events and writers."""
+    algorithm, runner = config.algorithm, config.runner
+    output_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    probe = make_env(config.env)  # fails early on a bad env, before any process starts
+    obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
+    probe.close()
+    policy = StructuredPolicy(obs_spaces, act_spaces, config.model)
+    critic = StructuredCritic(obs_spaces, config.model)
+
+    hub = EventHub()
+    train_stats = StatsAggregator("train", [EpisodeEvents, RunEvents, MultiStepIMPALAEvents])
+    hub.listeners.append(train_stats)
+    eval_hub = EventHub()
+    eval_stats = StatsAggregator("eval", [EpisodeEvents])
+    eval_hub.listeners.append(eval_stats)
+
+    learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
+    weights = SharedWeights(learner.policy)
+    spec = ActorSpec(
+        config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, config.seed
+    )
+    pool = make_pool(spec, weights, algorithm, runner)
+    evaluator = RolloutEvaluator(
+        config.env,
+        algorithm.rollout_evaluator.n_episodes,
+        algorithm.rollout_evaluator.deterministic,
+        config.seed,
+        eval_hub.publisher(EpisodeEvents),
+    )
+    writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)]
+    if runner.console:
+        writers.append(ConsoleWriter(CONSOLE_PREFIXES))
+    if runner.tensorboard:
+        writers.append(TensorBoardWriter(output_dir / "tensorboard"))
+    extras = {
+        "config": describe(config),
+        "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
+    }
+    return ImpalaTrainer(
+        learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras
+    )
+
+
+def describe(config: TrainingConfig) -> dict[str, Any]:
+    """A plain-dict record of the run's config (callables by their qualified name)."""
+    record = dataclasses.asdict(config)
+    if callable(config.env):
+        record["env"] = (
+            f"{config.env.__module__}.{getattr(config.env, '__qualname__', type(config.env).__name__)}"
+        )
+    return record
+
+
+def train(
+    env: EnvSpec = "CartPole-v1",
+    algorithm: ImpalaAlgorithmConfig | None = None,
+    model: ModelConfig | None = None,
+    runner: RunnerConfig | None = None,
+    seed: int = 1234,
+    output_dir: str | Path | None = None,
+) -> TrainingResult:
+    """Train IMPALA from Python with the same components the CLI wires.
+
+    Writes ``config.yaml``, ``stats.csv``, TensorBoard events and the last and best
+    model into ``output_dir`` (default: ``outputs/train/<time>``).
+    """
+    config = TrainingConfig(
+        env, algorithm or ImpalaAlgorithmConfig(), model or ModelConfig(), runner or RunnerConfig(), seed
+    )
+    out = Path(output_dir) if output_dir else Path("outputs", "train", time.strftime("%Y-%m-%d_%H-%M-%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(describe(config))))
+    return build_trainer(config, out).train()
