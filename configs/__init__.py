@@ -1,0 +1,1 @@
+"""The shipped Hydra configs (installed as ``maze_impala.configs``)."""

@@ -28,7 +28,7 @@ class GymStructuredEnv(StructuredEnv):
                 env = gym.make(env, **make_kwargs)
             except gym.error.Error as error:
                 raise ValueError(
-                    f"cannot make Gymnasium env {env!r}: {error}. "
+                    f"cannot make Gymnasium env {env!r}: {str(error).rstrip('.')}. "
                     "Check env.name (a registered Gymnasium id, e.g. CartPole-v1) and its kwargs."
                 ) from error
         elif make_kwargs:
@@ -75,3 +75,8 @@ class GymStructuredEnv(StructuredEnv):
 
     def _obs(self, obs: Any) -> dict:
         return {OBS_KEY: obs} if self._wrap_obs else obs
+
+
+def make_gym_env(name: str, **kwargs: Any) -> GymStructuredEnv:
+    """``env=gym_env env.name=<id>``: any registered Gymnasium env, extra keys as ``gym.make`` kwargs."""
+    return GymStructuredEnv(name, **kwargs)

@@ -138,8 +138,14 @@ class EventHub:
     def _make_publish(self, interface: type[EventInterface], name: str) -> Callable[..., None]:
         signature = inspect.signature(getattr(interface, name))
         iname = interface.__name__
+        known = set(signature.parameters) - {"self"}
 
         def publish(*args: Any, **kwargs: Any) -> None:
+            unknown = set(kwargs) - known
+            if unknown:
+                raise TypeError(
+                    f"{iname}.{name}{signature}: unknown argument(s) {sorted(unknown)}; it takes {sorted(known)}"
+                )
             try:
                 bound = signature.bind(None, *args, **kwargs)
             except TypeError as error:

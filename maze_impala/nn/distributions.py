@@ -106,17 +106,14 @@ class GaussianHead(ActionHead):
         self.n_inputs = int(np.prod(shape))
         self.log_std = nn.Parameter(torch.full((self.n_inputs,), init_log_std))
 
-    def _mean(self, logits: torch.Tensor) -> torch.Tensor:
-        return logits
-
     def sample(self, logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
-        mean = self._mean(logits)
-        action = mean if deterministic else mean + torch.randn_like(mean) * self.log_std.exp()
+        mean = logits.detach()
+        action = mean if deterministic else mean + torch.randn_like(mean) * self.log_std.detach().exp()
         return action.reshape(*action.shape[:-1], *self.shape)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         action = action.reshape(*action.shape[: logits.dim() - 1], -1).to(logits.dtype)
-        z = (action - self._mean(logits)) / self.log_std.exp()
+        z = (action - logits) / self.log_std.exp()
         return (-0.5 * z.pow(2) - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
 
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:

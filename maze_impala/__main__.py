@@ -1,0 +1,3 @@
+from maze_impala.cli import main
+
+main()

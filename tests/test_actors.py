@@ -1,0 +1,130 @@
+"""Actors: what a rollout records, both backends, the queue bound, policy lag and failures."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.sequential import SequentialActors
+from maze_impala.actors.subprocess import SubprocessActors
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.core import ActorFailedError
+from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.nn.models import ModelConfig, StructuredPolicy
+from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv
+
+MODEL = ModelConfig(hidden_units=[8])
+
+
+def _weights(env_fn=CounterEnv):
+    env = GymStructuredEnv(env_fn())
+    policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, MODEL)
+    return policy, SharedWeights(policy)
+
+
+def test_rollouts_overlap_by_one_step_and_record_truncation():
+    _, weights = _weights()
+    actor = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=2, seed=0).build(0, weights)
+    first, second = actor.rollout(), actor.rollout()
+    a, b = first.trajectories[0], second.trajectories[0]
+    assert a.observations["observation"].shape == (5, 2, 2) and a.rewards.shape == (4, 2)
+    np.testing.assert_array_equal(a.observations["observation"][-1], b.observations["observation"][0])
+    # CounterEnv: rewards are 1 + action, observations count steps, truncation after 5 steps.
+    np.testing.assert_array_equal(a.rewards, 1.0 + a.actions["action"])
+    np.testing.assert_array_equal(a.observations["observation"][:, 0, 0], [0, 1, 2, 3, 4])
+    assert not a.truncated.any() and not a.terminated.any()
+    assert b.truncated[0].all(), "the 5th step of every env is a truncation"
+    np.testing.assert_array_equal(b.truncated_index, [[0, 0], [0, 1]])
+    np.testing.assert_array_equal(b.truncated_observations["observation"], [[5, 0], [5, 0]])
+    np.testing.assert_array_equal(b.observations["observation"][1, :, 0], [0, 0]), "reset after truncation"
+    assert first.env_steps == 8 and first.policy_version == 0
+    returns = [r.values["value"] for r in second.events if r.event == "episode_return"]
+    assert len(returns) == 2 and all(5 <= x <= 10 for x in returns)
+    actor.close()
+
+
+def test_actor_pulls_new_weights_and_stamps_the_version():
+    policy, weights = _weights()
+    actor = ActorSpec(CounterEnv, MODEL, 2, 1, seed=0).build(0, weights)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(1.0)
+    weights.publish(policy, version=7)
+    rollout = actor.rollout()
+    assert rollout.policy_version == 7
+    for mine, theirs in zip(actor.policy.parameters(), policy.parameters()):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_sequential_and_subprocess_give_the_same_first_rollouts():
+    _, weights = _weights()
+    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    with SequentialActors(spec, weights, num_actors=2) as pool:
+        seq = pool.collect(2)
+    by_actor = {}  # the first rollout of each actor, in the order that actor made them
+    with SubprocessActors(spec, weights, num_actors=2, queue_size_limit=4) as pool:
+        while len(by_actor) < 2:
+            rollout = pool.collect(1)[0]
+            by_actor.setdefault(rollout.actor_index, rollout)
+    for r in seq:
+        other = by_actor[r.actor_index].trajectories[0]
+        np.testing.assert_array_equal(r.trajectories[0].actions["action"], other.actions["action"])
+        np.testing.assert_allclose(r.trajectories[0].behaviour_log_probs, other.behaviour_log_probs, atol=1e-6)
+
+
+def test_queue_never_exceeds_its_bound_and_lag_is_bounded():
+    policy, weights = _weights()
+    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    limit, num_actors = 3, 3
+    with SubprocessActors(spec, weights, num_actors=num_actors, queue_size_limit=limit) as pool:
+        deadline = time.monotonic() + 30
+        while pool.queue_size() < limit and time.monotonic() < deadline:
+            time.sleep(0.05)  # processes start (importing torch takes a while)
+        sizes = []
+        for _ in range(20):  # actors keep producing but must block on the full queue
+            time.sleep(0.025)
+            sizes.append(pool.queue_size())
+        assert sizes == [limit] * 20
+        lags = []
+        for version in range(1, 30):
+            for rollout in pool.collect(1):
+                lags.append(version - 1 - rollout.policy_version)
+            weights.publish(policy, version)
+        assert min(lags) >= 0, "no rollout can come from a version the learner has not published"
+        # In steady state a rollout waits behind the queued ones plus one finished per blocked actor;
+        # actors race for free slots (semaphores are not FIFO), so this holds on average, not for each.
+        assert 1 <= np.mean(lags[5:]) <= limit + num_actors
+
+
+@pytest.mark.parametrize("env_fn", [CrashingEnv, DyingEnv], ids=["raises", "killed"])
+def test_failing_actor_is_a_clear_error_within_seconds(env_fn):
+    _, weights = _weights(env_fn)
+    spec = ActorSpec(env_fn, MODEL, n_rollout_steps=5, envs_per_actor=1, seed=0)
+    pool = SubprocessActors(spec, weights, num_actors=2, queue_size_limit=2)
+    pool.start()
+    started = time.monotonic()
+    with pytest.raises(ActorFailedError) as info:
+        for _ in range(100):
+            pool.collect(1)
+    assert time.monotonic() - started < 10
+    message = str(info.value)
+    assert "simulated failure" in message if env_fn is CrashingEnv else "exit code -9" in message
+    processes = list(pool.processes)
+    pool.close()
+    assert all(not p.is_alive() for p in processes)
+
+
+def test_close_stops_every_process_even_with_a_full_queue():
+    _, weights = _weights()
+    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    pool = SubprocessActors(spec, weights, num_actors=3, queue_size_limit=1)
+    pool.start()
+    pool.collect(1)
+    processes = list(pool.processes)
+    started = time.monotonic()
+    pool.close()
+    assert time.monotonic() - started < 6
+    assert all(p.exitcode is not None for p in processes)
+    pool.close()  # idempotent

@@ -1,0 +1,128 @@
+"""The Gymnasium adapter, action distributions, and per-step-key policies and critics."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from maze_impala.core import ActorID
+from maze_impala.envs.factory import make_env
+from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.nn.distributions import DictActionDistribution
+from maze_impala.nn.models import ModelConfig, StructuredCritic, StructuredPolicy
+
+
+def test_gym_adapter_wraps_spaces_and_unwraps_actions():
+    env = GymStructuredEnv("CartPole-v1")
+    assert env.actor_id() == ActorID(0, 0)
+    assert env.agent_counts_dict == {0: 1}
+    assert isinstance(env.observation_spaces_dict[0], gym.spaces.Dict)
+    assert env.action_spaces_dict[0]["action"] == gym.spaces.Discrete(2)
+    obs, info = env.reset(seed=3)
+    raw, _ = gym.make("CartPole-v1").reset(seed=3)
+    np.testing.assert_array_equal(obs["observation"], raw)
+    obs, reward, terminated, truncated, _ = env.step({"action": 1})
+    assert reward == 1.0 and not terminated and not truncated
+
+
+def test_gym_adapter_keeps_dict_spaces_as_they_are():
+    inner = gym.make("CartPole-v1")
+    inner = gym.wrappers.TransformObservation(
+        inner, lambda o: {"pos": o[:2], "vel": o[2:]},
+        gym.spaces.Dict({"pos": gym.spaces.Box(-10, 10, (2,)), "vel": gym.spaces.Box(-10, 10, (2,))}),
+    )
+    env = GymStructuredEnv(inner)
+    assert set(env.observation_spaces_dict[0].spaces) == {"pos", "vel"}
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"pos", "vel"}
+
+
+def test_make_env_errors_are_clear():
+    with pytest.raises(ValueError, match="cannot make Gymnasium env 'Nope-v0'"):
+        make_env("Nope-v0")
+    with pytest.raises(ValueError, match="needs a _target_"):
+        make_env({"name": "CartPole-v1"})
+    with pytest.raises(TypeError, match="expected a StructuredEnv"):
+        make_env(lambda: object())
+
+
+SPACES = {
+    "discrete": gym.spaces.Discrete(4),
+    "multi_discrete": gym.spaces.MultiDiscrete([3, 2]),
+    "box": gym.spaces.Box(-1, 1, (2,)),
+    "multi_binary": gym.spaces.MultiBinary(3),
+}
+
+
+def _reference(name, logits):
+    if name == "discrete":
+        return torch.distributions.Categorical(logits=logits)
+    if name == "multi_discrete":
+        return [torch.distributions.Categorical(logits=part) for part in logits.split([3, 2], -1)]
+    if name == "multi_binary":
+        return torch.distributions.Bernoulli(logits=logits)
+    return None
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_log_prob_and_entropy_match_torch_distributions(name):
+    dist = DictActionDistribution(gym.spaces.Dict({"a": SPACES[name]}))
+    logits = torch.randn(5, dist.n_inputs)
+    actions = dist.sample(logits)
+    assert actions["a"].shape == (5, *SPACES[name].shape)
+    if name != "box":  # a Gaussian is unbounded; envs clip to their Box
+        assert all(SPACES[name].contains(np.asarray(a, dtype=SPACES[name].dtype)) for a in actions["a"].numpy())
+    log_prob, entropy = dist.log_prob(logits, actions), dist.entropy(logits)
+    ref = _reference(name, logits)
+    if name == "discrete":
+        expected_lp, expected_h = ref.log_prob(actions["a"]), ref.entropy()
+    elif name == "multi_discrete":
+        expected_lp = sum(r.log_prob(actions["a"][:, i]) for i, r in enumerate(ref))
+        expected_h = sum(r.entropy() for r in ref)
+    elif name == "multi_binary":
+        expected_lp = ref.log_prob(actions["a"].float()).sum(-1)
+        expected_h = ref.entropy().sum(-1)
+    else:
+        std = dist.heads["a"].log_std.exp()
+        normal = torch.distributions.Normal(logits, std)
+        expected_lp = normal.log_prob(actions["a"]).sum(-1)
+        expected_h = normal.entropy().sum(-1)
+    torch.testing.assert_close(log_prob, expected_lp)
+    torch.testing.assert_close(entropy, expected_h)
+
+
+def test_dict_action_space_sums_heads_and_deterministic_takes_the_mode():
+    space = gym.spaces.Dict({"piece": gym.spaces.Discrete(3), "cut": gym.spaces.Box(-1, 1, (1,))})
+    dist = DictActionDistribution(space)
+    logits = torch.tensor([[0.25, 0.0, 5.0, 0.0]])  # gym sorts Dict keys: "cut" comes first
+    mode = dist.sample(logits, deterministic=True)
+    assert int(mode["piece"]) == 1 and float(mode["cut"]) == pytest.approx(0.25)
+    total = dist.log_prob(logits, mode)
+    parts = dist._split(logits)
+    expected = dist.heads["piece"].log_prob(parts["piece"], mode["piece"]) + dist.heads["cut"].log_prob(
+        parts["cut"], mode["cut"]
+    )
+    torch.testing.assert_close(total, expected)
+
+
+def test_sampling_follows_the_probabilities():
+    dist = DictActionDistribution(gym.spaces.Dict({"a": gym.spaces.Discrete(3)}))
+    logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]])).expand(20000, 3)
+    freq = torch.bincount(dist.sample(logits)["a"], minlength=3).float() / 20000
+    torch.testing.assert_close(freq, torch.tensor([0.2, 0.5, 0.3]), atol=0.015, rtol=0)
+
+
+def test_policy_compute_action_and_state_dict_round_trip(tmp_path):
+    env = GymStructuredEnv("CartPole-v1")
+    config = ModelConfig(hidden_units=[16], activation="relu")
+    policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config)
+    critic = StructuredCritic(env.observation_spaces_dict, config)
+    obs, _ = env.reset(seed=0)
+    action = policy.compute_action(obs, env.actor_id(), deterministic=True)
+    assert env.action_spaces_dict[0].contains(action)
+    torch.save({"policy": policy.state_dict(), "critic": critic.state_dict()}, tmp_path / "m.pt")
+    other = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config)
+    other.load_state_dict(torch.load(tmp_path / "m.pt")["policy"])
+    for _ in range(5):
+        assert other.compute_action(obs, env.actor_id(), True) == action
+    assert critic.values(0, {"observation": torch.as_tensor(obs["observation"])[None]}).shape == (1,)
