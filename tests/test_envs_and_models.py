@@ -28,7 +28,8 @@ def test_gym_adapter_wraps_spaces_and_unwraps_actions():
 def test_gym_adapter_keeps_dict_spaces_as_they_are():
     inner = gym.make("CartPole-v1")
     inner = gym.wrappers.TransformObservation(
-        inner, lambda o: {"pos": o[:2], "vel": o[2:]},
+        inner,
+        lambda o: {"pos": o[:2], "vel": o[2:]},
         gym.spaces.Dict({"pos": gym.spaces.Box(-10, 10, (2,)), "vel": gym.spaces.Box(-10, 10, (2,))}),
     )
     env = GymStructuredEnv(inner)
@@ -71,7 +72,9 @@ def test_log_prob_and_entropy_match_torch_distributions(name):
     actions = dist.sample(logits)
     assert actions["a"].shape == (5, *SPACES[name].shape)
     if name != "box":  # a Gaussian is unbounded; envs clip to their Box
-        assert all(SPACES[name].contains(np.asarray(a, dtype=SPACES[name].dtype)) for a in actions["a"].numpy())
+        assert all(
+            SPACES[name].contains(np.asarray(a, dtype=SPACES[name].dtype)) for a in actions["a"].numpy()
+        )
     log_prob, entropy = dist.log_prob(logits, actions), dist.entropy(logits)
     ref = _reference(name, logits)
     if name == "discrete":

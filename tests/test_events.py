@@ -6,7 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from maze_impala.events.api import EventCollector, EventHub, EventInterface, epoch_stats, max_, mean, std, sum_
+from maze_impala.events.api import (
+    EventCollector,
+    EventHub,
+    EventInterface,
+    epoch_stats,
+    max_,
+    mean,
+    std,
+    sum_,
+)
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.events.writers import CsvWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
@@ -36,8 +45,12 @@ def test_reducers_and_grouping_against_hand_computed_values():
     events.parts(good=3, bad=1)
     events.parts(5, 0)
     stats = agg.reduce()
-    assert stats[StatKey("train", "MachineEvents", "utilisation", "value", "mean", "machine=0")] == pytest.approx(0.7)
-    assert stats[StatKey("train", "MachineEvents", "utilisation", "value", "max", "machine=1")] == pytest.approx(0.9)
+    assert stats[
+        StatKey("train", "MachineEvents", "utilisation", "value", "mean", "machine=0")
+    ] == pytest.approx(0.7)
+    assert stats[
+        StatKey("train", "MachineEvents", "utilisation", "value", "max", "machine=1")
+    ] == pytest.approx(0.9)
     assert stats[StatKey("train", "MachineEvents", "parts", "good", "sum")] == 8
     assert stats[StatKey("train", "MachineEvents", "parts", "bad", "std")] == pytest.approx(np.std([1, 0]))
     assert agg.reduce() == {}, "reduce() starts a new epoch"
@@ -76,9 +89,21 @@ def test_records_replay_once_into_another_hub():
 
 def test_impala_interface_has_the_maze_events_plus_policy_lag():
     names = set(MultiStepIMPALAEvents.event_specs())
-    assert {"time_backprob", "time_collecting_actors", "time_dequeuing_actors", "time_learner_rollout",
-            "time_loss_computation", "estimated_queue_sizes", "policy_loss", "policy_entropy",
-            "policy_grad_norm", "critic_value", "critic_value_loss", "critic_grad_norm", "policy_lag"} <= names
+    assert {
+        "time_backprob",
+        "time_collecting_actors",
+        "time_dequeuing_actors",
+        "time_learner_rollout",
+        "time_loss_computation",
+        "estimated_queue_sizes",
+        "policy_loss",
+        "policy_entropy",
+        "policy_grad_norm",
+        "critic_value",
+        "critic_value_loss",
+        "critic_grad_norm",
+        "policy_lag",
+    } <= names
 
 
 def test_csv_columns_stay_stable_when_stats_come_and_go(tmp_path):

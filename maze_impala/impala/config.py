@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+LR_SCHEDULES = ("constant", "linear")
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and how to fix it."""
@@ -41,9 +43,9 @@ class RolloutEvaluatorConfig:
 class ImpalaAlgorithmConfig:
     """Algorithm parameters of IMPALA (Espeholt et al. 2018)."""
 
-    n_epochs: int = 20
+    n_epochs: int = 16
     """Number of epochs to train."""
-    epoch_length: int = 25
+    epoch_length: int = 50
     """Number of learner updates per epoch."""
     patience: int = 0
     """Stop after this many epochs without a better evaluation; 0 never stops early."""
@@ -51,23 +53,25 @@ class ImpalaAlgorithmConfig:
     """Number of first epochs in which only the critics are trained."""
     n_rollout_steps: int = 32
     """Steps per rollout (per environment of an actor)."""
-    lr: float = 1e-3
+    lr: float = 3e-3
     """Learning rate of the Adam optimizer."""
-    gamma: float = 0.99
+    lr_schedule: str = "linear"
+    """constant, or linear: anneal lr to 0 over n_epochs x epoch_length updates (as in the IMPALA paper)."""
+    gamma: float = 0.98
     """Discount factor."""
     policy_loss_coef: float = 1.0
     """Weight of the policy-gradient loss."""
     value_loss_coef: float = 0.5
     """Weight of the critics' value loss."""
-    entropy_coef: float = 0.01
+    entropy_coef: float = 0.001
     """Weight of the entropy bonus (its loss is minus the entropy)."""
     max_grad_norm: float = 40.0
     """Clip each network's gradient to this norm; 0 disables clipping."""
     device: str = "cpu"
     """Where the learner runs: cpu or cuda (actors always act on the CPU)."""
-    queue_out_of_sync_factor: float = 1.0
+    queue_out_of_sync_factor: float = 2.0
     """The rollout queue holds at most max(1, factor x actors_batch_size) rollouts."""
-    actors_batch_size: int = 4
+    actors_batch_size: int = 2
     """Rollouts combined into one learner update."""
     num_actors: int = 2
     """Number of actors (processes with runner=local)."""
@@ -105,6 +109,7 @@ class ImpalaAlgorithmConfig:
             f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
         )
         _check(_finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
+        _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
         _check(_finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
         for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
             value = getattr(self, name)
@@ -139,6 +144,11 @@ class ImpalaAlgorithmConfig:
         return max(1, int(self.queue_out_of_sync_factor * self.actors_batch_size))
 
     @property
+    def total_updates(self) -> int:
+        """Learner updates of a full run (without early stopping)."""
+        return self.n_epochs * self.epoch_length
+
+    @property
     def env_steps_per_update(self) -> int:
         """Environment steps consumed by one learner update."""
         return self.actors_batch_size * self.envs_per_actor * self.n_rollout_steps
@@ -146,7 +156,7 @@ class ImpalaAlgorithmConfig:
     @property
     def total_env_steps(self) -> int:
         """The env-step budget of a full run (without early stopping)."""
-        return self.n_epochs * self.epoch_length * self.env_steps_per_update
+        return self.total_updates * self.env_steps_per_update
 
 
 def _finite(value: object) -> bool:

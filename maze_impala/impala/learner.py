@@ -89,6 +89,7 @@ class ImpalaLearner:
         self.policy = policy.to(self.device)
         self.critic = critic.to(self.device)
         self.optimizer = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=config.lr)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.events = events
         self.version = 0
         """The policy version: the number of updates made so far."""
@@ -145,6 +146,7 @@ class ImpalaLearner:
             if train_policy:
                 ev.policy_grad_norm(step_key=key, value=self._clip(self._policy_part(key)))
         self.optimizer.step()
+        self.scheduler.step()
         self.version += 1
         t4 = time.perf_counter()
 
@@ -155,6 +157,11 @@ class ImpalaLearner:
         ev.time_learner_rollout(time=t2 - t1, percent=share(t2 - t1))
         ev.time_loss_computation(time=t3 - t2, percent=share(t3 - t2))
         ev.time_backprob(time=t4 - t3, percent=share(t4 - t3))
+
+    def _lr_factor(self, updates: int) -> float:
+        if self.config.lr_schedule == "linear":
+            return max(0.0, 1.0 - updates / self.config.total_updates)
+        return 1.0
 
     def _rewards_with_truncation(self, key: StepKey, batch: StepBatch) -> torch.Tensor:
         """r_t, plus gamma * V(final obs) where an episode was cut off by a time limit.
@@ -189,6 +196,7 @@ class ImpalaLearner:
             "policy": self.policy.state_dict(),
             "critic": self.critic.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
             "version": self.version,
         }
 
@@ -196,4 +204,5 @@ class ImpalaLearner:
         self.policy.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
         self.version = int(state["version"])

@@ -26,12 +26,22 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def read_checkpoint(path: Path | str) -> dict[str, Any]:
+    """The saved state, on the CPU; a clear error if there is no checkpoint at ``path``."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
 def load_checkpoint(path: Path | str, **modules: nn.Module) -> dict[str, Any]:
     """Load a checkpoint and the named modules' weights from it (e.g. ``policy=..., critic=...``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read_checkpoint(path)
+    restore_modules(state, path, **modules)
+    return state
+
+
+def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Module) -> None:
+    """Load the named modules from ``state``, checking that it was made for them."""
     for name, module in modules.items():
         if name not in state:
             raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
@@ -43,4 +53,3 @@ def load_checkpoint(path: Path | str, **modules: nn.Module) -> dict[str, Any]:
                 "Load it with the env and model config of the run that wrote it."
             )
         module.load_state_dict(state[name])
-    return state

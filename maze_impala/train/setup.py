@@ -17,6 +17,7 @@ from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.core import ActorPool
 from maze_impala.envs.factory import EnvSpec, make_env
+from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatsAggregator
@@ -170,3 +171,24 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(describe(config))))
     return build_trainer(config, out).train()
+
+
+def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
+    """The policy of a checkpoint written by training, and a fresh env of the run's config.
+
+    The env and model are rebuilt from the config stored in the checkpoint, so this
+    works for any run whose env is given by an id or a ``_target_`` config.
+    """
+    from maze_impala.train.checkpoint import read_checkpoint, restore_modules
+
+    state = read_checkpoint(checkpoint)
+    record = state.get("config")
+    if record is None:
+        raise ValueError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
+    env = make_env(record["env"])
+    policy = StructuredPolicy(
+        env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(**record["model"])
+    )
+    restore_modules(state, checkpoint, policy=policy)
+    policy.eval()
+    return policy, env

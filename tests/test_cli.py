@@ -1,0 +1,116 @@
+"""`maze-run` end to end on a tiny budget: outputs, stats columns, models, and early config errors."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from maze_impala.train.setup import load_policy
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "algorithm.n_epochs=2",
+    "algorithm.epoch_length=3",
+    "algorithm.envs_per_actor=4",
+    "algorithm.rollout_evaluator.n_episodes=2",
+    "runner.tensorboard=true",
+]
+
+
+def _run(args, cwd, command=(sys.executable, "-m", "maze_impala")):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("runner", ["dev", "local"])
+def test_training_run_writes_every_output(tmp_path, runner):
+    out = tmp_path / "run"
+    proc = _run(
+        ["-cn", "conf_train", "algorithm=impala", f"runner={runner}", *TINY, f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"outputs in {out}" in proc.stdout
+    for name in ("config.yaml", "stats.csv", "model_last.pt", "model_best.pt"):
+        assert (out / name).is_file(), name
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    config = OmegaConf.load(out / "config.yaml")
+    assert config.seed == 1234 and config.runner.type == {"dev": "sequential", "local": "subprocess"}[runner]
+    stats = pd.read_csv(out / "stats.csv")
+    assert stats["epoch"].tolist() == [1, 2]
+    assert stats["env_steps"].tolist() == [3 * 2 * 4 * 32, 2 * 3 * 2 * 4 * 32]
+    for column in (
+        "train/EpisodeEvents/episode_return/mean",
+        "eval/EpisodeEvents/episode_return/mean",
+        "train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0",
+        "train/MultiStepIMPALAEvents/critic_grad_norm/mean/critic_key=0",
+        "train/MultiStepIMPALAEvents/policy_lag/mean",
+        "train/MultiStepIMPALAEvents/time_backprob/percent/mean",
+    ):
+        assert stats[column].notna().all(), column
+    policy, env = load_policy(out / "model_best.pt")
+    obs, _ = env.reset(seed=0)
+    assert env.action_spaces_dict[0].contains(policy.compute_action(obs, env.actor_id()))
+
+
+def test_any_gymnasium_id_through_env_name(tmp_path):
+    proc = _run(
+        [
+            "-cn",
+            "conf_train",
+            "runner=dev",
+            "env=gym_env",
+            "env.name=Acrobot-v1",
+            *TINY,
+            "algorithm.n_epochs=1",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(tmp_path / "stats.csv")["eval/EpisodeEvents/episode_return/mean"].iloc[0] <= 0
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.lr=-1", "algorithm.lr must be a finite float > 0"),
+        ("algorithm.num_actors=0", "algorithm.num_actors must be an int >= 1"),
+        ("algorithm.no_such_field=1", "no_such_field"),
+        ("runner=no_such_runner", "no_such_runner"),
+        ("env.name=NoSuchEnv-v0", "cannot make Gymnasium env 'NoSuchEnv-v0'"),
+        ("model.activation=gelu", "model.activation must be one of"),
+    ],
+)
+def test_bad_config_fails_before_training_and_names_the_problem(tmp_path, override, message):
+    proc = _run(["-cn", "conf_train", override, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
+    assert proc.returncode != 0
+    assert message in proc.stderr + proc.stdout
+    assert not (tmp_path / "stats.csv").exists()
+
+
+def test_installed_maze_run_finds_its_configs_from_any_directory(tmp_path):
+    exe = shutil.which("maze-run")
+    if exe is None:
+        pytest.skip("maze-run is not installed (pip install .)")
+    proc = _run(
+        [
+            "-cn",
+            "conf_train",
+            "runner=dev",
+            *TINY,
+            "algorithm.n_epochs=1",
+            "runner.tensorboard=false",
+            f"hydra.run.dir={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        command=(exe,),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "model_best.pt").is_file()

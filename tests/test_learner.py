@@ -1,0 +1,151 @@
+"""The learner: V-trace targets with truncation, separate gradient norms, burn-in, checkpoints."""
+
+import numpy as np
+import pytest
+import torch
+
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.events.api import EventHub
+from maze_impala.events.stats import StatsAggregator, by_column
+from maze_impala.impala.config import ImpalaAlgorithmConfig
+from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.impala.learner import ImpalaLearner, stack_step
+from maze_impala.impala.losses import impala_step_loss
+from maze_impala.nn.models import ModelConfig, StructuredCritic, StructuredPolicy
+from maze_impala.testing import CounterEnv
+from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
+
+MODEL = ModelConfig(hidden_units=[16])
+PREFIX = "train/MultiStepIMPALAEvents/"
+
+
+def _setup(model=MODEL, **overrides):
+    env = GymStructuredEnv(CounterEnv())
+    policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, model)
+    critic = StructuredCritic(env.observation_spaces_dict, model)
+    hub = EventHub()
+    stats = StatsAggregator("train", [MultiStepIMPALAEvents])
+    hub.listeners.append(stats)
+    config = ImpalaAlgorithmConfig(**overrides)
+    learner = ImpalaLearner(policy, critic, config, hub.publisher(MultiStepIMPALAEvents))
+    actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=3, seed=0).build(
+        0, SharedWeights(policy)
+    )
+    return learner, actor, stats
+
+
+def test_truncated_steps_bootstrap_from_the_final_observation():
+    learner, actor, _ = _setup(gamma=0.9)
+    actor.rollout()
+    rollout = actor.rollout()  # CounterEnv truncates at step 5: t=0 of the second rollout
+    batch = stack_step([rollout], 0, learner.device)
+    assert batch.truncated[0].all() and not batch.terminated.any()
+    rewards = learner._rewards_with_truncation(0, batch)
+    final_values = learner.critic.values(0, {"observation": torch.tensor([[5.0, 0.0]] * 3)}).detach()
+    torch.testing.assert_close(rewards[0], batch.rewards[0] + 0.9 * final_values)
+    torch.testing.assert_close(rewards[1:], batch.rewards[1:])
+
+
+def test_step_loss_matches_a_hand_computation():
+    dist = StructuredPolicy(*_spaces(), MODEL).distribution(0)
+    logits = torch.zeros(2, 1, 2)  # uniform policy: log pi = log 0.5
+    actions = {"action": torch.tensor([[1], [0]])}
+    values = torch.tensor([[1.0], [2.0], [3.0]])
+    loss = impala_step_loss(
+        dist,
+        logits,
+        actions,
+        torch.log(torch.full((2, 1), 0.5)),
+        values,
+        torch.tensor([[1.0], [1.0]]),
+        torch.tensor([[0.5], [0.0]]),
+        1.0,
+        1.0,
+        1.0,
+    )
+    # on-policy: v_1 = r_1 = 1 (episode ends), v_0 = r_0 + 0.5 * v_1 = 1.5
+    vs = torch.tensor([1.5, 1.0])
+    torch.testing.assert_close(loss.value_loss, 0.5 * ((vs - torch.tensor([1.0, 2.0])) ** 2).mean())
+    advantages = vs - torch.tensor([1.0, 2.0])
+    torch.testing.assert_close(loss.policy_loss, -(advantages * np.log(0.5)).mean())
+    torch.testing.assert_close(loss.entropy, torch.tensor(np.log(2.0), dtype=torch.float32))
+
+
+def _spaces():
+    env = GymStructuredEnv(CounterEnv())
+    return env.observation_spaces_dict, env.action_spaces_dict
+
+
+def test_policy_and_critic_grad_norms_are_measured_on_their_own_losses():
+    learner, actor, stats = _setup(max_grad_norm=0.0, value_loss_coef=0.0)
+    learner.step([actor.rollout()])
+    row = by_column(stats.reduce())
+    assert row[PREFIX + "critic_grad_norm/mean/critic_key=0"] == 0.0, "no value loss: no critic gradient"
+    assert row[PREFIX + "policy_grad_norm/mean/step_key=0"] > 0.0
+    learner, actor, stats = _setup(max_grad_norm=0.0, policy_loss_coef=0.0, entropy_coef=0.0)
+    learner.step([actor.rollout()])
+    row = by_column(stats.reduce())
+    assert row[PREFIX + "policy_grad_norm/mean/step_key=0"] == 0.0
+    assert row[PREFIX + "critic_grad_norm/mean/critic_key=0"] > 0.0
+    assert learner.version == 1
+    for name in ("time_backprob", "time_learner_rollout", "policy_lag", "policy_entropy", "critic_value"):
+        assert any(col.startswith(PREFIX + name) for col in row), name
+
+
+def test_clipping_bounds_each_network_and_records_the_unclipped_norm():
+    learner, actor, stats = _setup(max_grad_norm=1e-3, lr=1e-3)
+    before = [p.clone() for p in learner.critic.parameters()]
+    learner.step([actor.rollout()])
+    row = by_column(stats.reduce())
+    assert row[PREFIX + "critic_grad_norm/mean/critic_key=0"] > 1e-3, "recorded before clipping"
+    clipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in learner.critic.parameters()]))
+    assert clipped <= 1e-3 * 1.001
+    assert any(not torch.equal(a, b) for a, b in zip(before, learner.critic.parameters()))
+
+
+def test_critic_burn_in_leaves_the_policy_untouched():
+    learner, actor, _ = _setup()
+    policy_before = [p.clone() for p in learner.policy.parameters()]
+    critic_before = [p.clone() for p in learner.critic.parameters()]
+    learner.step([actor.rollout()], train_policy=False)
+    assert all(torch.equal(a, b) for a, b in zip(policy_before, learner.policy.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(critic_before, learner.critic.parameters()))
+
+
+def test_policy_lag_is_the_version_difference():
+    learner, actor, stats = _setup()
+    rollouts = [actor.rollout(), actor.rollout()]  # both made with version 0
+    learner.step(rollouts[:1])
+    learner.step(rollouts[1:])
+    row = by_column(stats.reduce())
+    assert row[PREFIX + "policy_lag/max"] == 1.0 and row[PREFIX + "policy_lag/min"] == 0.0
+
+
+def test_checkpoint_round_trip_restores_weights_optimizer_and_version(tmp_path):
+    learner, actor, _ = _setup()
+    for _ in range(3):
+        learner.step([actor.rollout()])
+    save_checkpoint(tmp_path / "ckpt.pt", learner.state_dict())
+    fresh, _, _ = _setup()
+    state = load_checkpoint(tmp_path / "ckpt.pt", policy=fresh.policy, critic=fresh.critic)
+    fresh.load_state_dict(state)
+    assert fresh.version == 3
+    for a, b in zip(learner.policy.parameters(), fresh.policy.parameters()):
+        torch.testing.assert_close(a, b)
+    rollout = actor.rollout()
+    learner.step([rollout])
+    fresh.step([rollout])  # identical optimizer state: identical next update
+    for a, b in zip(learner.critic.parameters(), fresh.critic.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
+    learner, _, _ = _setup()
+    save_checkpoint(tmp_path / "ckpt.pt", learner.state_dict())
+    other, _, _ = _setup(model=ModelConfig(hidden_units=[32]))
+    with pytest.raises(CheckpointMismatchError, match="was made for another policy"):
+        load_checkpoint(tmp_path / "ckpt.pt", policy=other.policy)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt", policy=other.policy)

@@ -1,0 +1,49 @@
+"""Learning tests: IMPALA trains to a reward threshold within a fixed budget of environment steps."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
+
+pytestmark = pytest.mark.slow
+RETURN = "train/EpisodeEvents/episode_return/mean"
+
+
+def test_cartpole_reaches_475_with_subprocess_actors(tmp_path):
+    algorithm = ImpalaAlgorithmConfig()  # the shipped defaults
+    assert algorithm.total_env_steps == 819_200, "the budget of env steps this test allows"
+    result = train(
+        "CartPole-v1",
+        algorithm,
+        runner=RunnerConfig(type="subprocess", tensorboard=False, console=False),
+        seed=1,
+        output_dir=tmp_path,
+    )
+    returns = result.column(RETURN)
+    assert result.env_steps <= algorithm.total_env_steps
+    assert max(returns) >= 475, f"mean training return per epoch: {[round(r) for r in returns]}"
+    assert result.best_eval_return >= 475
+
+
+def test_yaml_defaults_equal_the_dataclass_defaults():
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from maze_impala.cli import config_dir
+
+    shipped = OmegaConf.to_container(OmegaConf.load(config_dir() / "algorithm" / "impala.yaml"))
+    defaults = dataclasses.asdict(ImpalaAlgorithmConfig())
+    assert {k: v for k, v in shipped.items() if k != "defaults"} == defaults
+
+
+def test_tutorial_runs(tmp_path, monkeypatch, capsys):
+    script = Path(__file__).resolve().parents[1] / "tutorials" / "train_cartpole.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--epochs", "1", "--output-dir", str(tmp_path)])
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "one greedy episode with the best policy: return" in out
+    assert (tmp_path / "model_best.pt").is_file()
