@@ -71,9 +71,7 @@ def test_sequential_and_subprocess_give_the_same_first_rollouts():
     for r in seq:
         other = by_actor[r.actor_index].trajectories[0]
         np.testing.assert_array_equal(r.trajectories[0].actions["action"], other.actions["action"])
-        np.testing.assert_allclose(
-            r.trajectories[0].behaviour_log_probs, other.behaviour_log_probs, atol=1e-6
-        )
+        np.testing.assert_allclose(r.trajectories[0].behaviour_log_probs, other.behaviour_log_probs, atol=1e-6)
 
 
 def test_queue_never_exceeds_its_bound_and_lag_is_bounded():

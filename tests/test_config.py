@@ -51,9 +51,7 @@ def test_burn_in_must_leave_policy_epochs():
 
 
 def test_none_disables_clipping_and_derived_values():
-    cfg = ImpalaAlgorithmConfig(
-        vtrace_clip_rho_threshold=None, actors_batch_size=4, queue_out_of_sync_factor=1.5
-    )
+    cfg = ImpalaAlgorithmConfig(vtrace_clip_rho_threshold=None, actors_batch_size=4, queue_out_of_sync_factor=1.5)
     assert cfg.queue_size_limit == 6
     assert ImpalaAlgorithmConfig(actors_batch_size=1, queue_out_of_sync_factor=0.1).queue_size_limit == 1
     assert cfg.env_steps_per_update == 4 * cfg.envs_per_actor * cfg.n_rollout_steps

@@ -18,7 +18,7 @@ def test_gym_adapter_wraps_spaces_and_unwraps_actions():
     assert env.agent_counts_dict == {0: 1}
     assert isinstance(env.observation_spaces_dict[0], gym.spaces.Dict)
     assert env.action_spaces_dict[0]["action"] == gym.spaces.Discrete(2)
-    obs, info = env.reset(seed=3)
+    obs, _ = env.reset(seed=3)
     raw, _ = gym.make("CartPole-v1").reset(seed=3)
     np.testing.assert_array_equal(obs["observation"], raw)
     obs, reward, terminated, truncated, _ = env.step({"action": 1})
@@ -72,9 +72,7 @@ def test_log_prob_and_entropy_match_torch_distributions(name):
     actions = dist.sample(logits)
     assert actions["a"].shape == (5, *SPACES[name].shape)
     if name != "box":  # a Gaussian is unbounded; envs clip to their Box
-        assert all(
-            SPACES[name].contains(np.asarray(a, dtype=SPACES[name].dtype)) for a in actions["a"].numpy()
-        )
+        assert all(SPACES[name].contains(np.asarray(a, dtype=SPACES[name].dtype)) for a in actions["a"].numpy())
     log_prob, entropy = dist.log_prob(logits, actions), dist.entropy(logits)
     ref = _reference(name, logits)
     if name == "discrete":

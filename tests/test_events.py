@@ -45,12 +45,8 @@ def test_reducers_and_grouping_against_hand_computed_values():
     events.parts(good=3, bad=1)
     events.parts(5, 0)
     stats = agg.reduce()
-    assert stats[
-        StatKey("train", "MachineEvents", "utilisation", "value", "mean", "machine=0")
-    ] == pytest.approx(0.7)
-    assert stats[
-        StatKey("train", "MachineEvents", "utilisation", "value", "max", "machine=1")
-    ] == pytest.approx(0.9)
+    assert stats[StatKey("train", "MachineEvents", "utilisation", "value", "mean", "machine=0")] == pytest.approx(0.7)
+    assert stats[StatKey("train", "MachineEvents", "utilisation", "value", "max", "machine=1")] == pytest.approx(0.9)
     assert stats[StatKey("train", "MachineEvents", "parts", "good", "sum")] == 8
     assert stats[StatKey("train", "MachineEvents", "parts", "bad", "std")] == pytest.approx(np.std([1, 0]))
     assert agg.reduce() == {}, "reduce() starts a new epoch"

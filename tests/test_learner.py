@@ -30,9 +30,7 @@ def _setup(model=MODEL, **overrides):
     hub.listeners.append(stats)
     config = ImpalaAlgorithmConfig(**overrides)
     learner = ImpalaLearner(policy, critic, config, hub.publisher(MultiStepIMPALAEvents))
-    actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=3, seed=0).build(
-        0, SharedWeights(policy)
-    )
+    actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=3, seed=0).build(0, SharedWeights(policy))
     return learner, actor, stats
 
 

@@ -35,9 +35,7 @@ def test_reference_file_has_all_kinds_of_cases():
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_matches_reference_float64(case):
     out = _run(case)
-    torch.testing.assert_close(
-        out.vs, torch.tensor(case["expected_vs"], dtype=torch.float64), atol=1e-5, rtol=0
-    )
+    torch.testing.assert_close(out.vs, torch.tensor(case["expected_vs"], dtype=torch.float64), atol=1e-5, rtol=0)
     torch.testing.assert_close(
         out.pg_advantages,
         torch.tensor(case["expected_pg_advantages"], dtype=torch.float64),

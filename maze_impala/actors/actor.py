@@ -55,9 +55,7 @@ class ActorSpec:
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
-        return RolloutActor(
-            envs, weights, self.model, self.n_rollout_steps, seed_for(self.seed, index), index
-        )
+        return RolloutActor(envs, weights, self.model, self.n_rollout_steps, seed_for(self.seed, index), index)
 
 
 class RolloutActor(Actor):

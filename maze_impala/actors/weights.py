@@ -37,9 +37,7 @@ class SharedWeights(WeightSource):
         with torch.no_grad():
             flat = torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
         if flat.numel() != self._flat.numel():
-            raise ValueError(
-                "publish: the module does not have the layout these shared weights were made for"
-            )
+            raise ValueError("publish: the module does not have the layout these shared weights were made for")
         with self._lock:
             self._flat.copy_(flat)
             self._version[0] = version

@@ -20,24 +20,18 @@ def make_env(spec: EnvSpec) -> StructuredEnv:
         env: Any = GymStructuredEnv(spec)
     elif isinstance(spec, Mapping):
         if "_target_" not in spec:
-            raise ValueError(
-                f"env config needs a _target_ (a class or function to call), got keys {sorted(spec)}"
-            )
+            raise ValueError(f"env config needs a _target_ (a class or function to call), got keys {sorted(spec)}")
         from hydra.utils import instantiate
 
         env = instantiate(dict(spec), _convert_="all")
     elif callable(spec):
         env = spec()
     else:
-        raise TypeError(
-            f"cannot make an env from {spec!r}: give an id, a config with _target_, or a callable"
-        )
+        raise TypeError(f"cannot make an env from {spec!r}: give an id, a config with _target_, or a callable")
     if isinstance(env, gym.Env):
         env = GymStructuredEnv(env)
     if not isinstance(env, StructuredEnv):
-        raise TypeError(
-            f"the env factory returned {type(env).__name__}, expected a StructuredEnv or a gymnasium.Env"
-        )
+        raise TypeError(f"the env factory returned {type(env).__name__}, expected a StructuredEnv or a gymnasium.Env")
     _check_spaces(env)
     return env
 
@@ -56,6 +50,4 @@ def _check_spaces(env: StructuredEnv) -> None:
             ("action", env.action_spaces_dict[key]),
         ):
             if not isinstance(space, gym.spaces.Dict):
-                raise TypeError(
-                    f"{type(env).__name__}: the {kind} space of step key {key!r} must be a gym.spaces.Dict"
-                )
+                raise TypeError(f"{type(env).__name__}: the {kind} space of step key {key!r} must be a gym.spaces.Dict")

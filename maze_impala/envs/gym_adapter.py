@@ -36,9 +36,7 @@ class GymStructuredEnv(StructuredEnv):
         self.env = env
         self._wrap_obs = not isinstance(env.observation_space, gym.spaces.Dict)
         self._wrap_action = not isinstance(env.action_space, gym.spaces.Dict)
-        obs_space = (
-            gym.spaces.Dict({OBS_KEY: env.observation_space}) if self._wrap_obs else env.observation_space
-        )
+        obs_space = gym.spaces.Dict({OBS_KEY: env.observation_space}) if self._wrap_obs else env.observation_space
         act_space = gym.spaces.Dict({ACTION_KEY: env.action_space}) if self._wrap_action else env.action_space
         self._observation_spaces = {self.STEP_KEY: obs_space}
         self._action_spaces = {self.STEP_KEY: act_space}

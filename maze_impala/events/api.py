@@ -91,9 +91,7 @@ def epoch_stats(*reducers: Reducer, group_by: str | None = None) -> Callable[[Ca
     def decorate(method: Callable) -> Callable:
         params = [p for p in inspect.signature(method).parameters if p != "self"]
         if group_by is not None and group_by not in params:
-            raise TypeError(
-                f"{method.__qualname__}: group_by={group_by!r} is not one of its arguments {params}"
-            )
+            raise TypeError(f"{method.__qualname__}: group_by={group_by!r} is not one of its arguments {params}")
         fields = tuple(p for p in params if p != group_by)
         method.__event_spec__ = EventSpec(tuple(reducers), group_by, fields)
         return method

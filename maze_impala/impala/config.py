@@ -128,9 +128,7 @@ class ImpalaAlgorithmConfig:
         )
         for name in ("vtrace_clip_rho_threshold", "vtrace_clip_pg_rho_threshold"):
             value = getattr(self, name)
-            _check(
-                value is None or (_finite(value) and value > 0), name, value, "None (no clip) or a float > 0"
-            )
+            _check(value is None or (_finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
         _check(
             _finite(self.vtrace_lambda) and 0 < self.vtrace_lambda <= 1,
             "vtrace_lambda",

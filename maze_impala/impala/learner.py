@@ -42,9 +42,7 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
     shifted = [tr.truncated_index + np.array([0, off]) for tr, off in zip(trajectories, offsets)]
     trunc_index = np.concatenate(shifted)
     return StepBatch(
-        observations={
-            k: cat([tr.observations[k] for tr in trajectories]) for k in trajectories[0].observations
-        },
+        observations={k: cat([tr.observations[k] for tr in trajectories]) for k in trajectories[0].observations},
         actions={k: cat([tr.actions[k] for tr in trajectories]) for k in trajectories[0].actions},
         behaviour_log_probs=cat([tr.behaviour_log_probs for tr in trajectories]),
         rewards=cat([tr.rewards for tr in trajectories]),
@@ -83,9 +81,7 @@ class ImpalaLearner:
         self.config = config
         self.device = torch.device(config.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(
-                "algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu"
-            )
+            raise RuntimeError("algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu")
         self.policy = policy.to(self.device)
         self.critic = critic.to(self.device)
         self.optimizer = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=config.lr)
@@ -129,9 +125,7 @@ class ImpalaLearner:
             if train_policy:
                 total = total + cfg.policy_loss_coef * loss.policy_loss - cfg.entropy_coef * loss.entropy
             policy_loss, entropy, mean_value, value_loss = (
-                torch.stack([loss.policy_loss, loss.entropy, loss.mean_value, loss.value_loss])
-                .detach()
-                .tolist()
+                torch.stack([loss.policy_loss, loss.entropy, loss.mean_value, loss.value_loss]).detach().tolist()
             )  # one host transfer for the four numbers
             ev.policy_loss(step_key=key, value=policy_loss)
             ev.policy_entropy(step_key=key, value=entropy)

@@ -56,13 +56,10 @@ def vtrace(
         raise ValueError(f"vtrace expects time-major [T, B] tensors, got log_rhos of shape {log_rhos.shape}")
     for name, tensor in (("discounts", discounts), ("rewards", rewards), ("values", values)):
         if tensor.shape != log_rhos.shape:
-            raise ValueError(
-                f"vtrace: {name} has shape {tuple(tensor.shape)}, expected {tuple(log_rhos.shape)}"
-            )
+            raise ValueError(f"vtrace: {name} has shape {tuple(tensor.shape)}, expected {tuple(log_rhos.shape)}")
     if bootstrap_value.shape != log_rhos.shape[1:]:
         raise ValueError(
-            f"vtrace: bootstrap_value has shape {tuple(bootstrap_value.shape)}, "
-            f"expected ({log_rhos.shape[1]},)"
+            f"vtrace: bootstrap_value has shape {tuple(bootstrap_value.shape)}, expected ({log_rhos.shape[1]},)"
         )
 
     rhos = torch.exp(log_rhos)

@@ -28,13 +28,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if not self.hidden_units or any(int(h) <= 0 for h in self.hidden_units):
-            raise ValueError(
-                f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}"
-            )
+            raise ValueError(f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}")
         if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+            raise ValueError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
 
 
 def storage_dtype(space: gym.Space) -> np.dtype:
@@ -45,9 +41,7 @@ def storage_dtype(space: gym.Space) -> np.dtype:
         return np.dtype(np.int64)
     if isinstance(space, gym.spaces.MultiBinary):
         return np.dtype(np.int8)
-    raise TypeError(
-        f"unsupported space {space}: use Box, Discrete, MultiDiscrete or MultiBinary inside a Dict"
-    )
+    raise TypeError(f"unsupported space {space}: use Box, Discrete, MultiDiscrete or MultiBinary inside a Dict")
 
 
 class ObservationEncoder(nn.Module):
@@ -121,14 +115,10 @@ class StructuredPolicy(nn.Module):
             )
         self.step_keys: list[StepKey] = list(action_spaces)
         self.action_spaces = dict(action_spaces)
-        self.distributions = nn.ModuleDict(
-            {str(k): DictActionDistribution(action_spaces[k]) for k in self.step_keys}
-        )
+        self.distributions = nn.ModuleDict({str(k): DictActionDistribution(action_spaces[k]) for k in self.step_keys})
         self.networks = nn.ModuleDict(
             {
-                str(k): _StepNet(
-                    observation_spaces[k], self.distributions[str(k)].n_inputs, config, out_gain=0.01
-                )
+                str(k): _StepNet(observation_spaces[k], self.distributions[str(k)].n_inputs, config, out_gain=0.01)
                 for k in self.step_keys
             }
         )

@@ -63,9 +63,7 @@ class RunnerConfig:
         if self.type not in RUNNER_TYPES:
             raise ConfigError(f"runner.type must be one of {RUNNER_TYPES}, got {self.type!r}")
         if self.start_method not in ("spawn", "forkserver", "fork"):
-            raise ConfigError(
-                f"runner.start_method must be spawn, forkserver or fork, got {self.start_method!r}"
-            )
+            raise ConfigError(f"runner.start_method must be spawn, forkserver or fork, got {self.start_method!r}")
         if not self.failure_timeout > 0:
             raise ConfigError(f"runner.failure_timeout must be > 0 seconds, got {self.failure_timeout!r}")
 
@@ -116,9 +114,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
 
     learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
     weights = SharedWeights(learner.policy)
-    spec = ActorSpec(
-        config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, config.seed
-    )
+    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, config.seed)
     pool = make_pool(spec, weights, algorithm, runner)
     evaluator = RolloutEvaluator(
         config.env,
@@ -136,18 +132,14 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         "config": describe(config),
         "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
     }
-    return ImpalaTrainer(
-        learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras
-    )
+    return ImpalaTrainer(learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras)
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:
     """A plain-dict record of the run's config (callables by their qualified name)."""
     record = dataclasses.asdict(config)
     if callable(config.env):
-        record["env"] = (
-            f"{config.env.__module__}.{getattr(config.env, '__qualname__', type(config.env).__name__)}"
-        )
+        record["env"] = f"{config.env.__module__}.{getattr(config.env, '__qualname__', type(config.env).__name__)}"
     return record
 
 
@@ -186,9 +178,7 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     if record is None:
         raise ValueError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
     env = make_env(record["env"])
-    policy = StructuredPolicy(
-        env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(**record["model"])
-    )
+    policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(**record["model"]))
     restore_modules(state, checkpoint, policy=policy)
     policy.eval()
     return policy, env
