@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,12 @@ def _run(cfg: DictConfig) -> None:
         print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
         sys.exit(2)
     OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
-    print(f"maze-run: training; outputs go to {output_dir}")
-    result = trainer.train()
+    print(f"maze-run: training; outputs go to {output_dir}", flush=True)
+    try:
+        result = trainer.train()  # stops every actor process on success, error and interruption
+    except KeyboardInterrupt:
+        print(f"maze-run: interrupted; the last completed epoch's model is in {output_dir}", file=sys.stderr)
+        sys.exit(130)
     print(
         f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
         f"best evaluation return {result.best_eval_return:.2f}.\n"
@@ -84,10 +89,16 @@ def _run(cfg: DictConfig) -> None:
     )
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     import hydra
 
     register_configs()
+    # SIGTERM (e.g. from a job scheduler) unwinds like Ctrl-C, so that actor processes are stopped.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()
 
 

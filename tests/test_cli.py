@@ -24,7 +24,8 @@ TINY = [
 
 
 def _run(args, cwd, command=(sys.executable, "-m", "maze_impala")):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # The source tree's package, unless the installed console script is under test.
+    env = dict(os.environ) if command[0] != sys.executable else {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -114,3 +115,68 @@ def test_installed_maze_run_finds_its_configs_from_any_directory(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "model_best.pt").is_file()
+
+
+def _children(pid):
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, signal_name):
+    import signal
+    import time
+
+    if not Path("/proc").is_dir():
+        pytest.skip("needs /proc to find the actor processes")
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "maze_impala",
+            "-cn",
+            "conf_train",
+            "runner=local",
+            "algorithm.n_epochs=100",
+            "algorithm.epoch_length=5",
+            "runner.tensorboard=false",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "model_last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        actors = _children(proc.pid)
+        assert len(actors) >= 2, "two actor processes (plus the resource tracker) run"
+        proc.send_signal(getattr(signal, signal_name))
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    time.sleep(0.5)
+    assert [pid for pid in actors if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)] == []
+    policy, _ = load_policy(out / "model_last.pt")
+    assert policy is not None
+
+
+def _state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

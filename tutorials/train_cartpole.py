@@ -1,6 +1,6 @@
 """Train IMPALA on CartPole-v1 from Python, with the same components that `maze-run` wires.
 
-python tutorials/train_cartpole.py              # the shipped defaults, ~20 s on 2 cores
+python tutorials/train_cartpole.py              # the shipped defaults, ~30 s on 2 cores
 python tutorials/train_cartpole.py --epochs 2   # a quick look
 """
 
@@ -11,7 +11,7 @@ from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, load_p
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=16)
+    parser.add_argument("--epochs", type=int, default=24)
     parser.add_argument("--output-dir", default="outputs/tutorial_cartpole")
     args = parser.parse_args()
 

@@ -22,6 +22,12 @@ def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> dict[str, np.n
     return {k: np.zeros(leading + tuple(s.shape), dtype=storage_dtype(s)) for k, s in space.spaces.items()}
 
 
+def store(storage: dict[str, np.ndarray], index: int | tuple[int, int], obs: Mapping) -> None:
+    """Write one Dict observation into preallocated storage at ``index``."""
+    for key, array in storage.items():
+        array[index] = obs[key]
+
+
 def to_torch(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """Zero-copy view of numpy storage as tensors."""
     return {k: torch.from_numpy(v) for k, v in arrays.items()}
@@ -93,14 +99,9 @@ class RolloutActor(Actor):
         self.current_obs = allocate(self.obs_space, (n,))
         for e, env in enumerate(envs):
             obs, _ = env.reset(seed=seed_for(seed, e))
-            self._store(self.current_obs, e, obs)
+            store(self.current_obs, e, obs)
         self.episode_return = np.zeros(n)
         self.episode_length = np.zeros(n, dtype=np.int64)
-
-    @staticmethod
-    def _store(storage: dict[str, np.ndarray], index: int | tuple[int, int], obs: Mapping) -> None:
-        for key, array in storage.items():
-            array[index] = obs[key]
 
     def rollout(self) -> Rollout:
         if self.weights.version() != self.version:
@@ -136,13 +137,13 @@ class RolloutActor(Actor):
                             trunc_index.append((t, e))
                         self._end_episode(e)
                         next_obs, _ = env.reset()
-                    self._store(obs, (t + 1, e), next_obs)
+                    store(obs, (t + 1, e), next_obs)
             self.generator.set_state(torch.get_rng_state())
         for key, array in self.current_obs.items():
             array[:] = obs[key][T]
         truncated_observations = allocate(self.obs_space, (len(trunc_obs),))
         for i, o in enumerate(trunc_obs):
-            self._store(truncated_observations, i, o)
+            store(truncated_observations, i, o)
         trajectory = Trajectory(
             observations=obs,
             actions=actions,

@@ -38,5 +38,9 @@ class RunEvents(EventInterface):
         """Learner updates per second of wall-clock time in this epoch."""
 
     @epoch_stats(last)
+    def elapsed_seconds(self, value: float):
+        """Wall-clock seconds from the start of training (actor start-up included) to the end of this epoch."""
+
+    @epoch_stats(last)
     def epoch_seconds(self, value: float):
         """Wall-clock seconds of this epoch, evaluation included."""

@@ -43,7 +43,7 @@ class RolloutEvaluatorConfig:
 class ImpalaAlgorithmConfig:
     """Algorithm parameters of IMPALA (Espeholt et al. 2018)."""
 
-    n_epochs: int = 16
+    n_epochs: int = 24
     """Number of epochs to train."""
     epoch_length: int = 50
     """Number of learner updates per epoch."""
@@ -69,7 +69,7 @@ class ImpalaAlgorithmConfig:
     """Clip each network's gradient to this norm; 0 disables clipping."""
     device: str = "cpu"
     """Where the learner runs: cpu or cuda (actors always act on the CPU)."""
-    queue_out_of_sync_factor: float = 2.0
+    queue_out_of_sync_factor: float = 1.0
     """The rollout queue holds at most max(1, factor x actors_batch_size) rollouts."""
     actors_batch_size: int = 2
     """Rollouts combined into one learner update."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from maze_impala.actors.actor import allocate, seed_for, single_step_key, to_torch
+from maze_impala.actors.actor import allocate, seed_for, single_step_key, store, to_torch
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.models import StructuredPolicy
@@ -29,9 +29,7 @@ class RolloutEvaluator:
         n = len(self.envs)
         obs = allocate(self.obs_space, (n,))
         for e, env in enumerate(self.envs):
-            first, _ = env.reset(seed=self.seeds[e])
-            for key, array in obs.items():
-                array[e] = first[key]
+            store(obs, e, env.reset(seed=self.seeds[e])[0])
         returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
         active = np.ones(n, dtype=bool)
         while active.any():
@@ -45,8 +43,7 @@ class RolloutEvaluator:
                 lengths[e] += 1
                 if term or trunc:
                     active[e] = False
-                for key, array in obs.items():
-                    array[e] = next_obs[key]
+                store(obs, e, next_obs)
         for e in range(n):
             self.events.episode_return(value=float(returns[e]))
             self.events.episode_length(value=int(lengths[e]))

@@ -72,6 +72,7 @@ class ImpalaTrainer:
         """Train for ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
         cfg = self.config
         best, since_best, history, epoch = -math.inf, 0, [], 0
+        training_started = time.perf_counter()
         try:
             self.pool.start()
             for epoch in range(1, cfg.n_epochs + 1):
@@ -85,6 +86,7 @@ class ImpalaTrainer:
                 self.run_events.env_steps_per_second(value=(self.env_steps - steps_before) / update_seconds)
                 self.run_events.updates_per_second(value=cfg.epoch_length / update_seconds)
                 self.run_events.epoch_seconds(value=time.perf_counter() - started)
+                self.run_events.elapsed_seconds(value=time.perf_counter() - training_started)
                 row = by_column(self.train_stats.reduce()) | by_column(self.eval_stats.reduce())
                 history.append(row)
                 for writer in self.writers:

@@ -1,0 +1,57 @@
+"""The training loop: evaluation per epoch, best model, early stopping, reproducibility."""
+
+import math
+
+import pytest
+import torch
+
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
+from maze_impala.train.checkpoint import read_checkpoint
+
+QUIET = RunnerConfig(type="sequential", console=False, tensorboard=False)
+SMALL = dict(epoch_length=3, envs_per_actor=4, n_rollout_steps=16, num_actors=2)
+
+
+def test_patience_stops_early_and_keeps_the_best_model_apart(tmp_path):
+    # lr ~ 0: the deterministic evaluation (fixed seeds) returns the same score every epoch,
+    # so after the first epoch nothing improves and patience=2 stops training after epoch 3.
+    algorithm = ImpalaAlgorithmConfig(n_epochs=10, patience=2, lr=1e-12, **SMALL)
+    result = train("CartPole-v1", algorithm, runner=QUIET, seed=3, output_dir=tmp_path)
+    assert result.epochs == 3 and result.stopped_early
+    evals = result.column("eval/EpisodeEvents/episode_return/mean")
+    assert len(evals) == 3 and evals[0] == evals[1] == evals[2] == result.best_eval_return
+    assert read_checkpoint(tmp_path / "model_best.pt")["epoch"] == 1
+    last = read_checkpoint(tmp_path / "model_last.pt")
+    assert last["epoch"] == 3 and last["version"] == 9 and last["env_steps"] == result.env_steps
+    assert {"policy", "critic", "optimizer", "scheduler", "config"} <= set(last)
+
+
+def test_every_epoch_is_evaluated_and_counted(tmp_path):
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
+    result = train("CartPole-v1", algorithm, runner=QUIET, seed=0, output_dir=tmp_path)
+    assert result.epochs == 2 and not result.stopped_early
+    assert result.env_steps == algorithm.total_env_steps == 2 * 3 * 2 * 4 * 16
+    assert result.column("eval/EpisodeEvents/episode_return/count") == [8.0, 8.0]
+    assert all(not math.isnan(x) for x in result.column("train/EpisodeEvents/episode_return/mean"))
+
+
+def test_same_seed_same_result_with_the_sequential_backend(tmp_path):
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
+    model = ModelConfig(hidden_units=[32])
+    runs = [train("CartPole-v1", algorithm, model, QUIET, seed=11, output_dir=tmp_path / str(i)) for i in range(2)]
+    train("CartPole-v1", algorithm, model, QUIET, seed=12, output_dir=tmp_path / "other")
+    deterministic = [c for c in runs[0].history[0] if "time_" not in c and "per_second" not in c and "seconds" not in c]
+    for column in deterministic:
+        assert runs[0].column(column) == runs[1].column(column), column
+    a, b, c = (read_checkpoint(tmp_path / d / "model_last.pt")["policy"] for d in ("0", "1", "other"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+@pytest.mark.parametrize("burn_in", [1])
+def test_critic_burn_in_epochs_train_only_the_critic(tmp_path, burn_in):
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, critic_burn_in_epochs=burn_in, **SMALL)
+    result = train("CartPole-v1", algorithm, runner=QUIET, seed=0, output_dir=tmp_path)
+    grad_norms = result.column("train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0")
+    assert math.isnan(grad_norms[0]) and grad_norms[1] > 0, "no policy update in the burn-in epoch"
+    assert result.column("train/MultiStepIMPALAEvents/critic_grad_norm/mean/critic_key=0")[0] > 0
