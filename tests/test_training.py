@@ -55,3 +55,14 @@ def test_critic_burn_in_epochs_train_only_the_critic(tmp_path, burn_in):
     grad_norms = result.column("train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0")
     assert math.isnan(grad_norms[0]) and grad_norms[1] > 0, "no policy update in the burn-in epoch"
     assert result.column("train/MultiStepIMPALAEvents/critic_grad_norm/mean/critic_key=0")[0] > 0
+
+
+def test_a_run_with_an_env_class_can_be_reloaded(tmp_path):
+    from maze_impala import load_policy
+    from maze_impala.testing import CounterEnv
+
+    train(CounterEnv, ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=QUIET, output_dir=tmp_path)
+    assert read_checkpoint(tmp_path / "model_last.pt")["config"]["env"] == {"_target_": "maze_impala.testing.CounterEnv"}
+    policy, env = load_policy(tmp_path / "model_last.pt")
+    obs, _ = env.reset(seed=0)
+    assert env.action_spaces_dict[0].contains(policy.compute_action(obs, env.actor_id()))

@@ -53,7 +53,7 @@ class ImpalaAlgorithmConfig:
     """Number of first epochs in which only the critics are trained."""
     n_rollout_steps: int = 32
     """Steps per rollout (per environment of an actor)."""
-    lr: float = 3e-3
+    lr: float = 2e-3
     """Learning rate of the Adam optimizer."""
     lr_schedule: str = "linear"
     """constant, or linear: anneal lr to 0 over n_epochs x epoch_length updates (as in the IMPALA paper)."""

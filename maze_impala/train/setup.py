@@ -136,10 +136,15 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:
-    """A plain-dict record of the run's config (callables by their qualified name)."""
+    """A plain-dict record of the run's config; an env callable becomes ``{"_target_": "module.name"}``.
+
+    That record rebuilds the env (see :func:`load_policy`) whenever the callable is
+    importable by name, e.g. an env class or a module-level factory function.
+    """
     record = dataclasses.asdict(config)
     if callable(config.env):
-        record["env"] = f"{config.env.__module__}.{getattr(config.env, '__qualname__', type(config.env).__name__)}"
+        name = getattr(config.env, "__qualname__", type(config.env).__qualname__)
+        record["env"] = {"_target_": f"{config.env.__module__}.{name}"}
     return record
 
 
