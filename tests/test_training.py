@@ -62,7 +62,8 @@ def test_a_run_with_an_env_class_can_be_reloaded(tmp_path):
     from maze_impala.testing import CounterEnv
 
     train(CounterEnv, ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=QUIET, output_dir=tmp_path)
-    assert read_checkpoint(tmp_path / "model_last.pt")["config"]["env"] == {"_target_": "maze_impala.testing.CounterEnv"}
+    record = read_checkpoint(tmp_path / "model_last.pt")["config"]
+    assert record["env"] == {"_target_": "maze_impala.testing.CounterEnv"}
     policy, env = load_policy(tmp_path / "model_last.pt")
     obs, _ = env.reset(seed=0)
     assert env.action_spaces_dict[0].contains(policy.compute_action(obs, env.actor_id()))

@@ -84,7 +84,10 @@ class ImpalaLearner:
             raise RuntimeError("algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu")
         self.policy = policy.to(self.device)
         self.critic = critic.to(self.device)
-        self.optimizer = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=config.lr)
+        # beta2 = 0.99 (torch's default is 0.999), like the decay of the IMPALA paper's RMSProp: after a
+        # long stretch of near-zero policy gradients (a solved task), a slow second-moment estimate turns
+        # one failure's gradient spike into steps of several times lr that saturate the softmax for good.
+        self.optimizer = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=config.lr, betas=(0.9, 0.99))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.events = events
         self.version = 0

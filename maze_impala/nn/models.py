@@ -21,7 +21,7 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "el
 class ModelConfig:
     """The MLP used for every policy and critic network."""
 
-    hidden_units: list[int] = field(default_factory=lambda: [64, 64])
+    hidden_units: list[int] = field(default_factory=lambda: [128, 128])
     """Widths of the hidden layers."""
     activation: str = "tanh"
     """One of tanh, relu, elu, silu."""
