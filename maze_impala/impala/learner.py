@@ -89,6 +89,12 @@ class ImpalaLearner:
         # one failure's gradient spike into steps of several times lr that saturate the softmax for good.
         self.optimizer = torch.optim.Adam([*policy.parameters(), *critic.parameters()], lr=config.lr, betas=(0.9, 0.99))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        # What "the policy of step key k" means for gradient norms and clipping: its network and its
+        # action distribution's own parameters (e.g. a Gaussian's log-std).
+        self._policy_parts = {
+            key: nn.ModuleList([self.policy.networks[str(key)], self.policy.distributions[str(key)]])
+            for key in policy.step_keys
+        }
         self.events = events
         self.version = 0
         """The policy version: the number of updates made so far."""
@@ -141,7 +147,7 @@ class ImpalaLearner:
         for key in self.policy.step_keys:
             ev.critic_grad_norm(critic_key=key, value=self._clip(self.critic.networks[str(key)]))
             if train_policy:
-                ev.policy_grad_norm(step_key=key, value=self._clip(self._policy_part(key)))
+                ev.policy_grad_norm(step_key=key, value=self._clip(self._policy_parts[key]))
         self.optimizer.step()
         self.scheduler.step()
         self.version += 1
@@ -176,9 +182,6 @@ class ImpalaLearner:
         t, col = batch.truncated_index[:, 0], batch.truncated_index[:, 1]
         rewards[t, col] += self.config.gamma * final_values
         return rewards
-
-    def _policy_part(self, key: StepKey) -> nn.ModuleList:
-        return nn.ModuleList([self.policy.networks[str(key)], self.policy.distributions[str(key)]])
 
     def _clip(self, module: nn.Module) -> float:
         """The module's gradient norm before clipping; clips it to max_grad_norm unless that is 0."""
