@@ -115,30 +115,28 @@ class RolloutActor(Actor):
         truncated = np.zeros((T, E), dtype=bool)
         trunc_obs: list[Mapping] = []
         trunc_index: list[tuple[int, int]] = []
-        for key, array in obs.items():
-            array[0] = self.current_obs[key]
+        store(obs, 0, self.current_obs)
         obs_t = to_torch(obs)
-        with torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(self.generator.get_state())
-            for t in range(T):
-                action, log_prob = self.policy.act(self.step_key, {k: v[t] for k, v in obs_t.items()})
-                log_probs[t] = log_prob.numpy()
-                for key, array in actions.items():
-                    array[t] = action[key].numpy()
-                for e, env in enumerate(self.envs):
-                    next_obs, reward, term, trunc, _ = env.step({k: a[t, e] for k, a in actions.items()})
-                    rewards[t, e] = reward
-                    self.episode_return[e] += reward
-                    self.episode_length[e] += 1
-                    if term or trunc:
-                        terminated[t, e], truncated[t, e] = term, trunc and not term
-                        if truncated[t, e]:
-                            trunc_obs.append(next_obs)
-                            trunc_index.append((t, e))
-                        self._end_episode(e)
-                        next_obs, _ = env.reset()
-                    store(obs, (t + 1, e), next_obs)
-            self.generator.set_state(torch.get_rng_state())
+        for t in range(T):
+            action, log_prob = self.policy.act(
+                self.step_key, {k: v[t] for k, v in obs_t.items()}, generator=self.generator
+            )
+            log_probs[t] = log_prob.numpy()
+            for key, array in actions.items():
+                array[t] = action[key].numpy()
+            for e, env in enumerate(self.envs):
+                next_obs, reward, term, trunc, _ = env.step({k: a[t, e] for k, a in actions.items()})
+                rewards[t, e] = reward
+                self.episode_return[e] += reward
+                self.episode_length[e] += 1
+                if term or trunc:
+                    terminated[t, e], truncated[t, e] = term, trunc and not term
+                    if truncated[t, e]:
+                        trunc_obs.append(next_obs)
+                        trunc_index.append((t, e))
+                    self._end_episode(e)
+                    next_obs, _ = env.reset()
+                store(obs, (t + 1, e), next_obs)
         for key, array in self.current_obs.items():
             array[:] = obs[key][T]
         truncated_observations = allocate(self.obs_space, (len(trunc_obs),))

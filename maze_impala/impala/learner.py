@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -54,13 +55,6 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
         },
         truncated_index=torch.from_numpy(trunc_index).to(device),
     )
-
-
-def grad_norm(module: nn.Module) -> float:
-    grads = [p.grad for p in module.parameters() if p.grad is not None]
-    if not grads:
-        return 0.0
-    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
 
 
 class ImpalaLearner:
@@ -185,10 +179,10 @@ class ImpalaLearner:
 
     def _clip(self, module: nn.Module) -> float:
         """The module's gradient norm before clipping; clips it to max_grad_norm unless that is 0."""
-        if self.config.max_grad_norm > 0:
-            params = [p for p in module.parameters() if p.grad is not None]
-            return float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)) if params else 0.0
-        return grad_norm(module)
+        params = [p for p in module.parameters() if p.grad is not None]
+        if not params:
+            return 0.0
+        return float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm or math.inf))
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer state and the policy version."""

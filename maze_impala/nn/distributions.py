@@ -24,8 +24,8 @@ class ActionHead(nn.Module, ABC):
     n_inputs: int
 
     @abstractmethod
-    def sample(self, logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
-        """Sample (or take the mode of) a batch of actions."""
+    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
+        """Sample (or take the mode of) a batch of actions, drawing from ``generator`` if given."""
 
     @abstractmethod
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -48,14 +48,15 @@ class CategoricalHead(ActionHead):
     def _split(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.split(logits, self.nvec, dim=-1)
 
-    def sample(self, logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
+    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
         parts = []
         for part in self._split(logits):
             if deterministic:
                 parts.append(part.argmax(-1))
             else:
                 # Gumbel-max: one vectorised draw, cheaper than torch.distributions.
-                gumbel = -torch.log(-torch.log(torch.rand_like(part).clamp_(1e-12, 1.0)))
+                uniform = torch.rand(part.shape, generator=generator, dtype=part.dtype, device=part.device)
+                gumbel = -torch.log(-torch.log(uniform.clamp_(1e-12, 1.0)))
                 parts.append((part + gumbel).argmax(-1))
         actions = torch.stack(parts, dim=-1)
         return actions.squeeze(-1) if self.squeeze else actions
@@ -83,10 +84,10 @@ class BernoulliHead(ActionHead):
         super().__init__()
         self.n_inputs = n
 
-    def sample(self, logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
+    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
         if deterministic:
             return (logits > 0).to(torch.int8)
-        return torch.bernoulli(torch.sigmoid(logits)).to(torch.int8)
+        return torch.bernoulli(torch.sigmoid(logits.detach()), generator=generator).to(torch.int8)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         target = action.to(logits.dtype)
@@ -106,9 +107,12 @@ class GaussianHead(ActionHead):
         self.n_inputs = int(np.prod(shape))
         self.log_std = nn.Parameter(torch.full((self.n_inputs,), init_log_std))
 
-    def sample(self, logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
+    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
         mean = logits.detach()
-        action = mean if deterministic else mean + torch.randn_like(mean) * self.log_std.detach().exp()
+        if not deterministic:
+            noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            mean = mean + noise * self.log_std.detach().exp()
+        action = mean
         return action.reshape(*action.shape[:-1], *self.shape)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -150,9 +154,11 @@ class DictActionDistribution(nn.Module):
     def _split(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         return dict(zip(self.heads.keys(), torch.split(logits, self.sizes, dim=-1)))
 
-    def sample(self, logits: torch.Tensor, deterministic: bool = False) -> dict[str, torch.Tensor]:
+    def sample(
+        self, logits: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> dict[str, torch.Tensor]:
         parts = self._split(logits)
-        return {key: head.sample(parts[key], deterministic) for key, head in self.heads.items()}
+        return {key: head.sample(parts[key], deterministic, generator) for key, head in self.heads.items()}
 
     def log_prob(self, logits: torch.Tensor, actions: dict[str, torch.Tensor]) -> torch.Tensor:
         parts = self._split(logits)

@@ -131,12 +131,19 @@ class StructuredPolicy(nn.Module):
 
     @torch.no_grad()
     def act(
-        self, step_key: StepKey, obs: Mapping[str, torch.Tensor], deterministic: bool = False
+        self,
+        step_key: StepKey,
+        obs: Mapping[str, torch.Tensor],
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Batched acting: actions and their log-probs for a ``[B, ...]`` batch of observations."""
+        """Batched acting: actions and their log-probs for a ``[B, ...]`` batch of observations.
+
+        Sampling draws from ``generator`` (an actor's own, for reproducible rollouts) or torch's global one.
+        """
         logits = self.logits(step_key, obs)
         dist = self.distribution(step_key)
-        actions = dist.sample(logits, deterministic)
+        actions = dist.sample(logits, deterministic, generator)
         return actions, dist.log_prob(logits, actions)
 
     def compute_action(

@@ -20,6 +20,7 @@ class RolloutEvaluator:
         self.obs_space = self.envs[0].observation_spaces_dict[self.step_key]
         self.deterministic = deterministic
         self.seeds = [seed_for(seed, 2**31 - 1, i) for i in range(n_episodes)]
+        self.sampling_seed = seed_for(seed, 2**31 - 2)
         self.events = events
 
     @torch.no_grad()
@@ -32,9 +33,10 @@ class RolloutEvaluator:
             store(obs, e, env.reset(seed=self.seeds[e])[0])
         returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
         active = np.ones(n, dtype=bool)
+        generator = torch.Generator(device).manual_seed(self.sampling_seed)  # same draws every evaluation
         while active.any():
             actions, _ = policy.act(
-                self.step_key, {k: v.to(device) for k, v in to_torch(obs).items()}, self.deterministic
+                self.step_key, {k: v.to(device) for k, v in to_torch(obs).items()}, self.deterministic, generator
             )
             actions = {k: a.cpu().numpy() for k, a in actions.items()}
             for e in np.flatnonzero(active):
