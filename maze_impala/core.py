@@ -44,35 +44,74 @@ class ActorID(NamedTuple):
 
 @dataclass
 class Trajectory:
-    """Time-major data of one step key, for ``E`` environments over ``T`` steps.
+    """Time-major data of one step key: ``N`` columns (one per env and agent) over ``T`` decisions.
 
-    ``observations`` holds ``T + 1`` entries: the last one is only used to bootstrap,
-    and it is also the first observation of the actor's next rollout, so consecutive
-    rollouts overlap by one step and every reward is learned from.
+    Each column is one actor's own sequence of decisions (one per structured step in
+    which it acted). Columns may hold fewer than ``T`` decisions (an agent that left,
+    a sub-step skipped when an episode ended mid-step): ``mask`` marks the valid
+    entries, and a column's rows after its last decision repeat its bootstrap
+    observation, so that V-trace over the padded ``[T, N]`` block is exact.
+
+    ``observations`` holds ``T + 1`` rows: row ``L`` of a column with ``L`` decisions
+    bootstraps its last one. That decision of the actor's is also the first of its
+    next rollout, so consecutive rollouts overlap by one decision per column and
+    every reward is learned from.
 
     Truncated episodes (time limits) must not be bootstrapped from the next
     episode's first observation: the observation the episode really ended in is
-    kept in ``truncated_observations`` (one row per truncated step, located by
-    ``truncated_index`` as ``(t, e)`` pairs) so that the learner can bootstrap
+    kept in ``truncated_observations`` (one row per truncated decision, located by
+    ``truncated_index`` as ``(t, column)`` pairs) so that the learner can bootstrap
     from its value.
     """
 
-    observations: NestedArrays  # [T + 1, E, ...]
-    actions: NestedArrays  # [T, E, ...]
-    behaviour_log_probs: np.ndarray  # [T, E] float32: log mu(a_t | x_t)
-    rewards: np.ndarray  # [T, E] float32
-    terminated: np.ndarray  # [T, E] bool: the episode ended after step t (no bootstrap)
-    truncated: np.ndarray  # [T, E] bool: cut off after step t (bootstrap from the final obs)
-    truncated_observations: NestedArrays  # [K, ...] final observations of truncated episodes
-    truncated_index: np.ndarray  # [K, 2] int64: (t, e) of each truncated step
+    observations: NestedArrays  # [T + 1, N, ...]
+    actions: NestedArrays  # [T, N, ...]
+    behaviour_log_probs: np.ndarray  # [T, N] float32: log mu(a_t | x_t)
+    rewards: np.ndarray  # [T, N] float32: the reward credited to the decision
+    terminated: np.ndarray  # [T, N] bool: the actor's episode ended after decision t (no bootstrap)
+    truncated: np.ndarray  # [T, N] bool: cut off after decision t (bootstrap from the final obs)
+    truncated_observations: NestedArrays  # [K, ...] final observations of truncated decisions
+    truncated_index: np.ndarray  # [K, 2] int64: (t, column) of each truncated decision
+    mask: np.ndarray  # [T, N] bool: entries holding a decision
+    agent_ids: np.ndarray  # [N] int64: the agent of each column
+    ancestors: dict[StepKey, NestedArrays] = field(default_factory=dict)
+    """For the delta critic: per earlier sub-step key, its observation in the same structured step, ``[T + 1, N]``."""
 
     @property
     def n_steps(self) -> int:
         return int(self.rewards.shape[0])
 
     @property
-    def n_envs(self) -> int:
+    def n_columns(self) -> int:
         return int(self.rewards.shape[1])
+
+    def padded(self, n_steps: int) -> Trajectory:
+        """The same data over ``n_steps >= T`` rows (padding as described above)."""
+        extra = n_steps - self.n_steps
+        if extra == 0:
+            return self
+        if extra < 0:
+            raise ValueError(f"cannot pad a trajectory of {self.n_steps} steps to {n_steps}")
+
+        def edge(arrays: NestedArrays) -> NestedArrays:
+            return {k: np.concatenate([v, np.repeat(v[-1:], extra, axis=0)]) for k, v in arrays.items()}
+
+        def zeros(array: np.ndarray) -> np.ndarray:
+            return np.concatenate([array, np.zeros((extra, *array.shape[1:]), dtype=array.dtype)])
+
+        return Trajectory(
+            observations=edge(self.observations),
+            actions={k: zeros(v) for k, v in self.actions.items()},
+            behaviour_log_probs=zeros(self.behaviour_log_probs),
+            rewards=zeros(self.rewards),
+            terminated=zeros(self.terminated),
+            truncated=zeros(self.truncated),
+            truncated_observations=self.truncated_observations,
+            truncated_index=self.truncated_index,
+            mask=zeros(self.mask),
+            agent_ids=self.agent_ids,
+            ancestors={key: edge(obs) for key, obs in self.ancestors.items()},
+        )
 
 
 @dataclass
@@ -84,7 +123,7 @@ class Rollout:
     """Version of the weights that generated every action of this rollout."""
     actor_index: int
     env_steps: int
-    """Environment steps this rollout consumed (not counting the overlap step)."""
+    """Structured steps this rollout's environments completed."""
     events: list[Any] = field(default_factory=list)
     """Events recorded on the actor side (episode returns, ...), replayed once by the learner."""
 

@@ -8,8 +8,9 @@ import torch
 from maze_impala.core import ActorID
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.nn.critics import StepStateCritic
 from maze_impala.nn.distributions import DictActionDistribution
-from maze_impala.nn.models import ModelConfig, StructuredCritic, StructuredPolicy
+from maze_impala.nn.models import ModelConfig, StructuredPolicy
 
 
 def test_gym_adapter_wraps_spaces_and_unwraps_actions():
@@ -117,7 +118,7 @@ def test_policy_compute_action_and_state_dict_round_trip(tmp_path):
     env = GymStructuredEnv("CartPole-v1")
     config = ModelConfig(hidden_units=[16], activation="relu")
     policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config)
-    critic = StructuredCritic(env.observation_spaces_dict, config)
+    critic = StepStateCritic(env.observation_spaces_dict, config)
     obs, _ = env.reset(seed=0)
     action = policy.compute_action(obs, env.actor_id(), deterministic=True)
     assert env.action_spaces_dict[0].contains(action)

@@ -13,7 +13,8 @@ from maze_impala.impala.config import ImpalaAlgorithmConfig
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner, stack_step
 from maze_impala.impala.losses import impala_step_loss
-from maze_impala.nn.models import ModelConfig, StructuredCritic, StructuredPolicy
+from maze_impala.nn.critics import StepStateCritic
+from maze_impala.nn.models import ModelConfig, StructuredPolicy
 from maze_impala.testing import CounterEnv
 from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
 
@@ -24,7 +25,7 @@ PREFIX = "train/MultiStepIMPALAEvents/"
 def _setup(model=MODEL, **overrides):
     env = GymStructuredEnv(CounterEnv())
     policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, model)
-    critic = StructuredCritic(env.observation_spaces_dict, model)
+    critic = StepStateCritic(env.observation_spaces_dict, model)
     hub = EventHub()
     stats = StatsAggregator("train", [MultiStepIMPALAEvents])
     hub.listeners.append(stats)

@@ -1,31 +1,21 @@
-"""The actor: steps ``E`` environments side by side with one batched forward pass per step."""
+"""The actor: steps ``E`` structured envs side by side, one batched forward pass per step key and sub-step."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import gymnasium as gym
 import numpy as np
 import torch
 
-from maze_impala.core import Actor, Rollout, StepKey, Trajectory, WeightSource
+from maze_impala.actors.recorder import StepRecorder
+from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
+from maze_impala.envs.batch import EnvBatch, SubStep
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.interfaces import EpisodeEvents
-from maze_impala.nn.models import ModelConfig, StructuredPolicy, storage_dtype
-
-
-def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """Zeroed storage for a Dict space with ``leading`` batch/time axes."""
-    return {k: np.zeros(leading + tuple(s.shape), dtype=storage_dtype(s)) for k, s in space.spaces.items()}
-
-
-def store(storage: dict[str, np.ndarray], index: int | tuple[int, int], obs: Mapping) -> None:
-    """Write one Dict observation into preallocated storage at ``index``."""
-    for key, array in storage.items():
-        array[index] = obs[key]
+from maze_impala.nn.models import ModelConfig, make_policy
 
 
 def to_torch(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -36,17 +26,6 @@ def to_torch(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
 def seed_for(*entropy: int) -> int:
     """A well-mixed 32-bit seed from the run seed and indices (actor, env, ...)."""
     return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0])
-
-
-def single_step_key(env: StructuredEnv) -> StepKey:
-    """The one step key of a flat env; multi-step envs are rejected with a clear error."""
-    counts = env.agent_counts_dict
-    if len(counts) != 1 or next(iter(counts.values())) != 1:
-        raise NotImplementedError(
-            f"{type(env).__name__} announces step keys {counts}; this version of the actor runs envs with a "
-            "single step key and a single agent (e.g. Gymnasium envs)."
-        )
-    return next(iter(counts))
 
 
 @dataclass
@@ -65,10 +44,13 @@ class ActorSpec:
 
 
 class RolloutActor(Actor):
-    """Produces rollouts of ``n_rollout_steps`` steps of each of its environments.
+    """Produces rollouts of ``n_rollout_steps`` structured steps of each of its environments.
 
-    Consecutive rollouts overlap by one step: the observation that bootstraps one
-    rollout is the first observation of the next, so no reward is left unlearned.
+    Every sub-step, the envs whose next actor shares a step key are acted for in one
+    batched forward pass. Each actor's decisions are recorded in its own column (see
+    :class:`~maze_impala.actors.recorder.StepRecorder`), credited with rewards as the
+    :class:`~maze_impala.envs.structured.StructuredEnv` contract says, and closed
+    when the actor leaves or the episode ends.
     """
 
     def __init__(
@@ -80,11 +62,8 @@ class RolloutActor(Actor):
         seed: int,
         index: int = 0,
     ):
-        self.envs = envs
-        self.step_key = single_step_key(envs[0])
-        self.obs_space = envs[0].observation_spaces_dict[self.step_key]
-        self.act_space = envs[0].action_spaces_dict[self.step_key]
-        self.policy = StructuredPolicy(envs[0].observation_spaces_dict, envs[0].action_spaces_dict, model)
+        self.batch = EnvBatch(envs, auto_reset=True)
+        self.policy = make_policy(envs[0], model)
         self.policy.requires_grad_(False)
         self.weights = weights
         self.version = weights.load_into(self.policy)
@@ -95,71 +74,125 @@ class RolloutActor(Actor):
         self.collector = EventCollector()
         self.hub.listeners.append(self.collector)
         self.episode_events = self.hub.publisher(EpisodeEvents)
-        n = len(envs)
-        self.current_obs = allocate(self.obs_space, (n,))
-        for e, env in enumerate(envs):
-            obs, _ = env.reset(seed=seed_for(seed, e))
-            store(self.current_obs, e, obs)
-        self.episode_return = np.zeros(n)
-        self.episode_length = np.zeros(n, dtype=np.int64)
+        self.order = list(self.batch.step_keys)
+        self.ancestors = model.critic == "delta"
+        obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
+        self.recorders = {
+            key: StepRecorder(
+                obs_spaces[key],
+                act_spaces[key],
+                n_rollout_steps + 1,
+                {k: obs_spaces[k] for k in self.order[:position]} if self.ancestors else None,
+            )
+            for position, key in enumerate(self.order)
+        }
+        for e in range(len(envs)):  # fixed agents get fixed columns: e * n + agent
+            for key, count in self.batch.agent_counts.items():
+                for agent in range(max(count, 0)):
+                    self.recorders[key].column(e, agent)
+        self.current = np.zeros(len(envs), dtype=np.int64)
+        """The column of every env's next actor."""
+        self.pot = np.zeros(len(envs))
+        """Rewards of the current structured step awaiting default crediting."""
+        self.in_step: list[list[tuple[StepKey, int, int]]] = [[] for _ in envs]
+        """(step key, column, row) of the decisions taken in the current structured step."""
+        self.credited: list[dict[tuple[StepKey, int], float]] = [{} for _ in envs]
+        """Reward credited to each actor in the current episode."""
+        for e in range(len(envs)):
+            self.batch.reset(e, seed=seed_for(seed, e))
+            self._observe(e)
 
     def rollout(self) -> Rollout:
         if self.weights.version() != self.version:
             self.version = self.weights.load_into(self.policy)
-        T, E = self.n_steps, len(self.envs)
-        obs = allocate(self.obs_space, (T + 1, E))
-        actions = allocate(self.act_space, (T, E))
-        log_probs = np.zeros((T, E), dtype=np.float32)
-        rewards = np.zeros((T, E), dtype=np.float32)
-        terminated = np.zeros((T, E), dtype=bool)
-        truncated = np.zeros((T, E), dtype=bool)
-        trunc_obs: list[Mapping] = []
-        trunc_index: list[tuple[int, int]] = []
-        store(obs, 0, self.current_obs)
-        obs_t = to_torch(obs)
-        for t in range(T):
-            action, log_prob = self.policy.act(
-                self.step_key, {k: v[t] for k, v in obs_t.items()}, generator=self.generator
-            )
-            log_probs[t] = log_prob.numpy()
-            for key, array in actions.items():
-                array[t] = action[key].numpy()
-            for e, env in enumerate(self.envs):
-                next_obs, reward, term, trunc, _ = env.step({k: a[t, e] for k, a in actions.items()})
-                rewards[t, e] = reward
-                self.episode_return[e] += reward
-                self.episode_length[e] += 1
-                if term or trunc:
-                    terminated[t, e], truncated[t, e] = term, trunc and not term
-                    if truncated[t, e]:
-                        trunc_obs.append(next_obs)
-                        trunc_index.append((t, e))
-                    self._end_episode(e)
-                    next_obs, _ = env.reset()
-                store(obs, (t + 1, e), next_obs)
-        for key, array in self.current_obs.items():
-            array[:] = obs[key][T]
-        truncated_observations = allocate(self.obs_space, (len(trunc_obs),))
-        for i, o in enumerate(trunc_obs):
-            store(truncated_observations, i, o)
-        trajectory = Trajectory(
-            observations=obs,
-            actions=actions,
-            behaviour_log_probs=log_probs,
-            rewards=rewards,
-            terminated=terminated,
-            truncated=truncated,
-            truncated_observations=truncated_observations,
-            truncated_index=np.asarray(trunc_index, dtype=np.int64).reshape(-1, 2),
-        )
-        return Rollout({self.step_key: trajectory}, self.version, self.index, T * E, self.collector.drain())
+        steps_left = np.full(len(self.batch), self.n_steps)
+        env_steps = 0
+        while (active := np.flatnonzero(steps_left > 0)).size:
+            for key, group in self.batch.groups(active).items():
+                recorder = self.recorders[key]
+                cols = self.current[group]
+                rows = recorder.awaiting_rows(cols)
+                if self.ancestors:
+                    for e, row, col in zip(group, rows, cols):
+                        self._record_ancestors(e, key, int(row), int(col))
+                obs = to_torch(recorder.gather(rows, cols))
+                agents = torch.from_numpy(recorder.agent_ids[cols])
+                actions_t, log_probs = self.policy.act(key, obs, generator=self.generator, agent_ids=agents)
+                actions = {k: a.numpy() for k, a in actions_t.items()}
+                recorder.decide(rows, cols, actions, log_probs.numpy())
+                for i, e in enumerate(group):
+                    sub = self.batch.step(e, {k: a[i] for k, a in actions.items()})
+                    self.in_step[e].append((key, int(cols[i]), int(rows[i])))
+                    self._account(e, sub)
+                    if sub.step_ended:
+                        steps_left[e] -= 1
+                        env_steps += 1
+                    self._observe(e)
+        trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
+        return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
 
-    def _end_episode(self, e: int) -> None:
-        self.episode_events.episode_return(value=float(self.episode_return[e]))
-        self.episode_events.episode_length(value=int(self.episode_length[e]))
-        self.episode_return[e] = 0.0
-        self.episode_length[e] = 0
+    def _observe(self, e: int) -> None:
+        actor = self.batch.actors[e]
+        recorder = self.recorders[actor.step_key]
+        col = recorder.column(e, actor.agent_id)
+        recorder.observe(col, self.batch.observations[e])
+        self.current[e] = col
+
+    def _credit(self, e: int, actor: ActorID, reward: float) -> None:
+        recorder = self.recorders[actor.step_key]
+        col = recorder.column(e, actor.agent_id)
+        if recorder.credit(col, reward):
+            key = (actor.step_key, col)
+            self.credited[e][key] = self.credited[e].get(key, 0.0) + reward
+
+    def _account(self, e: int, sub: SubStep) -> None:
+        """Credit rewards, close the decisions of leaving actors, and end steps and episodes."""
+        if sub.actor_rewards is None:
+            self.pot[e] += sub.reward
+        else:
+            for actor, reward in sub.actor_rewards.items():
+                self._credit(e, ActorID(*actor), float(reward))
+        for actor, exit_ in sub.exits.items():
+            recorder = self.recorders[actor[0]]
+            recorder.close(recorder.column(e, actor[1]), exit_.truncated, exit_.observation)
+        if sub.step_ended:
+            pot = float(self.pot[e])
+            for key, col, row in self.in_step[e]:
+                self.recorders[key].rewards[row, col] += pot
+                self.credited[e][key, col] = self.credited[e].get((key, col), 0.0) + pot
+            self.pot[e] = 0.0
+            self.in_step[e].clear()
+        if sub.episode_ended:
+            for key, recorder in self.recorders.items():
+                for col in recorder.columns_of(e):
+                    own = sub.final_actor is not None and tuple(sub.final_actor) == (key, recorder.agent_ids[col])
+                    recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
+            self._end_episode(e, sub)
+
+    def _record_ancestors(self, e: int, key: StepKey, row: int, col: int) -> None:
+        """Copy the earlier sub-steps' observations of this structured step next to the decision (delta critic)."""
+        earlier = [k for k, _, _ in self.in_step[e]]
+        if [*earlier, key] != self.order[: len(earlier) + 1]:
+            raise ValueError(
+                f"model.critic=delta needs every structured step to visit the step keys in the order {self.order}, "
+                f"but {type(self.batch.envs[e]).__name__} went {[*earlier, key]}; use model.critic=step or shared"
+            )
+        ancestors = self.recorders[key].ancestors
+        for k, c, r in self.in_step[e]:
+            for name, array in ancestors[k].items():
+                array[row, col] = self.recorders[k].obs[name][r, c]
+
+    def _end_episode(self, e: int, sub: SubStep) -> None:
+        self.episode_events.episode_return(value=sub.episode_return)
+        self.episode_events.episode_length(value=sub.episode_length)
+        by_key: dict[StepKey, list[float]] = {}
+        for (key, _), value in self.credited[e].items():
+            by_key.setdefault(key, []).append(value)
+        for key, values in by_key.items():
+            self.episode_events.step_key_return(step_key=key, value=float(np.mean(values)))
+        self.credited[e].clear()
+        self.pot[e] = 0.0
+        self.in_step[e].clear()
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.batch.close()

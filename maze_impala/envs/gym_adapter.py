@@ -40,6 +40,7 @@ class GymStructuredEnv(StructuredEnv):
         act_space = gym.spaces.Dict({ACTION_KEY: env.action_space}) if self._wrap_action else env.action_space
         self._observation_spaces = {self.STEP_KEY: obs_space}
         self._action_spaces = {self.STEP_KEY: act_space}
+        self._time = 0
 
     @property
     def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
@@ -56,16 +57,18 @@ class GymStructuredEnv(StructuredEnv):
     def actor_id(self) -> ActorID:
         return ActorID(self.STEP_KEY, 0)
 
-    def is_actor_done(self) -> bool:
-        return False
+    def get_env_time(self) -> int:
+        return self._time
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
+        self._time = 0
         return self._obs(obs), info
 
     def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
         raw_action = action[ACTION_KEY] if self._wrap_action else action
         obs, reward, terminated, truncated, info = self.env.step(raw_action)
+        self._time += 1
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
 
     def close(self) -> None:

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 
 from maze_impala.core import ActorID, StepKey
+
+
+class ActorExit(NamedTuple):
+    """An actor leaving the episode before (or as) it ends, e.g. a PettingZoo agent that is done."""
+
+    truncated: bool = False
+    """``False``: terminated, its last decision is not bootstrapped. ``True``: cut off (bootstrapped)."""
+    observation: dict | None = None
+    """The actor's final observation, to bootstrap a truncated exit (a truncation without one counts as terminal)."""
 
 
 class StructuredEnv(ABC):
@@ -18,6 +27,17 @@ class StructuredEnv(ABC):
     observations and actions. Between two calls of :meth:`step`, :meth:`actor_id`
     names who acts next: the sub-step (``step_key``) and the agent within it. Each
     step key has its own observation and action space.
+
+    A *structured step* is one full decision, taken in one or more sub-steps (select a
+    piece, then cut it; or every agent once). :meth:`get_env_time` counts them: the
+    framework sees a structured step end when it changes after a sub-step (or when the
+    episode ends, possibly in the middle of one).
+
+    Rewards: by default the reward of a structured step is the sum of what its sub-steps
+    returned, and every actor that acted in it is credited with it. An env that knows
+    better (a split of the reward, one reward per agent) returns per-actor rewards from
+    :meth:`get_actor_rewards`; they are used as given and credited to each actor's
+    latest decision.
     """
 
     @property
@@ -40,8 +60,8 @@ class StructuredEnv(ABC):
         """The actor whose observation was returned last, and who acts next."""
 
     @abstractmethod
-    def is_actor_done(self) -> bool:
-        """Whether the current actor is done (e.g. an agent that left the episode)."""
+    def get_env_time(self) -> int:
+        """Structured steps completed in the current episode (0 after :meth:`reset`)."""
 
     @abstractmethod
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
@@ -49,7 +69,23 @@ class StructuredEnv(ABC):
 
     @abstractmethod
     def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
-        """Apply the current actor's action; returns the next actor's observation."""
+        """Apply the current actor's action; returns the next actor's observation.
+
+        ``terminated``/``truncated`` end the episode for every actor.
+        """
+
+    def get_actor_rewards(self) -> dict[ActorID, float] | None:
+        """The last sub-step's rewards per actor, or ``None`` to credit :meth:`step`'s reward by default.
+
+        Called after every sub-step. Each reward is credited to that actor's latest
+        decision (what it earned since it last acted); the scalar reward that
+        :meth:`step` returned then only counts towards the episode return.
+        """
+        return None
+
+    def get_actor_exits(self) -> dict[ActorID, ActorExit]:
+        """The actors that left the episode with the last sub-step (called after every sub-step)."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

@@ -15,12 +15,13 @@ from maze_impala.core import Rollout, StepKey
 from maze_impala.impala.config import ImpalaAlgorithmConfig
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import impala_step_loss
-from maze_impala.nn.models import StructuredCritic, StructuredPolicy
+from maze_impala.nn.critics import StructuredCritic
+from maze_impala.nn.models import StructuredPolicy
 
 
 @dataclass
 class StepBatch:
-    """The data of one step key across a batch of rollouts, ``N = sum of E`` columns, on the device."""
+    """The data of one step key across a batch of rollouts, ``N`` columns in all, on the device."""
 
     observations: dict[str, torch.Tensor]  # [T + 1, N, ...]
     actions: dict[str, torch.Tensor]  # [T, N, ...]
@@ -30,30 +31,39 @@ class StepBatch:
     truncated: torch.Tensor  # [T, N]
     truncated_observations: dict[str, torch.Tensor]  # [K, ...]
     truncated_index: torch.Tensor  # [K, 2] (t, column)
+    mask: torch.Tensor  # [T, N] bool
+    agent_ids: torch.Tensor  # [N]
+    ancestors: dict[StepKey, dict[str, torch.Tensor]]  # [T + 1, N, ...] per earlier sub-step key
 
 
 def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
-    """Concatenate one step key's trajectories along the batch axis."""
-    trajectories = [r.trajectories[step_key] for r in rollouts]
+    """Concatenate one step key's trajectories along the column axis, padded to a common length."""
+    trajectories = [r.trajectories[step_key] for r in rollouts if step_key in r.trajectories]
+    n_steps = max(tr.n_steps for tr in trajectories)
+    trajectories = [tr.padded(n_steps) for tr in trajectories]
 
     def cat(arrays: list[np.ndarray], axis: int = 1) -> torch.Tensor:
-        return torch.from_numpy(np.concatenate(arrays, axis=axis)).to(device, non_blocking=True)
+        array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=axis)
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
 
-    offsets = np.cumsum([0, *(tr.n_envs for tr in trajectories[:-1])])
+    def cat_nested(nested: list[dict[str, np.ndarray]], axis: int = 1) -> dict[str, torch.Tensor]:
+        return {k: cat([n[k] for n in nested], axis) for k in nested[0]}
+
+    offsets = np.cumsum([0, *(tr.n_columns for tr in trajectories[:-1])])
     shifted = [tr.truncated_index + np.array([0, off]) for tr, off in zip(trajectories, offsets)]
-    trunc_index = np.concatenate(shifted)
+    first = trajectories[0]
     return StepBatch(
-        observations={k: cat([tr.observations[k] for tr in trajectories]) for k in trajectories[0].observations},
-        actions={k: cat([tr.actions[k] for tr in trajectories]) for k in trajectories[0].actions},
+        observations=cat_nested([tr.observations for tr in trajectories]),
+        actions=cat_nested([tr.actions for tr in trajectories]),
         behaviour_log_probs=cat([tr.behaviour_log_probs for tr in trajectories]),
         rewards=cat([tr.rewards for tr in trajectories]),
         terminated=cat([tr.terminated for tr in trajectories]),
         truncated=cat([tr.truncated for tr in trajectories]),
-        truncated_observations={
-            k: cat([tr.truncated_observations[k] for tr in trajectories], axis=0)
-            for k in trajectories[0].truncated_observations
-        },
-        truncated_index=torch.from_numpy(trunc_index).to(device),
+        truncated_observations=cat_nested([tr.truncated_observations for tr in trajectories], axis=0),
+        truncated_index=torch.from_numpy(np.concatenate(shifted)).to(device),
+        mask=cat([tr.mask for tr in trajectories]),
+        agent_ids=cat([tr.agent_ids for tr in trajectories], axis=0),
+        ancestors={key: cat_nested([tr.ancestors[key] for tr in trajectories]) for key in first.ancestors},
     )
 
 
@@ -99,30 +109,35 @@ class ImpalaLearner:
         t0 = time.perf_counter()
         for rollout in rollouts:
             ev.policy_lag(value=self.version - rollout.policy_version)
-        batches = {k: stack_step(rollouts, k, self.device) for k in self.policy.step_keys}
+        present = {k for r in rollouts for k in r.trajectories}
+        keys = [k for k in self.policy.step_keys if k in present]
+        batches = {k: stack_step(rollouts, k, self.device) for k in keys}
         t1 = time.perf_counter()
 
         forward: dict[StepKey, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         for key, batch in batches.items():
-            logits = self.policy.logits(key, {k: v[:-1] for k, v in batch.observations.items()}, batch_dims=2)
-            values = self.critic.values(key, batch.observations, batch_dims=2)
+            obs = {k: v[:-1] for k, v in batch.observations.items()}
+            logits = self.policy.logits(key, obs, batch_dims=2, agent_ids=batch.agent_ids)
+            values = self.critic.values(key, batch.observations, batch_dims=2, ancestors=batch.ancestors)
             forward[key] = (logits, values, self._rewards_with_truncation(key, batch))
         t2 = time.perf_counter()
 
         total = torch.zeros((), device=self.device)
         for key, batch in batches.items():
             logits, values, rewards = forward[key]
+            done = batch.terminated | batch.truncated
             loss = impala_step_loss(
                 self.policy.distribution(key),
                 logits,
                 batch.actions,
                 batch.behaviour_log_probs,
                 values,
-                rewards,
-                discounts=cfg.gamma * (~(batch.terminated | batch.truncated)).float(),
+                torch.where(batch.mask, rewards, 0.0),
+                discounts=torch.where(batch.mask, cfg.gamma * (~done).float(), 1.0),
                 clip_rho_threshold=cfg.vtrace_clip_rho_threshold,
                 clip_pg_rho_threshold=cfg.vtrace_clip_pg_rho_threshold,
                 lambda_=cfg.vtrace_lambda,
+                mask=batch.mask,
             )
             total = total + cfg.value_loss_coef * loss.value_loss
             if train_policy:
@@ -138,9 +153,11 @@ class ImpalaLearner:
 
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
-        for key in self.policy.step_keys:
-            ev.critic_grad_norm(critic_key=key, value=self._clip(self.critic.networks[str(key)]))
-            if train_policy:
+        for critic_key, network in self.critic.networks_by_key().items():
+            if any(p.grad is not None for p in network.parameters()):
+                ev.critic_grad_norm(critic_key=critic_key, value=self._clip(network))
+        if train_policy:
+            for key in keys:
                 ev.policy_grad_norm(step_key=key, value=self._clip(self._policy_parts[key]))
         self.optimizer.step()
         self.scheduler.step()
@@ -170,10 +187,12 @@ class ImpalaLearner:
         rewards = batch.rewards
         if batch.truncated_index.numel() == 0:
             return rewards
-        with torch.no_grad():
-            final_values = self.critic.values(key, batch.truncated_observations, batch_dims=1)
-        rewards = rewards.clone()
         t, col = batch.truncated_index[:, 0], batch.truncated_index[:, 1]
+        # The delta critic values the final observation on top of the earlier sub-steps of its decision.
+        ancestors = {k: {n: v[t, col] for n, v in obs.items()} for k, obs in batch.ancestors.items()}
+        with torch.no_grad():
+            final_values = self.critic.values(key, batch.truncated_observations, batch_dims=1, ancestors=ancestors)
+        rewards = rewards.clone()
         rewards[t, col] += self.config.gamma * final_values
         return rewards
 

@@ -32,6 +32,7 @@ def impala_step_loss(
     clip_rho_threshold: float | None,
     clip_pg_rho_threshold: float | None,
     lambda_: float,
+    mask: torch.Tensor | None = None,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -44,10 +45,21 @@ def impala_step_loss(
         rewards: r_t, ``[T, N]``.
         discounts: gamma_t, zero after a terminal step, ``[T, N]``.
         clip_rho_threshold, clip_pg_rho_threshold, lambda_: see :func:`vtrace`.
+        mask: ``[T, N]``, true where an entry holds a decision. Padding entries must
+            come with reward 0, discount 1 and ``values`` that repeat the column's
+            bootstrap value (as :meth:`Trajectory.padded` lays them out): V-trace is
+            then exact on the valid entries, and the means below skip the padding.
     """
     target_log_probs = distribution.log_prob(logits, actions)
+    log_rhos = target_log_probs.detach() - behaviour_log_probs
+    if mask is None:
+        average = torch.mean
+    else:
+        weights = mask.to(values.dtype)
+        log_rhos = log_rhos * weights
+        average = lambda x: (x * weights).sum() / weights.sum().clamp(min=1.0)  # noqa: E731
     returns = vtrace(
-        log_rhos=target_log_probs.detach() - behaviour_log_probs,
+        log_rhos=log_rhos,
         discounts=discounts,
         rewards=rewards,
         values=values[:-1].detach(),
@@ -57,8 +69,8 @@ def impala_step_loss(
         lambda_=lambda_,
     )
     return StepLoss(
-        policy_loss=-(returns.pg_advantages * target_log_probs).mean(),
-        value_loss=0.5 * (returns.vs - values[:-1]).pow(2).mean(),
-        entropy=distribution.entropy(logits).mean(),
-        mean_value=values[:-1].detach().mean(),
+        policy_loss=-average(returns.pg_advantages * target_log_probs),
+        value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
+        entropy=average(distribution.entropy(logits)),
+        mean_value=average(values[:-1].detach()),
     )

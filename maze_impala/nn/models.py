@@ -12,8 +12,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.structured import StructuredEnv
 from maze_impala.nn.distributions import DictActionDistribution
 
+CRITIC_TYPES = ("step", "shared", "delta")
+MASK_SUFFIX = "_mask"
+"""An observation key ``<action key>_mask`` masks the discrete action head ``<action key>``."""
+MASKED_LOGIT = -1e9
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
@@ -25,8 +30,15 @@ class ModelConfig:
     """Widths of the hidden layers."""
     activation: str = "tanh"
     """One of tanh, relu, elu, silu."""
+    per_agent_networks: bool = False
+    """One policy network per agent of a step key (its agent count must be fixed), instead of one shared."""
+    critic: str = "step"
+    """step: one critic per step key; shared: one network for every sub-step; delta: later sub-steps
+    predict the change to the previous sub-step's value (see :mod:`maze_impala.nn.critics`)."""
 
     def __post_init__(self) -> None:
+        if self.critic not in CRITIC_TYPES:
+            raise ValueError(f"model.critic must be one of {CRITIC_TYPES}, got {self.critic!r}")
         if not self.hidden_units or any(int(h) <= 0 for h in self.hidden_units):
             raise ValueError(f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}")
         if self.activation not in ACTIVATIONS:
@@ -65,9 +77,11 @@ class ObservationEncoder(nn.Module):
         for key, sub in self.space.spaces.items():
             x = obs[key]
             if isinstance(sub, gym.spaces.Discrete):
-                parts.append(F.one_hot(x.long() - int(sub.start), int(sub.n)).float())
+                # clamped: padding entries (zeros) of a space that starts above 0 must not fail
+                parts.append(F.one_hot((x.long() - int(sub.start)).clamp(0, int(sub.n) - 1), int(sub.n)).float())
             elif isinstance(sub, gym.spaces.MultiDiscrete):
-                parts.extend(F.one_hot(x[..., i].long(), int(n)).float() for i, n in enumerate(sub.nvec.flat))
+                for i, n in enumerate(int(n) for n in sub.nvec.flat):
+                    parts.append(F.one_hot(x[..., i].long().clamp(0, n - 1), n).float())
             else:
                 parts.append(x.reshape(*x.shape[:batch_dims], -1).float())
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
@@ -88,24 +102,76 @@ def mlp(n_in: int, n_out: int, config: ModelConfig, out_gain: float) -> nn.Seque
     return nn.Sequential(*layers)
 
 
-class _StepNet(nn.Module):
+class StepNet(nn.Module):
+    """Encoder plus MLP over one step key's observations."""
+
     def __init__(self, obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig, out_gain: float):
         super().__init__()
         self.encoder = ObservationEncoder(obs_space)
         self.body = mlp(self.encoder.n_outputs, n_out, config, out_gain)
 
-    def forward(self, obs: Mapping[str, torch.Tensor], batch_dims: int) -> torch.Tensor:
+    def forward(
+        self, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self.body(self.encoder(obs, batch_dims))
 
 
+class PerAgentNet(nn.Module):
+    """One :class:`StepNet` per agent; ``agent_ids`` (over the last batch axis) routes each entry."""
+
+    def __init__(self, n_agents: int, obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig, out_gain: float):
+        super().__init__()
+        self.agents = nn.ModuleList(StepNet(obs_space, n_out, config, out_gain) for _ in range(n_agents))
+        self.n_out = n_out
+
+    def forward(
+        self, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if agent_ids is None:
+            raise ValueError("a per-agent network needs the agent id of every entry")
+        axis = batch_dims - 1
+        shape = next(iter(obs.values())).shape[:batch_dims]
+        out = torch.zeros(*shape, self.n_out, device=agent_ids.device)
+        for agent in torch.unique(agent_ids).tolist():
+            index = (agent_ids == agent).nonzero().squeeze(-1)
+            part = self.agents[agent]({k: v.index_select(axis, index) for k, v in obs.items()}, batch_dims)
+            out = out.index_copy(axis, index, part)
+        return out
+
+
+def action_masks(obs_space: gym.spaces.Dict, act_space: gym.spaces.Dict) -> dict[str, str]:
+    """Action keys masked by an observation key ``<action key>_mask``, checked against the head's size."""
+    masks = {}
+    for key, sub in act_space.spaces.items():
+        mask_space = obs_space.spaces.get(key + MASK_SUFFIX)
+        if mask_space is None:
+            continue
+        if not isinstance(sub, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+            raise ValueError(f"observation key {key + MASK_SUFFIX!r} masks action {key!r}, which is not discrete")
+        size = int(sub.n) if isinstance(sub, gym.spaces.Discrete) else int(sub.nvec.sum())
+        if tuple(mask_space.shape) != (size,):
+            raise ValueError(
+                f"action mask {key + MASK_SUFFIX!r} has shape {mask_space.shape}, expected ({size},) "
+                f"for action {key!r} ({sub})"
+            )
+        masks[key] = key + MASK_SUFFIX
+    return masks
+
+
 class StructuredPolicy(nn.Module):
-    """One policy network per step key, each with the action distribution of its space."""
+    """One policy network per step key (or per agent), each with the action distribution of its space.
+
+    Discrete action heads are masked by an observation key ``<action key>_mask``
+    (1 = allowed): masked actions get probability zero, so they are never sampled
+    and do not count in log-probabilities or entropy.
+    """
 
     def __init__(
         self,
         observation_spaces: Mapping[StepKey, gym.spaces.Dict],
         action_spaces: Mapping[StepKey, gym.spaces.Dict],
         config: ModelConfig,
+        agent_counts: Mapping[StepKey, int] | None = None,
     ):
         super().__init__()
         if set(observation_spaces) != set(action_spaces):
@@ -116,15 +182,48 @@ class StructuredPolicy(nn.Module):
         self.step_keys: list[StepKey] = list(action_spaces)
         self.action_spaces = dict(action_spaces)
         self.distributions = nn.ModuleDict({str(k): DictActionDistribution(action_spaces[k]) for k in self.step_keys})
-        self.networks = nn.ModuleDict(
-            {
-                str(k): _StepNet(observation_spaces[k], self.distributions[str(k)].n_inputs, config, out_gain=0.01)
-                for k in self.step_keys
-            }
-        )
+        self.masks = {k: action_masks(observation_spaces[k], action_spaces[k]) for k in self.step_keys}
+        counts = dict(agent_counts or {})
+        networks: dict[str, nn.Module] = {}
+        for k in self.step_keys:
+            n_out = self.distributions[str(k)].n_inputs
+            if config.per_agent_networks and counts.get(k, 1) != 1:
+                if counts[k] < 1:
+                    raise ValueError(
+                        f"model.per_agent_networks=true needs a fixed agent count, but step key {k!r} has "
+                        f"{counts[k]}; use shared networks (model.per_agent_networks=false) for it"
+                    )
+                networks[str(k)] = PerAgentNet(counts[k], observation_spaces[k], n_out, config, out_gain=0.01)
+            else:
+                networks[str(k)] = StepNet(observation_spaces[k], n_out, config, out_gain=0.01)
+        self.networks = nn.ModuleDict(networks)
 
-    def logits(self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int = 1) -> torch.Tensor:
-        return self.networks[str(step_key)](obs, batch_dims)
+    def logits(
+        self,
+        step_key: StepKey,
+        obs: Mapping[str, torch.Tensor],
+        batch_dims: int = 1,
+        agent_ids: torch.Tensor | None = None,
+        check_masks: bool = False,
+    ) -> torch.Tensor:
+        logits = self.networks[str(step_key)](obs, batch_dims, agent_ids)
+        masks = self.masks[step_key]
+        if not masks:
+            return logits
+        dist = self.distribution(step_key)
+        parts = []
+        for key, size in zip(dist.heads.keys(), dist.sizes):
+            if key in masks:
+                allowed = obs[masks[key]] > 0.5
+                if check_masks and not bool(allowed.any(-1).all()):
+                    raise ValueError(
+                        f"step key {step_key!r}: observation {masks[key]!r} masks every action of {key!r}; "
+                        "an env must leave at least one action allowed"
+                    )
+                parts.append(allowed)
+            else:
+                parts.append(torch.ones(*logits.shape[:-1], size, dtype=torch.bool, device=logits.device))
+        return logits.masked_fill(~torch.cat(parts, dim=-1), MASKED_LOGIT)
 
     def distribution(self, step_key: StepKey) -> DictActionDistribution:
         return self.distributions[str(step_key)]
@@ -136,12 +235,13 @@ class StructuredPolicy(nn.Module):
         obs: Mapping[str, torch.Tensor],
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        agent_ids: torch.Tensor | None = None,
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Batched acting: actions and their log-probs for a ``[B, ...]`` batch of observations.
 
         Sampling draws from ``generator`` (an actor's own, for reproducible rollouts) or torch's global one.
         """
-        logits = self.logits(step_key, obs)
+        logits = self.logits(step_key, obs, agent_ids=agent_ids, check_masks=True)
         dist = self.distribution(step_key)
         actions = dist.sample(logits, deterministic, generator)
         return actions, dist.log_prob(logits, actions)
@@ -151,20 +251,12 @@ class StructuredPolicy(nn.Module):
     ) -> dict[str, np.ndarray]:
         """One action for one observation of the actor ``actor_id`` (numpy in, numpy out)."""
         obs = {k: torch.as_tensor(np.asarray(v)).unsqueeze(0) for k, v in observation.items()}
-        actions, _ = self.act(actor_id.step_key, obs, deterministic)
+        agent = torch.tensor([actor_id.agent_id])
+        actions, _ = self.act(actor_id.step_key, obs, deterministic, agent_ids=agent)
         space = self.action_spaces[actor_id.step_key]
         return {k: a[0].numpy().astype(storage_dtype(space[k])) for k, a in actions.items()}
 
 
-class StructuredCritic(nn.Module):
-    """One state-value network per step key: V(x) for the observations of that sub-step."""
-
-    def __init__(self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig):
-        super().__init__()
-        self.step_keys: list[StepKey] = list(observation_spaces)
-        self.networks = nn.ModuleDict(
-            {str(k): _StepNet(observation_spaces[k], 1, config, out_gain=1.0) for k in self.step_keys}
-        )
-
-    def values(self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int = 1) -> torch.Tensor:
-        return self.networks[str(step_key)](obs, batch_dims).squeeze(-1)
+def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
+    """The policy for ``env``'s step keys, spaces and agent counts."""
+    return StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config, env.agent_counts_dict)

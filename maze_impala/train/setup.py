@@ -25,7 +25,8 @@ from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, Te
 from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
-from maze_impala.nn.models import ModelConfig, StructuredCritic, StructuredPolicy
+from maze_impala.nn.critics import make_critic
+from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.trainer import STATS_CSV, ImpalaTrainer, TrainingResult
 
@@ -101,9 +102,13 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     torch.manual_seed(config.seed)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
-    probe.close()
-    policy = StructuredPolicy(obs_spaces, act_spaces, config.model)
-    critic = StructuredCritic(obs_spaces, config.model)
+    try:
+        policy = make_policy(probe, config.model)
+        critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    finally:
+        probe.close()
 
     hub = EventHub()
     train_stats = StatsAggregator("train", [EpisodeEvents, RunEvents, MultiStepIMPALAEvents])
@@ -183,7 +188,7 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     if record is None:
         raise ValueError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
     env = make_env(record["env"])
-    policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(**record["model"]))
+    policy = make_policy(env, ModelConfig(**record["model"]))
     restore_modules(state, checkpoint, policy=policy)
     policy.eval()
     return policy, env

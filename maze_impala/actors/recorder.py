@@ -1,0 +1,186 @@
+"""Records one step key's decisions into preallocated ``[rows, columns]`` buffers.
+
+A column belongs to one actor (env ``e``, agent ``a``) and holds that actor's own
+decisions in order. A column's last row is *open* while its outcome is unknown:
+either an observation waiting for its action (``AWAITING``) or a decision whose
+reward and next observation are still to come (``DECIDED``). The open row is the
+bootstrap row of the rollout and travels on as row 0 of the next one, so every
+decision is learned from exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import gymnasium as gym
+import numpy as np
+
+from maze_impala.core import NestedArrays, StepKey, Trajectory
+
+CLOSED, AWAITING, DECIDED = 0, 1, 2
+
+
+def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Zeroed storage for a Dict space with ``leading`` batch/time axes."""
+    from maze_impala.nn.models import storage_dtype
+
+    return {k: np.zeros(leading + tuple(s.shape), dtype=storage_dtype(s)) for k, s in space.spaces.items()}
+
+
+def store(storage: Mapping[str, np.ndarray], index: int | tuple, obs: Mapping) -> None:
+    """Write one Dict observation (or action) into storage at ``index``."""
+    for key, array in storage.items():
+        array[index] = obs[key]
+
+
+class StepRecorder:
+    """The buffers of one step key, for columns created as actors appear."""
+
+    def __init__(
+        self,
+        obs_space: gym.spaces.Dict,
+        act_space: gym.spaces.Dict,
+        rows: int,
+        ancestor_spaces: Mapping[StepKey, gym.spaces.Dict] | None = None,
+    ):
+        self.obs_space, self.act_space = obs_space, act_space
+        self.ancestor_spaces = dict(ancestor_spaces or {})
+        self.capacity, self.n_columns = max(2, rows), 0
+        self._columns: dict[tuple[int, int], int] = {}
+        self.agent_ids = np.zeros(0, dtype=np.int64)
+        self.env_ids = np.zeros(0, dtype=np.int64)
+        self.rows = np.zeros(0, dtype=np.int64)
+        """Rows used per column (the open row included)."""
+        self.state = np.zeros(0, dtype=np.int8)
+        self._allocate(self.capacity, 0)
+
+    def _allocate(self, rows: int, cols: int) -> None:
+        self.obs = allocate(self.obs_space, (rows, cols))
+        self.actions = allocate(self.act_space, (rows, cols))
+        self.ancestors = {k: allocate(s, (rows, cols)) for k, s in self.ancestor_spaces.items()}
+        self.log_probs = np.zeros((rows, cols), dtype=np.float32)
+        self.rewards = np.zeros((rows, cols), dtype=np.float32)
+        self.terminated = np.zeros((rows, cols), dtype=bool)
+        self.truncated = np.zeros((rows, cols), dtype=bool)
+        self._truncated: list[tuple[int, int, Mapping]] = []
+
+    def _arrays(self) -> list[np.ndarray]:
+        nested = [*self.obs.values(), *self.actions.values()]
+        nested += [a for obs in self.ancestors.values() for a in obs.values()]
+        return [*nested, self.log_probs, self.rewards, self.terminated, self.truncated]
+
+    def _grow(self, rows: int, cols: int) -> None:
+        old, old_rows, truncated = self._arrays(), self.capacity, self._truncated
+        self._allocate(rows, cols)
+        for new, previous in zip(self._arrays(), old):
+            new[:old_rows, : previous.shape[1]] = previous[:old_rows]
+        self._truncated, self.capacity = truncated, rows
+
+    def column(self, env: int, agent: int) -> int:
+        """The column of agent ``agent`` in env ``env``, created on first use."""
+        col = self._columns.get((env, agent))
+        if col is None:
+            col = self.n_columns
+            if col >= self._column_capacity():
+                self._grow(self.capacity, max(4, 2 * col))
+            self._columns[env, agent] = col
+            self.n_columns += 1
+            self.agent_ids = np.append(self.agent_ids, agent)
+            self.env_ids = np.append(self.env_ids, env)
+            self.rows = np.append(self.rows, 0)
+            self.state = np.append(self.state, CLOSED)
+        return col
+
+    def _column_capacity(self) -> int:
+        return self.log_probs.shape[1]
+
+    def columns_of(self, env: int) -> np.ndarray:
+        return np.flatnonzero(self.env_ids == env)
+
+    def observe(self, col: int, obs: Mapping) -> None:
+        """The actor of ``col`` is about to decide on ``obs``: its previous decision is complete."""
+        if self.state[col] == AWAITING:
+            raise RuntimeError("an actor observed twice without acting in between")
+        row = int(self.rows[col])
+        if row + 1 > self.capacity:
+            self._grow(2 * self.capacity, self._column_capacity())
+        store(self.obs, (row, col), obs)
+        self.rows[col] = row + 1
+        self.state[col] = AWAITING
+
+    def awaiting_rows(self, cols: np.ndarray) -> np.ndarray:
+        return self.rows[cols] - 1
+
+    def gather(self, rows: np.ndarray, cols: np.ndarray) -> NestedArrays:
+        """The observations at ``(rows, cols)``, stacked (a copy)."""
+        return {k: v[rows, cols] for k, v in self.obs.items()}
+
+    def decide(self, rows: np.ndarray, cols: np.ndarray, actions: Mapping[str, np.ndarray], log_probs: np.ndarray):
+        for key, array in self.actions.items():
+            array[rows, cols] = actions[key]
+        self.log_probs[rows, cols] = log_probs
+        self.state[cols] = DECIDED
+
+    def credit(self, col: int, reward: float) -> bool:
+        """Add ``reward`` to the latest decision of ``col`` if it has an open one."""
+        if self.state[col] != DECIDED:
+            return False
+        self.rewards[self.rows[col] - 1, col] += reward
+        return True
+
+    def close(self, col: int, truncated: bool, final_obs: Mapping | None) -> None:
+        """End the open decision of ``col``: terminated, or truncated and bootstrapped from ``final_obs``."""
+        if self.state[col] != DECIDED:
+            return
+        row = int(self.rows[col]) - 1
+        if truncated and final_obs is not None:
+            self.truncated[row, col] = True
+            self._truncated.append((row, col, final_obs))
+        else:
+            self.terminated[row, col] = True
+        self.state[col] = CLOSED
+
+    def finish(self) -> Trajectory | None:
+        """The trajectory of the completed decisions; open rows move to row 0 of fresh buffers."""
+        n = self.n_columns
+        is_open = self.state[:n] != CLOSED
+        lengths = self.rows[:n] - is_open
+        T = int(lengths.max()) if n else 0
+        if T + 1 > self.capacity:
+            self._grow(T + 1, self._column_capacity())
+        trajectory = self._trajectory(lengths, is_open, T) if T > 0 else None
+        carried = [(col, int(self.rows[col]) - 1) for col in np.flatnonzero(is_open)]
+        old = self._arrays()
+        self._allocate(self.capacity, self._column_capacity())
+        for new, previous in zip(self._arrays(), old):
+            for col, row in carried:
+                new[0, col] = previous[row, col]
+        self.rows[:n] = is_open.astype(np.int64)
+        return trajectory
+
+    def _trajectory(self, lengths: np.ndarray, is_open: np.ndarray, T: int) -> Trajectory:
+        n = self.n_columns
+        nested = [self.obs, *self.ancestors.values()]
+        for col in np.flatnonzero(lengths < T):
+            length = int(lengths[col])
+            source = length if is_open[col] else max(length - 1, 0)
+            for arrays in nested:
+                for array in arrays.values():
+                    array[length : T + 1, col] = array[source, col]
+        finals = allocate(self.obs_space, (len(self._truncated),))
+        for i, (_, _, obs) in enumerate(self._truncated):
+            store(finals, i, obs)
+        index = np.asarray([(row, col) for row, col, _ in self._truncated], dtype=np.int64).reshape(-1, 2)
+        return Trajectory(
+            observations={k: v[: T + 1, :n] for k, v in self.obs.items()},
+            actions={k: v[:T, :n] for k, v in self.actions.items()},
+            behaviour_log_probs=self.log_probs[:T, :n],
+            rewards=self.rewards[:T, :n],
+            terminated=self.terminated[:T, :n],
+            truncated=self.truncated[:T, :n],
+            truncated_observations=finals,
+            truncated_index=index,
+            mask=np.arange(T)[:, None] < lengths[None, :],
+            agent_ids=self.agent_ids.copy(),
+            ancestors={key: {k: v[: T + 1, :n] for k, v in obs.items()} for key, obs in self.ancestors.items()},
+        )

@@ -1,0 +1,125 @@
+"""Several structured envs stepped side by side, one sub-step at a time.
+
+Shared by the actors and the evaluators: it tells who acts next in every env, groups
+the envs whose next actor shares a step key (one batched forward pass per group),
+and turns each sub-step into a :class:`SubStep` record: the rewards, where a
+structured step ended, which actors left, and whether the episode is over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.structured import ActorExit, StructuredEnv
+
+
+@dataclass
+class SubStep:
+    """What one sub-step of one env produced."""
+
+    actor: ActorID
+    """Who acted."""
+    reward: float
+    """The reward :meth:`StructuredEnv.step` returned."""
+    actor_rewards: dict[ActorID, float] | None
+    """Per-actor rewards from the env, or ``None`` for the default crediting."""
+    exits: dict[ActorID, ActorExit]
+    step_ended: bool
+    """A structured step ended with this sub-step (the env time moved on, or the episode ended)."""
+    terminated: bool
+    truncated: bool
+    final_observation: dict | None = None
+    """At the end of an episode: the observation :meth:`StructuredEnv.step` returned ..."""
+    final_actor: ActorID | None = None
+    """... and the actor it belongs to."""
+    episode_return: float = 0.0
+    """At the end of an episode: its undiscounted return (sum of the rewards ``step`` returned)."""
+    episode_length: int = 0
+    """At the end of an episode: its number of structured steps."""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def episode_ended(self) -> bool:
+        return self.terminated or self.truncated
+
+
+class EnvBatch:
+    """``E`` structured envs; ``observations[e]`` and ``actors[e]`` say who acts next in env ``e`` on what."""
+
+    def __init__(self, envs: list[StructuredEnv], auto_reset: bool):
+        if not envs:
+            raise ValueError("EnvBatch needs at least one env")
+        self.envs = envs
+        self.auto_reset = auto_reset
+        self.observations: list[dict] = [{} for _ in envs]
+        self.actors: list[ActorID] = [ActorID(0, 0) for _ in envs]
+        self._times = np.zeros(len(envs), dtype=np.int64)
+        self._returns = np.zeros(len(envs))
+        self._lengths = np.zeros(len(envs), dtype=np.int64)
+        first = envs[0]
+        self.step_keys: list[StepKey] = list(first.agent_counts_dict)
+        self.agent_counts: dict[StepKey, int] = dict(first.agent_counts_dict)
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset(self, e: int, seed: int | None = None) -> None:
+        obs, _ = self.envs[e].reset(seed=seed)
+        self._observe(e, obs)
+        self._times[e] = self.envs[e].get_env_time()
+        self._returns[e] = 0.0
+        self._lengths[e] = 0
+
+    def groups(self, active: Iterable[int]) -> dict[StepKey, list[int]]:
+        """The given envs, grouped by the step key of their next actor."""
+        groups: dict[StepKey, list[int]] = {}
+        for e in active:
+            groups.setdefault(self.actors[e].step_key, []).append(int(e))
+        return groups
+
+    def stacked(self, group: list[int]) -> dict[str, np.ndarray]:
+        """The next observations of ``group`` (envs of one step key), stacked on a leading axis."""
+        return {k: np.stack([np.asarray(self.observations[e][k]) for e in group]) for k in self.observations[group[0]]}
+
+    def step(self, e: int, action: Mapping[str, np.ndarray]) -> SubStep:
+        """One sub-step of env ``e``; with ``auto_reset`` a finished episode is followed by a new one."""
+        env, actor = self.envs[e], self.actors[e]
+        obs, reward, terminated, truncated, info = env.step(action)
+        self._returns[e] += reward
+        time = env.get_env_time()
+        ended = bool(terminated or truncated)
+        step_ended = ended or time != self._times[e]
+        self._times[e] = time
+        if step_ended:
+            self._lengths[e] += 1
+        sub = SubStep(
+            actor, float(reward), env.get_actor_rewards(), env.get_actor_exits(), step_ended,
+            bool(terminated), bool(truncated) and not terminated, info=info,
+        )  # fmt: skip
+        if ended:
+            sub.final_observation, sub.final_actor = obs, env.actor_id()
+            sub.episode_return, sub.episode_length = float(self._returns[e]), int(self._lengths[e])
+            if self.auto_reset:
+                self.reset(e)
+            return sub
+        self._observe(e, obs)
+        return sub
+
+    def _observe(self, e: int, obs: dict) -> None:
+        actor = self.envs[e].actor_id()
+        if not isinstance(actor, ActorID):
+            actor = ActorID(*actor)
+        if actor.step_key not in self.agent_counts:
+            raise ValueError(
+                f"{type(self.envs[e]).__name__}.actor_id() returned step key {actor.step_key!r}, which is not "
+                f"in its agent_counts_dict {self.agent_counts}"
+            )
+        self.observations[e], self.actors[e] = obs, actor
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,163 @@
+"""State critics for structured envs: per step key, shared over all sub-steps, or delta.
+
+All three answer ``values(step_key, obs, batch_dims, ancestors)``: ``V(x)`` for a
+batch of one step key's observations. ``ancestors`` holds, per earlier sub-step
+key, that sub-step's observation in the same structured step; only the delta
+critic reads it. :meth:`StructuredCritic.networks_by_key` names each network for
+gradient norms and clipping (the ``critic_key`` of the events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from maze_impala.core import StepKey
+from maze_impala.nn.models import ModelConfig, StepNet
+
+Observations = Mapping[str, torch.Tensor]
+
+
+class StructuredCritic(nn.Module):
+    """Base class: one or more value networks over the observations of every step key."""
+
+    step_keys: list[StepKey]
+    needs_ancestors = False
+
+    def values(
+        self,
+        step_key: StepKey,
+        obs: Observations,
+        batch_dims: int = 1,
+        ancestors: Mapping[StepKey, Observations] | None = None,
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def networks_by_key(self) -> dict[str, nn.Module]:
+        raise NotImplementedError
+
+
+class StepStateCritic(StructuredCritic):
+    """One state-value network per step key, trained on that step key's V-trace targets."""
+
+    def __init__(self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig):
+        super().__init__()
+        self.step_keys = list(observation_spaces)
+        self.networks = nn.ModuleDict(
+            {str(k): StepNet(observation_spaces[k], 1, config, out_gain=1.0) for k in self.step_keys}
+        )
+
+    def values(
+        self,
+        step_key: StepKey,
+        obs: Observations,
+        batch_dims: int = 1,
+        ancestors: Mapping[StepKey, Observations] | None = None,
+    ) -> torch.Tensor:
+        return self.networks[str(step_key)](obs, batch_dims).squeeze(-1)
+
+    def networks_by_key(self) -> dict[str, nn.Module]:
+        return dict(self.networks.items())
+
+
+class SharedStateCritic(StructuredCritic):
+    """One network for every sub-step, trained on the targets of all of them.
+
+    Its input is the union of the step keys' observation entries (an entry a step
+    key lacks is zero) plus a one-hot of the step key.
+    """
+
+    CRITIC_KEY = "shared"
+    STEP_KEY_INPUT = "_step_key"
+
+    def __init__(self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig):
+        super().__init__()
+        self.step_keys = list(observation_spaces)
+        union: dict[str, gym.Space] = {}
+        for key, space in observation_spaces.items():
+            for name, sub in space.spaces.items():
+                if name in union and union[name] != sub:
+                    raise ValueError(
+                        f"model.critic=shared: observation entry {name!r} has different spaces in different step "
+                        f"keys ({union[name]} vs {sub} in {key!r}); rename one, or use model.critic=step"
+                    )
+                union[name] = sub
+        union[self.STEP_KEY_INPUT] = gym.spaces.Discrete(len(self.step_keys))
+        self.space = gym.spaces.Dict(union)
+        self.network = StepNet(self.space, 1, config, out_gain=1.0)
+
+    def values(
+        self,
+        step_key: StepKey,
+        obs: Observations,
+        batch_dims: int = 1,
+        ancestors: Mapping[StepKey, Observations] | None = None,
+    ) -> torch.Tensor:
+        sample = next(iter(obs.values()))
+        shape = sample.shape[:batch_dims]
+        full: dict[str, torch.Tensor] = {}
+        for name, sub in self.space.spaces.items():
+            if name == self.STEP_KEY_INPUT:
+                full[name] = torch.full(shape, self.step_keys.index(step_key), dtype=torch.long, device=sample.device)
+            elif name in obs:
+                full[name] = obs[name]
+            else:
+                low = int(getattr(sub, "start", 0)) if isinstance(sub, gym.spaces.Discrete) else 0
+                full[name] = torch.full((*shape, *sub.shape), low, device=sample.device)
+        return self.network(full, batch_dims).squeeze(-1)
+
+    def networks_by_key(self) -> dict[str, nn.Module]:
+        return {self.CRITIC_KEY: self.network}
+
+
+class DeltaStateCritic(StepStateCritic):
+    """Later sub-steps predict the change to the previous sub-step's value.
+
+    ``V_1(x_1) = f_1(x_1)`` and ``V_k(x_k) = V_{k-1}(x_{k-1}) + f_k(x_k)``, where
+    ``x_{k-1}`` is the previous sub-step's observation in the same structured step.
+    The previous value is not differentiated through, so each network learns from
+    its own step key's targets only. Every structured step must visit the step keys
+    in the order of ``agent_counts_dict``, one agent each (the actors check this).
+    """
+
+    needs_ancestors = True
+
+    def values(
+        self,
+        step_key: StepKey,
+        obs: Observations,
+        batch_dims: int = 1,
+        ancestors: Mapping[StepKey, Observations] | None = None,
+    ) -> torch.Tensor:
+        own = super().values(step_key, obs, batch_dims)
+        position = self.step_keys.index(step_key)
+        if position == 0:
+            return own
+        if ancestors is None or any(k not in ancestors for k in self.step_keys[:position]):
+            raise ValueError(f"the delta critic of step key {step_key!r} needs the earlier sub-steps' observations")
+        with torch.no_grad():
+            previous = sum(super().values(k, ancestors[k], batch_dims) for k in self.step_keys[:position])
+        return previous + own
+
+
+def make_critic(
+    observation_spaces: Mapping[StepKey, gym.spaces.Dict], agent_counts: Mapping[StepKey, int], config: ModelConfig
+) -> StructuredCritic:
+    """The critic named by ``config.critic``."""
+    kind = config.critic
+    if kind == "step":
+        return StepStateCritic(observation_spaces, config)
+    if kind == "shared":
+        return SharedStateCritic(observation_spaces, config)
+    if kind == "delta":
+        bad = {k: n for k, n in agent_counts.items() if n != 1}
+        if bad:
+            raise ValueError(
+                f"model.critic=delta needs one agent per step key (sub-steps in a fixed order), got agent counts "
+                f"{bad}; use model.critic=step or shared"
+            )
+        return DeltaStateCritic(observation_spaces, config)
+    raise ValueError(f"model.critic must be one of step, shared, delta; got {kind!r}")
