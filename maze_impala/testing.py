@@ -8,6 +8,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from pettingzoo import ParallelEnv
+
+from maze_impala.core import ActorID
+from maze_impala.envs.structured import StructuredEnv
 
 
 class CounterEnv(gym.Env):
@@ -60,3 +64,113 @@ class DyingEnv(CrashingEnv):
         if self.steps > self.crash_after:
             os.kill(os.getpid(), signal.SIGKILL)
         return CounterEnv.step(self, action)
+
+
+class TwoStepEnv(StructuredEnv):
+    """Structured steps of two sub-steps, ``"a"`` then ``"b"``, with known rewards.
+
+    Observation ``[structured step, episode, sub-step]``. ``"a"`` returns reward 0.5,
+    ``"b"`` returns ``1 + action``; an episode has ``n_steps`` structured steps, or ends
+    right after ``"a"`` (mid-step) in structured step ``end_mid_step_at``. With
+    ``split_rewards`` the env gives per-actor rewards after ``"b"``: 2.0 to ``"a"`` and
+    ``10 + action`` to ``"b"`` (and nothing after ``"a"``).
+    """
+
+    def __init__(self, n_steps: int = 3, end_mid_step_at: int | None = None, split_rewards: bool = False):
+        box = gym.spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float32)
+        self._obs_spaces = {k: gym.spaces.Dict({"x": box}) for k in ("a", "b")}
+        self._act_spaces = {k: gym.spaces.Dict({"u": gym.spaces.Discrete(2)}) for k in ("a", "b")}
+        self.n_steps, self.end_mid_step_at, self.split_rewards = n_steps, end_mid_step_at, split_rewards
+        self.time, self.episode, self.key = 0, -1, "a"
+        self._actor_rewards: dict[ActorID, float] | None = None
+
+    @property
+    def action_spaces_dict(self) -> dict:
+        return self._act_spaces
+
+    @property
+    def observation_spaces_dict(self) -> dict:
+        return self._obs_spaces
+
+    @property
+    def agent_counts_dict(self) -> dict:
+        return {"a": 1, "b": 1}
+
+    def actor_id(self) -> ActorID:
+        return ActorID(self.key, 0)
+
+    def get_env_time(self) -> int:
+        return self.time
+
+    def get_actor_rewards(self) -> dict[ActorID, float] | None:
+        return self._actor_rewards
+
+    def _obs(self) -> dict:
+        return {"x": np.array([self.time, self.episode, 0 if self.key == "a" else 1], dtype=np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.time, self.episode, self.key = 0, self.episode + 1, "a"
+        return self._obs(), {}
+
+    def step(self, action: dict) -> tuple[dict, float, bool, bool, dict]:
+        u = int(action["u"])
+        if self.key == "a":
+            self.key = "b"
+            self._actor_rewards = {} if self.split_rewards else None
+            return self._obs(), 0.5, self.time == self.end_mid_step_at, False, {}
+        self._actor_rewards = {ActorID("a", 0): 2.0, ActorID("b", 0): 10.0 + u} if self.split_rewards else None
+        self.time, self.key = self.time + 1, "a"
+        return self._obs(), 1.0 + u, self.time >= self.n_steps, False, {}
+
+
+class LeavingAgentsEnv(ParallelEnv):
+    """A PettingZoo Parallel env whose agents leave one by one.
+
+    Agent ``walker_i`` observes ``[t, i]`` and earns ``1 + i`` per step. ``walker_0`` is
+    terminated after 2 steps and ``walker_1`` after 3; ``walker_2`` is truncated after 4,
+    which ends the episode.
+    """
+
+    metadata = {"name": "leaving_agents_v0"}
+
+    def __init__(self) -> None:
+        self.possible_agents = [f"walker_{i}" for i in range(3)]
+        self.agents: list[str] = []
+        self.t = 0
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return gym.spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
+
+    def action_space(self, agent: str) -> gym.Space:
+        return gym.spaces.Discrete(2)
+
+    def _obs(self, agent: str) -> np.ndarray:
+        return np.array([self.t, self.possible_agents.index(agent)], dtype=np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+        self.t += 1
+        obs = {a: self._obs(a) for a in self.agents}
+        rewards = {a: 1.0 + self.possible_agents.index(a) for a in self.agents}
+        terminations = {a: (a == "walker_0" and self.t >= 2) or (a == "walker_1" and self.t >= 3) for a in self.agents}
+        truncations = {a: a == "walker_2" and self.t >= 4 for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
+        return obs, rewards, terminations, truncations, infos
+
+
+def leaving_agents_parallel() -> StructuredEnv:
+    from maze_impala.envs.pettingzoo_adapter import PettingZooParallelEnv
+
+    return PettingZooParallelEnv(LeavingAgentsEnv())
+
+
+def leaving_agents_aec() -> StructuredEnv:
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    from maze_impala.envs.pettingzoo_adapter import PettingZooAECEnv
+
+    return PettingZooAECEnv(parallel_to_aec(LeavingAgentsEnv()))

@@ -129,25 +129,19 @@ class SubprocessActors(ActorPool):
     def close(self) -> None:
         if not self.processes:
             return
+        # Actors never block on a full queue (they put with a timeout and look at the stop flag) and never
+        # wait for their queue's feeder thread at exit, so they stop on their own. The queue is not drained:
+        # an actor that exits (or is killed) halfway through writing a rollout leaves a partial message in
+        # the pipe, and reading it would block forever.
         self.stop.set()
         deadline = time.monotonic() + 5.0
         for process in self.processes:
-            while process.is_alive() and time.monotonic() < deadline:
-                self._drain()  # unblock an actor waiting on a full queue
-                process.join(timeout=POLL_SECONDS)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
         for process in self.processes:
             if process.is_alive():
                 process.kill()
             process.join(timeout=1.0)
-        self._drain()
         for q in (self.rollouts, self.errors):
             q.cancel_join_thread()
             q.close()
         self.processes = []
-
-    def _drain(self) -> None:
-        try:
-            while True:
-                self.rollouts.get_nowait()
-        except (queue.Empty, OSError, ValueError):
-            pass

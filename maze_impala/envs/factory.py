@@ -44,6 +44,12 @@ def _check_spaces(env: StructuredEnv) -> None:
             f"name the same step keys, got {sorted(map(str, obs_keys))}, {sorted(map(str, act_keys))} and "
             f"{sorted(map(str, env.agent_counts_dict))}"
         )
+    for key, count in env.agent_counts_dict.items():
+        if not isinstance(count, int) or not (count >= 1 or count == -1):
+            raise ValueError(
+                f"{type(env).__name__}: agent_counts_dict[{key!r}] must be a positive int, or -1 for a count that "
+                f"varies, got {count!r}"
+            )
     for key in obs_keys:
         for kind, space in (
             ("observation", env.observation_spaces_dict[key]),

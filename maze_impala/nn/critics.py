@@ -139,7 +139,7 @@ class DeltaStateCritic(StepStateCritic):
         if ancestors is None or any(k not in ancestors for k in self.step_keys[:position]):
             raise ValueError(f"the delta critic of step key {step_key!r} needs the earlier sub-steps' observations")
         with torch.no_grad():
-            previous = sum(super().values(k, ancestors[k], batch_dims) for k in self.step_keys[:position])
+            previous = sum(StepStateCritic.values(self, k, ancestors[k], batch_dims) for k in self.step_keys[:position])
         return previous + own
 
 

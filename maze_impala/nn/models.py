@@ -206,7 +206,7 @@ class StructuredPolicy(nn.Module):
         agent_ids: torch.Tensor | None = None,
         check_masks: bool = False,
     ) -> torch.Tensor:
-        logits = self.networks[str(step_key)](obs, batch_dims, agent_ids)
+        logits = self.raw_logits(step_key, obs, batch_dims, agent_ids)
         masks = self.masks[step_key]
         if not masks:
             return logits
@@ -224,6 +224,12 @@ class StructuredPolicy(nn.Module):
             else:
                 parts.append(torch.ones(*logits.shape[:-1], size, dtype=torch.bool, device=logits.device))
         return logits.masked_fill(~torch.cat(parts, dim=-1), MASKED_LOGIT)
+
+    def raw_logits(
+        self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The network's output, before action masks."""
+        return self.networks[str(step_key)](obs, batch_dims, agent_ids)
 
     def distribution(self, step_key: StepKey) -> DictActionDistribution:
         return self.distributions[str(step_key)]
@@ -260,3 +266,18 @@ class StructuredPolicy(nn.Module):
 def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
     """The policy for ``env``'s step keys, spaces and agent counts."""
     return StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config, env.agent_counts_dict)
+
+
+class RandomPolicy(StructuredPolicy):
+    """Uniformly random over the allowed actions of every discrete head (a baseline; Box heads: N(0, 1))."""
+
+    def raw_logits(
+        self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None
+    ) -> torch.Tensor:
+        sample = next(iter(obs.values()))
+        return torch.zeros(*sample.shape[:batch_dims], self.distribution(step_key).n_inputs, device=sample.device)
+
+
+def make_random_policy(env: StructuredEnv) -> RandomPolicy:
+    """A random policy for ``env`` (tiny networks that it never uses)."""
+    return RandomPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]))

@@ -34,6 +34,7 @@ RUNNER_TYPES = ("sequential", "subprocess")
 
 CONSOLE_PREFIXES = [
     "train/EpisodeEvents/episode_return/mean",
+    "train/EpisodeEvents/step_key_return/mean",
     "eval/EpisodeEvents/episode_return/mean",
     "train/RunEvents/env_steps_per_second",
     "train/MultiStepIMPALAEvents/policy_lag/mean",
