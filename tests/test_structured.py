@@ -108,3 +108,43 @@ def test_tictactoe_masks_are_respected_and_rewards_go_to_each_player():
     assert finished >= 2 * 4
     events = [r for r in rollout.events if r.event == "episode_length"]
     assert events and all(5 <= r.values["value"] <= 9 for r in events)
+
+
+class _VaryingAgents(TwoStepEnv):
+    """Step key 0 with a varying agent count: episode ``k`` has ``k % 3 + 1`` agents, each earning 1 + agent."""
+
+    def __init__(self):
+        super().__init__(n_steps=2)
+        self._obs_spaces = {0: self._obs_spaces["a"]}
+        self._act_spaces = {0: self._act_spaces["a"]}
+        self.agent = 0
+
+    @property
+    def agent_counts_dict(self) -> dict:
+        return {0: -1}
+
+    def actor_id(self):
+        return (0, self.agent)
+
+    def get_actor_rewards(self):
+        return {(0, self.acted): 1.0 + self.acted}
+
+    def reset(self, *, seed=None, options=None):
+        self.agent = 0
+        return super().reset(seed=seed)
+
+    def step(self, action):
+        n_agents = self.episode % 3 + 1
+        self.acted, self.agent = self.agent, (self.agent + 1) % n_agents
+        if self.agent == 0:
+            self.time += 1
+        return self._obs(), 1.0, self.time >= self.n_steps, False, {}
+
+
+def test_a_varying_agent_count_gets_a_column_per_agent_as_agents_appear():
+    actor = _actor(_VaryingAgents, n_steps=6)  # three episodes of 2 structured steps: 1, 2, then 3 agents
+    trajectory = actor.rollout().trajectories[0]
+    np.testing.assert_array_equal(trajectory.agent_ids, [0, 1, 2])
+    np.testing.assert_array_equal(trajectory.mask.sum(axis=0), [6, 4, 2])
+    for agent in range(3):
+        np.testing.assert_allclose(trajectory.rewards[trajectory.mask[:, agent], agent], 1.0 + agent)

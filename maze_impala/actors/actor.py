@@ -83,6 +83,7 @@ class RolloutActor(Actor):
                 act_spaces[key],
                 n_rollout_steps + 1,
                 {k: obs_spaces[k] for k in self.order[:position]} if self.ancestors else None,
+                columns=len(envs) * max(self.batch.agent_counts[key], 1),
             )
             for position, key in enumerate(self.order)
         }

@@ -42,6 +42,7 @@ class StepRecorder:
         act_space: gym.spaces.Dict,
         rows: int,
         ancestor_spaces: Mapping[StepKey, gym.spaces.Dict] | None = None,
+        columns: int = 4,
     ):
         self.obs_space, self.act_space = obs_space, act_space
         self.ancestor_spaces = dict(ancestor_spaces or {})
@@ -52,7 +53,7 @@ class StepRecorder:
         self.rows = np.zeros(0, dtype=np.int64)
         """Rows used per column (the open row included)."""
         self.state = np.zeros(0, dtype=np.int8)
-        self._allocate(self.capacity, 0)
+        self._allocate(self.capacity, columns)
 
     def _allocate(self, rows: int, cols: int) -> None:
         self.obs = allocate(self.obs_space, (rows, cols))
@@ -82,7 +83,7 @@ class StepRecorder:
         if col is None:
             col = self.n_columns
             if col >= self._column_capacity():
-                self._grow(self.capacity, max(4, 2 * col))
+                self._grow(self.capacity, max(4, 2 * col))  # agents that come and go
             self._columns[env, agent] = col
             self.n_columns += 1
             self.agent_ids = np.append(self.agent_ids, agent)
