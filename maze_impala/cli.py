@@ -42,6 +42,9 @@ def register_configs() -> None:
     store.store(group="algorithm", name="impala_schema", node=ImpalaAlgorithmConfig)
     store.store(group="model", name="mlp_schema", node=ModelConfig)
     store.store(group="runner", name="runner_schema", node=RunnerConfig)
+    from maze_impala.train.rollout import PolicyConfig
+
+    store.store(group="policy", name="policy_schema", node=PolicyConfig)
 
 
 def to_training_config(cfg: DictConfig) -> TrainingConfig:
@@ -59,22 +62,70 @@ def to_training_config(cfg: DictConfig) -> TrainingConfig:
     return TrainingConfig(env=env, algorithm=algorithm, model=model, runner=runner, seed=int(cfg.seed))
 
 
+def to_rollout_config(cfg: DictConfig) -> Any:
+    """Validate a composed conf_rollout into a :class:`RolloutConfig`."""
+    from maze_impala.train.rollout import RolloutConfig
+
+    try:
+        policy, runner = OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.runner)
+    except OmegaConfBaseException as error:
+        raise ConfigError(str(error)) from None
+    env = OmegaConf.to_container(cfg.env, resolve=True) if cfg.get("env") is not None else None
+    return RolloutConfig(
+        policy=policy,
+        runner=runner,
+        env=env,
+        input_dir=cfg.get("input_dir"),
+        n_episodes=int(cfg.n_episodes),
+        deterministic=bool(cfg.deterministic),
+        seed=int(cfg.seed),
+    )
+
+
+def _fail(cfg: DictConfig, error: BaseException) -> None:
+    """Print a configuration error the way users can act on, and exit with code 2."""
+    if isinstance(error, InstantiationException):  # the env's _target_ raised; show its own message
+        cause = error.__cause__ or error
+        target = cfg.env.get("_target_") if cfg.get("env") is not None else None
+        print(f"maze-run: cannot build the env ({target}): {cause}", file=sys.stderr)
+    else:
+        print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _rollout(cfg: DictConfig, output_dir: Path) -> None:
+    from maze_impala.train.rollout import rollout
+
+    try:
+        config = to_rollout_config(cfg)
+    except (ConfigError, ValueError, TypeError) as error:
+        _fail(cfg, error)
+    OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
+    print(f"maze-run: rollout of {config.n_episodes} episodes; outputs go to {output_dir}", flush=True)
+    try:
+        rollout(config, output_dir)
+    except KeyboardInterrupt:
+        print("maze-run: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except (InstantiationException, ConfigError, ValueError, TypeError, FileNotFoundError) as error:
+        _fail(cfg, error)
+    print(f"maze-run: outputs in {output_dir} (config.yaml, kpis.csv, kpis_summary.csv, stats.csv)")
+
+
 def _run(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from maze_impala.train.setup import build_trainer
 
     output_dir = Path(HydraConfig.get().runtime.output_dir)
+    if "policy" in cfg:
+        _rollout(cfg, output_dir)
+        return
     try:
         config = to_training_config(cfg)
         trainer = build_trainer(config, output_dir)
-    except InstantiationException as error:  # the env's _target_ raised; show its own message
-        cause = error.__cause__ or error
-        print(f"maze-run: cannot build the env ({cfg.env.get('_target_')}): {cause}", file=sys.stderr)
-        sys.exit(2)
-    except (ConfigError, ValueError, TypeError, NotImplementedError, RuntimeError) as error:
-        print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
-        sys.exit(2)
+    except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError, RuntimeError) as error:
+        _fail(cfg, error)
     OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
     print(f"maze-run: training; outputs go to {output_dir}", flush=True)
     try:
@@ -85,7 +136,8 @@ def _run(cfg: DictConfig) -> None:
     print(
         f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
         f"best evaluation return {result.best_eval_return:.2f}.\n"
-        f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, tensorboard/, model_last.pt, model_best.pt)"
+        f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
+        "model_last.pt, model_best.pt)"
     )
 
 

@@ -14,6 +14,7 @@ from maze_impala.envs.batch import EnvBatch, SubStep
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
+from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.models import ModelConfig, make_policy
 
@@ -74,6 +75,7 @@ class RolloutActor(Actor):
         self.collector = EventCollector()
         self.hub.listeners.append(self.collector)
         self.episode_events = self.hub.publisher(EpisodeEvents)
+        self.kpi_events = self.hub.publisher(KpiEvents)
         self.order = list(self.batch.step_keys)
         self.ancestors = model.critic == "delta"
         obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
@@ -191,6 +193,10 @@ class RolloutActor(Actor):
             by_key.setdefault(key, []).append(value)
         for key, values in by_key.items():
             self.episode_events.step_key_return(step_key=key, value=float(np.mean(values)))
+        if sub.summary is not None:
+            self.hub.replay(sub.summary.records)  # the env's own events, reduced per step and episode
+            for name, value in sub.summary.kpis.items():
+                self.kpi_events.kpi(name=name, value=value)
         self.credited[e].clear()
         self.pot[e] = 0.0
         self.in_step[e].clear()

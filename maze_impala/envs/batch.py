@@ -15,6 +15,7 @@ import numpy as np
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.structured import ActorExit, StructuredEnv
+from maze_impala.events.episodes import EpisodeEventLog, EpisodeSummary
 
 
 @dataclass
@@ -40,6 +41,8 @@ class SubStep:
     """At the end of an episode: its undiscounted return (sum of the rewards ``step`` returned)."""
     episode_length: int = 0
     """At the end of an episode: its number of structured steps."""
+    summary: EpisodeSummary | None = None
+    """At the end of an episode: its reduced events, KPIs and (optionally) raw events."""
     info: dict = field(default_factory=dict)
 
     @property
@@ -50,11 +53,16 @@ class SubStep:
 class EnvBatch:
     """``E`` structured envs; ``observations[e]`` and ``actors[e]`` say who acts next in env ``e`` on what."""
 
-    def __init__(self, envs: list[StructuredEnv], auto_reset: bool):
+    def __init__(self, envs: list[StructuredEnv], auto_reset: bool, keep_raw_events: bool = False):
         if not envs:
             raise ValueError("EnvBatch needs at least one env")
         self.envs = envs
         self.auto_reset = auto_reset
+        self.logs = [EpisodeEventLog(keep_raw=keep_raw_events) for _ in envs]
+        """Each env's domain events of its current episode."""
+        for env, log in zip(envs, self.logs):
+            env.event_hub.listeners.append(log)
+        self.kpis = [env.kpi_calculator() for env in envs]
         self.observations: list[dict] = [{} for _ in envs]
         self.actors: list[ActorID] = [ActorID(0, 0) for _ in envs]
         self._times = np.zeros(len(envs), dtype=np.int64)
@@ -68,6 +76,8 @@ class EnvBatch:
         return len(self.envs)
 
     def reset(self, e: int, seed: int | None = None) -> None:
+        self.logs[e].records.clear()
+        self.logs[e].step = 0
         obs, _ = self.envs[e].reset(seed=seed)
         self._observe(e, obs)
         self._times[e] = self.envs[e].get_env_time()
@@ -88,6 +98,7 @@ class EnvBatch:
     def step(self, e: int, action: Mapping[str, np.ndarray]) -> SubStep:
         """One sub-step of env ``e``; with ``auto_reset`` a finished episode is followed by a new one."""
         env, actor = self.envs[e], self.actors[e]
+        self.logs[e].step = int(self._lengths[e])
         obs, reward, terminated, truncated, info = env.step(action)
         self._returns[e] += reward
         time = env.get_env_time()
@@ -103,6 +114,7 @@ class EnvBatch:
         if ended:
             sub.final_observation, sub.final_actor = obs, env.actor_id()
             sub.episode_return, sub.episode_length = float(self._returns[e]), int(self._lengths[e])
+            sub.summary = self.logs[e].finish(self.kpis[e])
             if self.auto_reset:
                 self.reset(e)
             return sub

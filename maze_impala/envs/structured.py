@@ -8,6 +8,8 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 
 from maze_impala.core import ActorID, StepKey
+from maze_impala.events.api import EventHub, InterfaceT
+from maze_impala.events.episodes import KpiCalculator
 
 
 class ActorExit(NamedTuple):
@@ -86,6 +88,25 @@ class StructuredEnv(ABC):
     def get_actor_exits(self) -> dict[ActorID, ActorExit]:
         """The actors that left the episode with the last sub-step (called after every sub-step)."""
         return {}
+
+    @property
+    def event_hub(self) -> EventHub:
+        """The hub of this env's domain events; whoever runs its episodes listens to it."""
+        hub = self.__dict__.get("_event_hub")
+        if hub is None:
+            hub = self.__dict__["_event_hub"] = EventHub()
+        return hub
+
+    def publisher(self, interface: type[InterfaceT]) -> InterfaceT:
+        """Publish domain events, e.g. ``self.events = self.publisher(MyEvents)`` then ``self.events.cost(value=3)``.
+
+        Cheap when nobody listens; a wrong call raises at once.
+        """
+        return self.event_hub.publisher(interface)
+
+    def kpi_calculator(self) -> KpiCalculator | None:
+        """The calculator of this env's episode KPIs from its events, if it has KPIs."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

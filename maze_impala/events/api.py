@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -67,12 +67,20 @@ def last(values: list[float]) -> float:
 
 @dataclass(frozen=True)
 class EventSpec:
-    """How an event aggregates into epoch statistics."""
+    """How an event aggregates: optionally per structured step, then per episode, then per epoch.
+
+    ``step_reducer`` first reduces the events of one structured step (e.g. several
+    sub-steps) to one value, ``episode_reducer`` the (step) values of one episode to
+    one value; ``reducers`` turn what arrives in an epoch into its statistics. Values
+    are grouped by the argument ``group_by`` at every level.
+    """
 
     reducers: tuple[Reducer, ...]
     group_by: str | None
     fields: tuple[str, ...]
     """The numeric arguments that become statistics (all but ``self`` and ``group_by``)."""
+    step_reducer: Reducer | None = None
+    episode_reducer: Reducer | None = None
 
 
 class EventRecord(NamedTuple):
@@ -83,24 +91,45 @@ class EventRecord(NamedTuple):
     values: dict[str, Any]
 
 
+def _declare(method: Callable, **changes: Any) -> Callable:
+    params = [p for p in inspect.signature(method).parameters if p != "self"]
+    spec = getattr(method, "__event_spec__", None) or EventSpec((mean,), None, tuple(params))
+    spec = replace(spec, **changes)
+    if spec.group_by is not None and spec.group_by not in params:
+        raise TypeError(f"{method.__qualname__}: group_by={spec.group_by!r} is not one of its arguments {params}")
+    method.__event_spec__ = replace(spec, fields=tuple(p for p in params if p != spec.group_by))
+    return method
+
+
 def epoch_stats(*reducers: Reducer, group_by: str | None = None) -> Callable[[Callable], Callable]:
-    """Declare that an event aggregates per epoch with ``reducers``, grouped by one argument."""
+    """Declare that an event aggregates per epoch with ``reducers`` (any ``list -> float``), grouped by one argument."""
     if not reducers:
         raise TypeError("epoch_stats needs at least one reducer, e.g. epoch_stats(mean)")
+    return lambda method: _declare(method, reducers=tuple(reducers), group_by=group_by)
 
-    def decorate(method: Callable) -> Callable:
-        params = [p for p in inspect.signature(method).parameters if p != "self"]
-        if group_by is not None and group_by not in params:
-            raise TypeError(f"{method.__qualname__}: group_by={group_by!r} is not one of its arguments {params}")
-        fields = tuple(p for p in params if p != group_by)
-        method.__event_spec__ = EventSpec(tuple(reducers), group_by, fields)
-        return method
 
-    return decorate
+def episode_stats(reducer: Reducer) -> Callable[[Callable], Callable]:
+    """Declare that an event is first reduced to one value per episode (e.g. ``sum_`` of the costs of an episode)."""
+    return lambda method: _declare(method, episode_reducer=reducer)
+
+
+def step_stats(reducer: Reducer) -> Callable[[Callable], Callable]:
+    """Declare that an event is first reduced to one value per structured step (e.g. over its sub-steps)."""
+    return lambda method: _declare(method, step_reducer=reducer)
 
 
 class EventInterface:
-    """Base class of event interfaces; subclasses declare events as decorated methods."""
+    """Base class of event interfaces; subclasses declare events as decorated methods.
+
+    Every subclass is registered by name, so that statistics can be computed for
+    records that arrive from another process.
+    """
+
+    registry: ClassVar[dict[str, type[EventInterface]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        EventInterface.registry[cls.__name__] = cls
 
     @classmethod
     def event_specs(cls) -> dict[str, EventSpec]:
@@ -109,6 +138,12 @@ class EventInterface:
             for name, member in inspect.getmembers(cls, inspect.isfunction)
             if hasattr(member, "__event_spec__")
         }
+
+
+def event_name(event: Callable) -> tuple[str, str]:
+    """``(interface, event)`` of an event method, e.g. ``CuttingEvents.order_filled``."""
+    interface, _, name = event.__qualname__.rpartition(".")
+    return interface, name
 
 
 InterfaceT = TypeVar("InterfaceT", bound=EventInterface)
@@ -136,9 +171,18 @@ class EventHub:
     def _make_publish(self, interface: type[EventInterface], name: str) -> Callable[..., None]:
         signature = inspect.signature(getattr(interface, name))
         iname = interface.__name__
-        known = set(signature.parameters) - {"self"}
+        params = list(signature.parameters.values())[1:]  # without self
+        known = frozenset(p.name for p in params)
+        required = frozenset(p.name for p in params if p.default is inspect.Parameter.empty)
+        defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+        listeners = self.listeners
 
         def publish(*args: Any, **kwargs: Any) -> None:
+            if not args and required <= kwargs.keys() <= known:  # the common, cheap path
+                if listeners:
+                    values = kwargs if len(kwargs) == len(known) else {**defaults, **kwargs}
+                    self.publish(EventRecord(iname, name, values))
+                return
             unknown = set(kwargs) - known
             if unknown:
                 raise TypeError(
@@ -148,9 +192,11 @@ class EventHub:
                 bound = signature.bind(None, *args, **kwargs)
             except TypeError as error:
                 raise TypeError(f"{iname}.{name}{signature}: {error}") from None
+            bound.apply_defaults()
             values = dict(bound.arguments)
             values.pop(next(iter(signature.parameters)))  # drop self
-            self.publish(EventRecord(iname, name, values))
+            if listeners:
+                self.publish(EventRecord(iname, name, values))
 
         publish.__name__ = name
         return publish

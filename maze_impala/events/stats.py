@@ -38,15 +38,23 @@ class StatKey(NamedTuple):
 class StatsAggregator:
     """Listens to a hub and reduces each epoch's events with the reducers they declare."""
 
-    def __init__(self, scope: str, interfaces: list[type[EventInterface]]):
+    def __init__(self, scope: str, interfaces: list[type[EventInterface]] | None = None):
+        """Follows ``interfaces``, or every registered interface (env events included) if ``None``."""
         self.scope = scope
-        self.specs = {(i.__name__, name): spec for i in interfaces for name, spec in i.event_specs().items()}
+        self.follow_all = interfaces is None
+        self.specs = {(i.__name__, name): spec for i in interfaces or [] for name, spec in i.event_specs().items()}
         self._values: dict[tuple[str, str, str, str | None], list[float]] = defaultdict(list)
 
     def __call__(self, record: EventRecord) -> None:
         spec = self.specs.get((record.interface, record.event))
         if spec is None:
-            return  # an interface this aggregator was not asked to follow
+            interface = EventInterface.registry.get(record.interface) if self.follow_all else None
+            if interface is None:
+                return  # an interface this aggregator was not asked to follow
+            self.specs.update({(record.interface, n): s for n, s in interface.event_specs().items()})
+            spec = self.specs.get((record.interface, record.event))
+            if spec is None:
+                return
         group = None if spec.group_by is None else f"{spec.group_by}={record.values[spec.group_by]}"
         for field in spec.fields:
             value = record.values[field]

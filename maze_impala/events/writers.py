@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
+
+from maze_impala.events.tables import CsvTable, atomic_write_text  # noqa: F401 - re-exported
 
 
 class StatsWriter(ABC):
@@ -18,13 +17,6 @@ class StatsWriter(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Flush and release."""
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a crash leaves either the old or the new file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class ConsoleWriter(StatsWriter):
@@ -55,29 +47,21 @@ class TensorBoardWriter(StatsWriter):
             self.summary.add_scalar(name, value, global_step=env_steps)
         self.summary.flush()
 
+    def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
+        """Training hyper-parameters and final results, for TensorBoard's HParams view."""
+        flat = {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in hparams.items()}
+        self.summary.add_hparams(flat, metrics, run_name=".")
+        self.summary.flush()
+
     def close(self) -> None:
         self.summary.close()
 
 
 class CsvWriter(StatsWriter):
-    """One row per epoch; columns are stable: a stat missing in an epoch is an empty cell.
-
-    The file is rewritten atomically each epoch, so its header always lists every
-    column seen so far (in order of first appearance) and a crash never leaves a
-    half-written row.
-    """
+    """One row per epoch; columns are stable: a stat missing in an epoch is an empty cell (see :class:`CsvTable`)."""
 
     def __init__(self, path: Path):
-        self.path = path
-        self.columns: list[str] = ["epoch", "env_steps"]
-        self.rows: list[dict[str, float]] = []
+        self.table = CsvTable(path, ["epoch", "env_steps"])
 
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
-        full = {"epoch": epoch, "env_steps": env_steps, **row}
-        self.columns += [c for c in full if c not in self.columns]
-        self.rows.append(full)
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.columns, restval="", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.rows)
-        atomic_write_text(self.path, buffer.getvalue())
+        self.table.append([{"epoch": epoch, "env_steps": env_steps, **row}])

@@ -19,8 +19,8 @@ from maze_impala.core import ActorPool
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub
-from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatsAggregator
+from maze_impala.events.tables import EVENT_LOG_DIR, EVENT_LOG_FORMATS, EventLogWriter
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
 from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig
 from maze_impala.impala.events import MultiStepIMPALAEvents
@@ -28,9 +28,11 @@ from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy
 from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.progress import Progress
 from maze_impala.train.trainer import STATS_CSV, ImpalaTrainer, TrainingResult
 
 RUNNER_TYPES = ("sequential", "subprocess")
+"""sequential: in-process (runner=dev / runner=sequential); subprocess: processes (runner=local / runner=parallel)."""
 
 CONSOLE_PREFIXES = [
     "train/EpisodeEvents/episode_return/mean",
@@ -59,9 +61,21 @@ class RunnerConfig:
     console: bool = True
     """Print a table of the main statistics after every epoch."""
     tensorboard: bool = True
-    """Write TensorBoard scalars into the output directory."""
+    """Write TensorBoard scalars (and hparams at the end) into the output directory."""
+    progress: bool = True
+    """A live status line (epoch, env steps, steps/s, latest return); a line every 10 s when not a terminal."""
+    plot: bool = True
+    """Write training_curves.png into the output directory at the end of training."""
+    event_logs: str = "none"
+    """none, csv or parquet: every event of every evaluation (or rollout) episode, one table per event type."""
+    n_processes: int = 0
+    """Rollouts with runner=parallel: worker processes (0: one per CPU core, at most one per episode)."""
 
     def __post_init__(self) -> None:
+        if self.event_logs not in ("none", *EVENT_LOG_FORMATS):
+            raise ConfigError(f"runner.event_logs must be none, csv or parquet, got {self.event_logs!r}")
+        if self.n_processes < 0:
+            raise ConfigError(f"runner.n_processes must be >= 0 (0: one per core), got {self.n_processes!r}")
         if self.type not in RUNNER_TYPES:
             raise ConfigError(f"runner.type must be one of {RUNNER_TYPES}, got {self.type!r}")
         if self.start_method not in ("spawn", "forkserver", "fork"):
@@ -112,10 +126,10 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         probe.close()
 
     hub = EventHub()
-    train_stats = StatsAggregator("train", [EpisodeEvents, RunEvents, MultiStepIMPALAEvents])
+    train_stats = StatsAggregator("train")  # every interface: the learner's, the actors' and the env's own
     hub.listeners.append(train_stats)
     eval_hub = EventHub()
-    eval_stats = StatsAggregator("eval", [EpisodeEvents])
+    eval_stats = StatsAggregator("eval")
     eval_hub.listeners.append(eval_stats)
 
     learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
@@ -127,7 +141,8 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         algorithm.rollout_evaluator.n_episodes,
         algorithm.rollout_evaluator.deterministic,
         config.seed,
-        eval_hub.publisher(EpisodeEvents),
+        eval_hub,
+        keep_raw_events=runner.event_logs != "none",
     )
     writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)]
     if runner.console:
@@ -138,7 +153,12 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         "config": describe(config),
         "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
     }
-    return ImpalaTrainer(learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras)
+    event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, runner.event_logs) if runner.event_logs != "none" else None
+    progress = Progress(algorithm.n_epochs) if runner.progress else None
+    return ImpalaTrainer(
+        learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
+        event_logs=event_logs, progress=progress, plot=runner.plot,
+    )  # fmt: skip
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:

@@ -8,15 +8,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.core import ActorPool
 from maze_impala.events.api import EventHub
+from maze_impala.events.frames import StatsRow, to_dataframe
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatsAggregator, by_column
+from maze_impala.events.tables import KPI_CSV, KPI_SUMMARY_CSV, CsvTable, EventLogWriter, kpi_row, kpi_summary
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
-from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.episodes import EpisodeResult
+from maze_impala.train.evaluator import RolloutEvaluator, mean_return
+from maze_impala.train.plots import CURVES_PNG, plot_training_curves
+from maze_impala.train.progress import Progress
 
 LAST_MODEL = "model_last.pt"
 BEST_MODEL = "model_best.pt"
@@ -32,10 +39,16 @@ class TrainingResult:
     stopped_early: bool
     history: list[dict[str, float]] = field(default_factory=list)
     """One row of statistics per epoch (the rows of the stats CSV)."""
+    stats: list[StatsRow] = field(default_factory=list)
+    """The same statistics, addressed by :class:`StatKey`."""
 
     def column(self, name: str) -> list[float]:
         """One statistic over the epochs (NaN where an epoch has none)."""
         return [row.get(name, math.nan) for row in self.history]
+
+    def to_dataframe(self, form: str = "wide") -> pd.DataFrame:
+        """The run's statistics as a DataFrame (``wide``: as ``stats.csv``; ``long``: one row per statistic)."""
+        return to_dataframe(self.stats, form)
 
 
 class ImpalaTrainer:
@@ -53,6 +66,9 @@ class ImpalaTrainer:
         writers: list[StatsWriter],
         output_dir: Path,
         checkpoint_extras: dict[str, Any],
+        event_logs: EventLogWriter | None = None,
+        progress: Progress | None = None,
+        plot: bool = True,
     ):
         self.learner = learner
         self.config = learner.config
@@ -67,28 +83,43 @@ class ImpalaTrainer:
         self.output_dir = output_dir
         self.checkpoint_extras = checkpoint_extras
         self.env_steps = 0
+        self.kpis = CsvTable(output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
+        self.event_logs = event_logs
+        self.progress = progress
+        if progress is not None:
+            hub.listeners.append(progress)
+        self.plot = plot
+        self._epoch = 0
 
     def train(self) -> TrainingResult:
         """Train for ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
         cfg = self.config
-        best, since_best, history, epoch = -math.inf, 0, [], 0
+        best, since_best, history, stats, epoch = -math.inf, 0, [], [], 0
+        results: list[EpisodeResult] = []
         training_started = time.perf_counter()
         try:
             self.pool.start()
             for epoch in range(1, cfg.n_epochs + 1):
+                self._epoch = epoch
                 started, steps_before = time.perf_counter(), self.env_steps
                 train_policy = epoch > cfg.critic_burn_in_epochs
                 for _ in range(cfg.epoch_length):
                     self._update(train_policy)
                 update_seconds = time.perf_counter() - started
-                score = self.evaluator.evaluate(self.learner.policy)
+                results = self.evaluator.evaluate(self.learner.policy)
+                score = mean_return(results)
+                self._record_episodes(epoch, results)
                 self.run_events.env_steps(value=self.env_steps)
                 self.run_events.env_steps_per_second(value=(self.env_steps - steps_before) / update_seconds)
                 self.run_events.updates_per_second(value=cfg.epoch_length / update_seconds)
                 self.run_events.epoch_seconds(value=time.perf_counter() - started)
                 self.run_events.elapsed_seconds(value=time.perf_counter() - training_started)
-                row = by_column(self.train_stats.reduce()) | by_column(self.eval_stats.reduce())
+                epoch_stats = self.train_stats.reduce() | self.eval_stats.reduce()
+                row = by_column(epoch_stats)
                 history.append(row)
+                stats.append((epoch, self.env_steps, epoch_stats))
+                if self.progress is not None:
+                    self.progress.update(epoch, self.env_steps, force=True)
                 for writer in self.writers:
                     writer.write(epoch, self.env_steps, row)
                 self._save(LAST_MODEL, epoch, best=max(best, score))
@@ -99,13 +130,39 @@ class ImpalaTrainer:
                     since_best += 1
                 if cfg.patience and since_best >= cfg.patience:
                     break
+            self._finish(results, history, best)
         finally:
             self.pool.close()
             self.evaluator.close()
+            if self.progress is not None:
+                self.progress.close()
             for writer in self.writers:
                 writer.close()
         stopped_early = epoch < cfg.n_epochs
-        return TrainingResult(self.output_dir, epoch, self.env_steps, best, stopped_early, history)
+        return TrainingResult(self.output_dir, epoch, self.env_steps, best, stopped_early, history, stats)
+
+    def _record_episodes(self, epoch: int, results: list[EpisodeResult]) -> None:
+        """The evaluation episodes' rows of ``kpis.csv``, and their raw events if event logs are on."""
+        self.kpis.append(
+            {"epoch": epoch, **kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis)} for r in results
+        )
+        if self.event_logs is not None:
+            for result in results:
+                self.event_logs.add(result.episode_id, result.raw, epoch=epoch)
+            self.event_logs.flush()
+
+    def _finish(self, results: list[EpisodeResult], history: list[dict[str, float]], best: float) -> None:
+        """KPI summary of the last evaluation, hparams for TensorBoard, the PNG of the training curves."""
+        final_rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis) for r in results]
+        CsvTable(self.output_dir / KPI_SUMMARY_CSV).append(kpi_summary(final_rows))
+        metrics = {"hparam/best_eval_return": best, "hparam/env_steps": float(self.env_steps)}
+        if history:
+            metrics["hparam/final_train_return"] = history[-1].get("train/EpisodeEvents/episode_return/mean", math.nan)
+        for writer in self.writers:
+            if hasattr(writer, "hparams"):
+                writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
+        if self.plot and history:
+            plot_training_curves(self.output_dir / "stats.csv", self.output_dir / CURVES_PNG)
 
     def _update(self, train_policy: bool) -> None:
         ev = self.learner.events
@@ -119,6 +176,8 @@ class ImpalaTrainer:
             self.env_steps += rollout.env_steps
         self.learner.step(rollouts, train_policy, dequeue_seconds)
         self.weights.publish(self.learner.policy, self.learner.version)
+        if self.progress is not None:
+            self.progress.update(self._epoch, self.env_steps)
 
     def _save(self, name: str, epoch: int, best: float) -> None:
         state = {
@@ -130,3 +189,15 @@ class ImpalaTrainer:
             **self.checkpoint_extras,
         }
         save_checkpoint(self.output_dir / name, state)
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algorithm": {"lr": 0.002}}`` -> ``{"algorithm.lr": 0.002}`` (lists and other values as text)."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value if isinstance(value, int | float | str | bool) else str(value)
+    return flat

@@ -9,6 +9,27 @@ import numpy as np
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.structured import StructuredEnv
+from maze_impala.events.api import EventInterface, epoch_stats, mean
+from maze_impala.events.episodes import EpisodeEventLog, KpiCalculator
+
+
+class CoordinationEvents(EventInterface):
+    """The outcome of every structured step of a :class:`CoordinationEnv`."""
+
+    @epoch_stats(mean)
+    def step_outcome(self, covered: int, distinct_claims: int, collisions: int):
+        """Whether the open resources were covered, how many different resources were claimed, and how many
+        claims went to a resource another agent (or the block) already had."""
+
+
+class CoordinationKpis(KpiCalculator):
+    """cover_rate (steps with every open resource covered / steps) and collisions per step."""
+
+    def compute(self, episode: EpisodeEventLog) -> dict[str, float]:
+        covered = episode.values(CoordinationEvents.step_outcome, "covered")
+        collisions = episode.values(CoordinationEvents.step_outcome, "collisions")
+        steps = max(len(covered), 1)
+        return {"cover_rate": sum(covered) / steps, "collisions_per_step": sum(collisions) / steps}
 
 
 class CoordinationEnv(StructuredEnv):
@@ -41,8 +62,7 @@ class CoordinationEnv(StructuredEnv):
         self.rng = np.random.default_rng()
         self.agent, self.blocked, self.time = 0, 0, 0
         self.claims: list[int] = []
-        self.covered = 0
-        """Structured steps in this episode in which every open resource was covered (a KPI)."""
+        self.events = self.publisher(CoordinationEvents)
 
     @property
     def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
@@ -65,7 +85,7 @@ class CoordinationEnv(StructuredEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        self.time, self.agent, self.covered, self.claims = 0, 0, 0, []
+        self.time, self.agent, self.claims = 0, 0, []
         self.blocked = int(self.rng.integers(self.n_resources))
         return self._observation(), {}
 
@@ -76,11 +96,16 @@ class CoordinationEnv(StructuredEnv):
             return self._observation(), 0.0, False, False, {}
         open_resources = set(range(self.n_resources)) - {self.blocked}
         success = set(self.claims) == open_resources and len(self.claims) == len(open_resources)
-        self.covered += int(success)
+        distinct = len(set(self.claims))
+        collisions = len(self.claims) - len(set(self.claims) - {self.blocked})
+        self.events.step_outcome(covered=int(success), distinct_claims=distinct, collisions=collisions)
         self.time += 1
         self.agent, self.claims = 0, []
         self.blocked = int(self.rng.integers(self.n_resources))
         return self._observation(), float(success), self.time >= self.n_steps, False, {}
+
+    def kpi_calculator(self) -> KpiCalculator:
+        return CoordinationKpis()
 
     def _observation(self) -> dict:
         return {"agent": self.agent, "blocked": self.blocked}

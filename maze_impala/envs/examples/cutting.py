@@ -9,6 +9,41 @@ import numpy as np
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.structured import StructuredEnv
+from maze_impala.events.api import EventInterface, episode_stats, epoch_stats, max_, mean, sum_
+from maze_impala.events.episodes import EpisodeEventLog, KpiCalculator
+
+
+class CuttingEvents(EventInterface):
+    """What happens to the orders of a :class:`CuttingEnv` (its domain events)."""
+
+    @episode_stats(sum_)
+    @epoch_stats(mean, max_)
+    def order_filled(self, size: int):
+        """An order of length ``size`` was cut from stock; per episode: the total length filled."""
+
+    @episode_stats(sum_)
+    @epoch_stats(mean, max_)
+    def order_missed(self, size: int):
+        """An order of length ``size`` was not filled (piece too short or wrong cut); per episode: the total."""
+
+    @epoch_stats(mean)
+    def restocked(self, size: int):
+        """No piece was long enough for an order: a fresh piece of length ``size`` replaced one."""
+
+
+class CuttingKpis(KpiCalculator):
+    """fill_rate (orders filled / orders), filled_length, missed_length, restocks per episode."""
+
+    def compute(self, episode: EpisodeEventLog) -> dict[str, float]:
+        filled = episode.values(CuttingEvents.order_filled, "size")
+        missed = episode.values(CuttingEvents.order_missed, "size")
+        orders = len(filled) + len(missed)
+        return {
+            "fill_rate": len(filled) / orders if orders else 0.0,
+            "filled_length": float(sum(filled)),
+            "missed_length": float(sum(missed)),
+            "restocks": float(episode.count(CuttingEvents.restocked)),
+        }
 
 
 class CuttingEnv(StructuredEnv):
@@ -52,8 +87,7 @@ class CuttingEnv(StructuredEnv):
         self.inventory = np.zeros(n_pieces, dtype=np.int64)
         self.order, self.selected, self.time = 1, 0, 0
         self.sub_step: StepKey = self.SELECT
-        self.filled = 0
-        """Orders filled in this episode (a KPI)."""
+        self.events = self.publisher(CuttingEvents)
 
     @property
     def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
@@ -77,7 +111,7 @@ class CuttingEnv(StructuredEnv):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
         self.inventory = self.rng.integers(1, self.max_size + 1, size=self.n_pieces)
-        self.time, self.filled, self.sub_step = 0, 0, self.SELECT
+        self.time, self.sub_step = 0, self.SELECT
         self._new_order()
         return self._observation(), {}
 
@@ -89,8 +123,11 @@ class CuttingEnv(StructuredEnv):
         piece, remainder = int(self.inventory[self.selected]), int(action["remainder"])
         reward = 0.0
         if piece >= self.order and remainder == piece - self.order:
-            reward, self.filled = 1.0, self.filled + 1
+            reward = 1.0
+            self.events.order_filled(size=self.order)
             self.inventory[self.selected] = remainder if remainder > 0 else self.rng.integers(1, self.max_size + 1)
+        else:
+            self.events.order_missed(size=self.order)
         self.time += 1
         self.sub_step = self.SELECT
         self._new_order()
@@ -100,6 +137,10 @@ class CuttingEnv(StructuredEnv):
         self.order = int(self.rng.integers(1, self.max_size + 1))
         if self.inventory.max() < self.order:  # restock: an order can always be filled
             self.inventory[self.rng.integers(self.n_pieces)] = self.max_size
+            self.events.restocked(size=self.max_size)
+
+    def kpi_calculator(self) -> KpiCalculator:
+        return CuttingKpis()
 
     def _observation(self) -> dict:
         if self.sub_step == self.SELECT:
