@@ -1,0 +1,105 @@
+"""Training outputs (KPIs, event logs, curves, hparams) and `maze-run -cn conf_rollout` end to end."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from test_cli import TINY, _run
+
+from maze_impala.events.tables import read_event_logs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("train")
+    proc = _run(
+        ["-cn", "conf_train", "env=cutting", "runner=dev", "runner.event_logs=csv", *TINY, f"hydra.run.dir={out}"],
+        cwd=out,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_training_writes_kpis_event_logs_curves_and_hparams(trained):
+    kpis = pd.read_csv(trained / "kpis.csv")
+    assert kpis["epoch"].tolist() == [1, 1, 2, 2]  # two evaluation episodes per epoch
+    assert {"episode_id", "seed", "steps", "return", "fill_rate", "filled_length"} <= set(kpis.columns)
+    assert (kpis["steps"] == 8).all() and kpis["fill_rate"].between(0, 1).all()
+    summary = pd.read_csv(trained / "kpis_summary.csv").set_index("kpi")
+    assert list(summary.columns) == ["mean", "std", "min", "max"] and "fill_rate" in summary.index
+    logs = read_event_logs(trained)
+    filled = logs.get("CuttingEvents.order_filled", pd.DataFrame(columns=["epoch", "episode_id"]))
+    missed = logs["CuttingEvents.order_missed"]
+    assert len(filled) + len(missed) == 4 * 8  # every order of every evaluation episode
+    assert (trained / "training_curves.png").stat().st_size > 10_000
+    stats = pd.read_csv(trained / "stats.csv")
+    assert stats["train/KpiEvents/kpi/mean/name=fill_rate"].notna().all()
+    assert stats["eval/CuttingEvents/order_missed/size/mean"].notna().all()
+    events = b"".join(p.read_bytes() for p in (trained / "tensorboard").rglob("events.out.tfevents.*"))
+    assert b"hparams" in events and b"algorithm.lr" in events
+
+
+def test_maze_plot_redraws_the_curves_of_a_finished_run(trained, tmp_path):
+    png = tmp_path / "curves.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "maze_impala.train.plots", str(trained), "--output", str(png)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert png.stat().st_size > 10_000
+
+
+def test_rollout_runners_give_identical_per_episode_results(trained, tmp_path):
+    outputs = {}
+    for runner in ("sequential", "parallel"):
+        out = tmp_path / runner
+        proc = _run(
+            ["-cn", "conf_rollout", "policy=torch_policy", f"input_dir={trained}", f"runner={runner}",
+             "runner.n_processes=2", "n_episodes=6", "deterministic=false", "runner.event_logs=csv",
+             f"hydra.run.dir={out}"],
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "fill_rate" in proc.stdout and "mean" in proc.stdout  # the summary table
+        outputs[runner] = out
+    kpis = {runner: pd.read_csv(out / "kpis.csv") for runner, out in outputs.items()}
+    assert kpis["sequential"]["episode_id"].tolist() == list(range(6))
+    pd.testing.assert_frame_equal(kpis["sequential"], kpis["parallel"])
+    logs = {runner: read_event_logs(out) for runner, out in outputs.items()}
+    for name, frame in logs["sequential"].items():
+        pd.testing.assert_frame_equal(frame, logs["parallel"][name])
+    stats = pd.read_csv(outputs["parallel"] / "stats.csv")
+    assert stats["rollout/EpisodeEvents/episode_return/count"].iloc[0] == 6
+
+
+def test_random_policy_rollout_on_any_env(tmp_path):
+    proc = _run(
+        [
+            "-cn",
+            "conf_rollout",
+            "policy=random_policy",
+            "env=coordination",
+            "n_episodes=4",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    kpis = pd.read_csv(tmp_path / "kpis.csv")
+    assert len(kpis) == 4 and kpis["cover_rate"].between(0, 1).all()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["policy=torch_policy"], "needs input_dir"),
+        (["policy=random_policy"], "needs an env"),
+        (["policy=random_policy", "env=cutting", "n_episodes=0"], "n_episodes must be >= 1"),
+    ],
+)
+def test_bad_rollout_configs_fail_early_with_a_clear_message(tmp_path, args, message):
+    proc = _run(["-cn", "conf_rollout", *args, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
