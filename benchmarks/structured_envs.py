@@ -23,9 +23,8 @@ import pandas as pd
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
-from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.models import make_random_policy
-from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
 ENVS = {
     "cutting": ({"_target_": "maze_impala.envs.examples.CuttingEnv"}, 6.5, 8.0),
@@ -36,8 +35,8 @@ EVAL = "eval/EpisodeEvents/episode_return/mean"
 
 
 def random_return(env: dict, episodes: int = 2000) -> float:
-    evaluator = RolloutEvaluator(env, episodes, False, 0, EventHub().publisher(EpisodeEvents))
-    return evaluator.evaluate(make_random_policy(make_env(env)))
+    evaluator = RolloutEvaluator(env, episodes, False, 0, EventHub())
+    return mean_return(evaluator.evaluate(make_random_policy(make_env(env))))
 
 
 def run(env: dict, threshold: float, seed: int, runner: str, epochs: int, critic: str) -> dict:

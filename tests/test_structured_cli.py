@@ -6,9 +6,8 @@ from test_cli import TINY, _run
 
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
-from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.models import make_random_policy
-from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
 pytestmark = pytest.mark.slow
 TRAIN = "train/EpisodeEvents/episode_return/mean"
@@ -16,8 +15,8 @@ TRAIN = "train/EpisodeEvents/episode_return/mean"
 
 def _random_return(target: str) -> float:
     env = {"_target_": target}
-    evaluator = RolloutEvaluator(env, 500, False, 0, EventHub().publisher(EpisodeEvents))
-    return evaluator.evaluate(make_random_policy(make_env(env)))
+    evaluator = RolloutEvaluator(env, 500, False, 0, EventHub())
+    return mean_return(evaluator.evaluate(make_random_policy(make_env(env))))
 
 
 @pytest.mark.parametrize("runner", ["dev", "local"])
