@@ -62,6 +62,8 @@ class RunnerConfig:
     """Print a table of the main statistics after every epoch."""
     tensorboard: bool = True
     """Write TensorBoard scalars (and hparams at the end) into the output directory."""
+    csv: bool = True
+    """Write stats.csv (one row per epoch); the training-curve PNG is drawn from it."""
     progress: bool = True
     """A live status line (epoch, env steps, steps/s, latest return); a line every 10 s when not a terminal."""
     plot: bool = True
@@ -144,7 +146,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         eval_hub,
         keep_raw_events=runner.event_logs != "none",
     )
-    writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)]
+    writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)] if runner.csv else []
     if runner.console:
         writers.append(ConsoleWriter(CONSOLE_PREFIXES))
     if runner.tensorboard:

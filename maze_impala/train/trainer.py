@@ -161,7 +161,7 @@ class ImpalaTrainer:
         for writer in self.writers:
             if hasattr(writer, "hparams"):
                 writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
-        if self.plot and history:
+        if self.plot and history and (self.output_dir / "stats.csv").is_file():
             plot_training_curves(self.output_dir / "stats.csv", self.output_dir / CURVES_PNG)
 
     def _update(self, train_policy: bool) -> None:
