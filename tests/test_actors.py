@@ -128,3 +128,39 @@ def test_close_stops_every_process_even_with_a_full_queue():
     assert time.monotonic() - started < 6
     assert all(p.exitcode is not None for p in processes)
     pool.close()  # idempotent
+
+
+def _actor(n_envs, env_seeds, deterministic=True, seed=0):
+    from maze_impala.actors.actor import RolloutActor
+    from maze_impala.envs.factory import make_env
+
+    envs = [make_env("CartPole-v1") for _ in range(n_envs)]
+    torch.manual_seed(5)  # the same policy weights for every actor of a test
+    policy = StructuredPolicy(envs[0].observation_spaces_dict, envs[0].action_spaces_dict, MODEL)
+    return RolloutActor(envs, SharedWeights(policy), MODEL, 40, seed, deterministic=deterministic, env_seeds=env_seeds)
+
+
+def test_batched_and_unbatched_acting_record_the_same_steps():
+    seeds = [11, 12, 13]
+    batched = _actor(3, seeds).rollout().trajectories[0]
+    for e, seed in enumerate(seeds):
+        alone = _actor(1, [seed]).rollout().trajectories[0]
+        np.testing.assert_allclose(batched.observations["observation"][:, e], alone.observations["observation"][:, 0])
+        np.testing.assert_array_equal(batched.actions["action"][:, e], alone.actions["action"][:, 0])
+        np.testing.assert_array_equal(batched.rewards[:, e], alone.rewards[:, 0])
+        np.testing.assert_array_equal(batched.terminated[:, e], alone.terminated[:, 0])
+
+
+def test_the_flat_fast_path_records_what_the_general_loop_records():
+    fast, general = _actor(4, None, deterministic=False), _actor(4, None, deterministic=False)
+    general.flat = False
+    assert fast.flat
+    for _ in range(3):  # CartPole episodes end (terminated) within these rollouts
+        a, b = fast.rollout(), general.rollout()
+        ta, tb = a.trajectories[0], b.trajectories[0]
+        for name in ("behaviour_log_probs", "rewards", "terminated", "truncated", "mask", "truncated_index"):
+            np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name), err_msg=name)
+        np.testing.assert_array_equal(ta.observations["observation"], tb.observations["observation"])
+        np.testing.assert_array_equal(ta.actions["action"], tb.actions["action"])
+        assert [(r.event, r.values) for r in a.events] == [(r.event, r.values) for r in b.events]
+    assert ta.terminated.any()

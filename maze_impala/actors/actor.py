@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from maze_impala.actors.flat import flat_episode_end, flat_state, run_flat
 from maze_impala.actors.recorder import StepRecorder
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
 from maze_impala.envs.batch import EnvBatch, SubStep
@@ -62,8 +63,13 @@ class RolloutActor(Actor):
         n_rollout_steps: int,
         seed: int,
         index: int = 0,
+        deterministic: bool = False,
+        env_seeds: list[int] | None = None,
     ):
+        """``env_seeds`` (default: derived from ``seed``) seed the envs' first episodes; ``deterministic``
+        takes the most likely actions (for tests and demonstrations; training samples)."""
         self.batch = EnvBatch(envs, auto_reset=True)
+        self.deterministic = deterministic
         self.policy = make_policy(envs[0], model)
         self.policy.requires_grad_(False)
         self.weights = weights
@@ -101,13 +107,25 @@ class RolloutActor(Actor):
         """(step key, column, row) of the decisions taken in the current structured step."""
         self.credited: list[dict[tuple[StepKey, int], float]] = [{} for _ in envs]
         """Reward credited to each actor in the current episode."""
+        self.flat = all(env.is_flat for env in envs) and not self.ancestors
+        """Flat envs (one actor, every step a structured step) take the fast path of :mod:`.flat`."""
+        self.flat_returns, self.flat_lengths = flat_state(len(envs))
         for e in range(len(envs)):
-            self.batch.reset(e, seed=seed_for(seed, e))
+            self.batch.reset(e, seed=env_seeds[e] if env_seeds is not None else seed_for(seed, e))
             self._observe(e)
 
     def rollout(self) -> Rollout:
         if self.weights.version() != self.version:
             self.version = self.weights.load_into(self.policy)
+        env_steps = run_flat(self) if self.flat else self._run_structured()
+        trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
+        return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
+
+    def end_flat_episode(self, e: int) -> None:
+        flat_episode_end(self, e)
+
+    def _run_structured(self) -> int:
+        """The general loop: ``n_steps`` structured steps of every env, sub-step by sub-step."""
         steps_left = np.full(len(self.batch), self.n_steps)
         env_steps = 0
         while (active := np.flatnonzero(steps_left > 0)).size:
@@ -120,7 +138,7 @@ class RolloutActor(Actor):
                         self._record_ancestors(e, key, int(row), int(col))
                 obs = to_torch(recorder.gather(rows, cols))
                 agents = torch.from_numpy(recorder.agent_ids[cols])
-                actions_t, log_probs = self.policy.act(key, obs, generator=self.generator, agent_ids=agents)
+                actions_t, log_probs = self.policy.act(key, obs, self.deterministic, self.generator, agents)
                 actions = {k: a.numpy() for k, a in actions_t.items()}
                 recorder.decide(rows, cols, actions, log_probs.numpy())
                 for i, e in enumerate(group):
@@ -131,8 +149,7 @@ class RolloutActor(Actor):
                         steps_left[e] -= 1
                         env_steps += 1
                     self._observe(e)
-        trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
-        return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
+        return env_steps
 
     def _observe(self, e: int) -> None:
         actor = self.batch.actors[e]

@@ -77,6 +77,14 @@ class StepRecorder:
             new[:old_rows, : previous.shape[1]] = previous[:old_rows]
         self._truncated, self.capacity = truncated, rows
 
+    def grow_rows(self, rows: int) -> None:
+        self._grow(max(rows, 2 * self.capacity), self._column_capacity())
+
+    def add_truncated(self, row: int, col: int, final_obs: Mapping) -> None:
+        """Mark the decision at ``(row, col)`` as cut off, to be bootstrapped from ``final_obs``."""
+        self.truncated[row, col] = True
+        self._truncated.append((row, col, final_obs))
+
     def column(self, env: int, agent: int) -> int:
         """The column of agent ``agent`` in env ``env``, created on first use."""
         col = self._columns.get((env, agent))
@@ -135,8 +143,7 @@ class StepRecorder:
             return
         row = int(self.rows[col]) - 1
         if truncated and final_obs is not None:
-            self.truncated[row, col] = True
-            self._truncated.append((row, col, final_obs))
+            self.add_truncated(row, col, final_obs)
         else:
             self.terminated[row, col] = True
         self.state[col] = CLOSED

@@ -21,6 +21,7 @@ class GymStructuredEnv(StructuredEnv):
     """
 
     STEP_KEY: StepKey = 0
+    is_flat = True
 
     def __init__(self, env: str | gym.Env, **make_kwargs: Any):
         if isinstance(env, str):

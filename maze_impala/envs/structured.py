@@ -89,6 +89,10 @@ class StructuredEnv(ABC):
         """The actors that left the episode with the last sub-step (called after every sub-step)."""
         return {}
 
+    is_flat: bool = False
+    """True for envs with one actor whose every ``step()`` is a structured step and that never return
+    per-actor rewards or exits (e.g. Gymnasium envs): actors then take a faster loop."""
+
     @property
     def event_hub(self) -> EventHub:
         """The hub of this env's domain events; whoever runs its episodes listens to it."""

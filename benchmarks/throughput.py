@@ -1,0 +1,288 @@
+"""Throughput against the machine's ceiling: raw env, actors only, learner only, full training.
+
+    python benchmarks/throughput.py                          # CartPole-v1, shipped settings
+    python benchmarks/throughput.py --num-actors 4 --envs-per-actor 32 --hidden 256 256
+    python benchmarks/throughput.py --sweep                  # num_actors, envs per actor, model width
+    python benchmarks/throughput.py --soak 300               # RSS over a 5-minute run of runner=local
+
+All measurements use the same env and the same number of processes (``num_actors``):
+
+* ceiling: raw ``env.step`` per second with random actions (drawn in advance) and no
+  framework, in ``num_actors`` processes at once;
+* actors only: env steps per second of the real actors (``runner=local`` processes,
+  real policy), rollouts taken from the queue and discarded;
+* learner only: updates and samples (env steps) per second on one fixed batch;
+* full training: env steps and updates per second of the update loop with
+  ``runner=local`` and with ``runner=dev``;
+* the ratio of each to the ceiling, and the peak RSS of the whole process tree.
+
+It prints a table and writes the figures as JSON (``--json``, default
+``throughput.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _tree_rss_bytes(root: int) -> int:
+    """Resident memory of ``root`` and all its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+class RssSampler:
+    """Samples the RSS of this process tree in a thread; ``peak`` and the time series."""
+
+    def __init__(self, interval: float = 0.2):
+        self.interval, self.peak, self.samples = interval, 0, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = time.perf_counter()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = _tree_rss_bytes(os.getpid())
+            self.peak = max(self.peak, rss)
+            self.samples.append((time.perf_counter() - self._started, rss))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _raw_env_worker(env_id: str, seconds: float, seed: int, result: mp.Queue) -> None:
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    n = env.action_space.n if hasattr(env.action_space, "n") else None
+    steps, deadline = 0, time.perf_counter() + seconds
+    started = time.perf_counter()
+    while time.perf_counter() < deadline:
+        actions = rng.integers(n, size=1000) if n else [env.action_space.sample() for _ in range(1000)]
+        for action in actions:
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+        steps += len(actions)
+    result.put(steps / (time.perf_counter() - started))
+
+
+def ceiling(env_id: str, processes: int, seconds: float) -> float:
+    """Raw env steps per second in ``processes`` processes at once, random actions, no framework."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    workers = [ctx.Process(target=_raw_env_worker, args=(env_id, seconds, i, queue)) for i in range(processes)]
+    for w in workers:
+        w.start()
+    rates = [queue.get(timeout=seconds + 120) for _ in workers]
+    for w in workers:
+        w.join()
+    return float(sum(rates))
+
+
+def actors_only(args: argparse.Namespace, seconds: float) -> float:
+    """Env steps per second of ``num_actors`` actor processes with the real policy; rollouts discarded."""
+    from maze_impala.actors.actor import ActorSpec
+    from maze_impala.actors.subprocess import SubprocessActors
+    from maze_impala.actors.weights import SharedWeights
+    from maze_impala.envs.factory import make_env
+    from maze_impala.nn.models import ModelConfig, make_policy
+
+    model = ModelConfig(hidden_units=args.hidden)
+    policy = make_policy(make_env(args.env), model)
+    spec = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0)
+    queue_size = max(1, args.actors_batch_size)
+    with SubprocessActors(spec, SharedWeights(policy), args.num_actors, queue_size) as pool:
+        pool.collect(args.num_actors)  # start-up
+        steps, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            steps += sum(r.env_steps for r in pool.collect(1))
+        return steps / (time.perf_counter() - started)
+
+
+def learner_only(args: argparse.Namespace, seconds: float) -> tuple[float, float]:
+    """Updates and samples per second on one fixed batch of ``actors_batch_size`` rollouts."""
+    import torch
+
+    from maze_impala.actors.actor import ActorSpec
+    from maze_impala.actors.weights import SharedWeights
+    from maze_impala.envs.factory import make_env
+    from maze_impala.events.api import EventHub
+    from maze_impala.impala.config import ImpalaAlgorithmConfig
+    from maze_impala.impala.events import MultiStepIMPALAEvents
+    from maze_impala.impala.learner import ImpalaLearner
+    from maze_impala.nn.critics import make_critic
+    from maze_impala.nn.models import ModelConfig, make_policy
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    env = make_env(args.env)
+    model = ModelConfig(hidden_units=args.hidden)
+    policy, critic = make_policy(env, model), make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
+    learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(), EventHub().publisher(MultiStepIMPALAEvents))
+    actor = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0).build(
+        0, SharedWeights(policy)
+    )
+    batch = [actor.rollout() for _ in range(args.actors_batch_size)]
+    samples = sum(r.env_steps for r in batch)
+    for _ in range(5):
+        learner.step(batch)
+    updates, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        learner.step(batch)
+        updates += 1
+    rate = updates / (time.perf_counter() - started)
+    return rate, rate * samples
+
+
+def training(args: argparse.Namespace, runner: str, epochs: int) -> tuple[float, float]:
+    """Env steps and updates per second of the update loop (median over epochs after the first)."""
+    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
+
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=epochs,
+        epoch_length=25,
+        num_actors=args.num_actors,
+        envs_per_actor=args.envs_per_actor,
+        n_rollout_steps=args.n_rollout_steps,
+        actors_batch_size=args.actors_batch_size,
+    )
+    quiet = RunnerConfig(runner, console=False, tensorboard=False, progress=False, plot=False)
+    with tempfile.TemporaryDirectory() as out:
+        result = train(args.env, algorithm, ModelConfig(hidden_units=args.hidden), quiet, seed=1, output_dir=out)
+    steps = result.column("train/RunEvents/env_steps_per_second/last")[1:]
+    updates = result.column("train/RunEvents/updates_per_second/last")[1:]
+    return statistics.median(steps), statistics.median(updates)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    with RssSampler() as rss:
+        row = {"ceiling_env_steps_per_s": ceiling(args.env, args.num_actors, args.seconds)}
+        row["actors_only_env_steps_per_s"] = actors_only(args, args.seconds)
+        row["learner_updates_per_s"], row["learner_samples_per_s"] = learner_only(args, args.seconds)
+        for runner in ("local", "dev"):
+            kind = {"local": "subprocess", "dev": "sequential"}[runner]
+            steps, updates = training(args, kind, args.epochs)
+            row[f"train_{runner}_env_steps_per_s"], row[f"train_{runner}_updates_per_s"] = steps, updates
+    top = row["ceiling_env_steps_per_s"]
+    for name in ("actors_only_env_steps_per_s", "train_local_env_steps_per_s", "train_dev_env_steps_per_s"):
+        row[name.replace("_env_steps_per_s", "_ratio_to_ceiling")] = row[name] / top
+    row["peak_rss_mib"] = rss.peak / 2**20
+    return row
+
+
+def soak(args: argparse.Namespace) -> dict:
+    """RSS of a ``runner=local`` run lasting about ``--soak`` seconds: after one minute and at the end."""
+    with RssSampler(interval=1.0) as rss:
+        epochs = max(2, int(args.soak / 6))
+        training(args, "subprocess", epochs)
+    after_minute = [r for t, r in rss.samples if t >= 60] or [rss.samples[-1][1]]
+    first, last = after_minute[0], rss.samples[-1][1]
+    return {
+        "seconds": rss.samples[-1][0],
+        "rss_mib_at_1_min": first / 2**20,
+        "rss_mib_max_after_1_min": max(after_minute) / 2**20,
+        "rss_mib_at_end": last / 2**20,
+        "growth_after_1_min_percent": 100.0 * (max(after_minute) - first) / first,
+    }
+
+
+def _print(rows: list[dict], keys: list[str]) -> None:
+    print(" | ".join(f"{k:>14}" for k in keys))
+    for row in rows:
+        print(" | ".join(f"{row[k]:>14,.3g}" if isinstance(row[k], float) else f"{row[k]!s:>14}" for k in keys))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP widths")
+    parser.add_argument("--num-actors", type=int, default=2)
+    parser.add_argument("--envs-per-actor", type=int, default=16)
+    parser.add_argument("--n-rollout-steps", type=int, default=32)
+    parser.add_argument("--actors-batch-size", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
+    parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
+    parser.add_argument("--sweep", action="store_true", help="also vary num_actors, envs per actor, model width")
+    parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
+    parser.add_argument("--json", type=Path, default=Path("throughput.json"))
+    args = parser.parse_args()
+
+    base = measure(args)
+    report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}
+    print(f"{args.env}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
+          f"steps, batches of {args.actors_batch_size}, MLP {args.hidden}, {os.cpu_count()} CPU cores")  # fmt: skip
+    print(f"{'measurement':<34}{'per second':>14}{'ratio to ceiling':>18}")
+    lines = [
+        ("ceiling: raw env steps", base["ceiling_env_steps_per_s"], 1.0),
+        ("actors only: env steps", base["actors_only_env_steps_per_s"], base["actors_only_ratio_to_ceiling"]),
+        ("learner only: updates", base["learner_updates_per_s"], None),
+        ("learner only: samples", base["learner_samples_per_s"], None),
+        ("train runner=local: env steps", base["train_local_env_steps_per_s"], base["train_local_ratio_to_ceiling"]),
+        ("train runner=local: updates", base["train_local_updates_per_s"], None),
+        ("train runner=dev: env steps", base["train_dev_env_steps_per_s"], base["train_dev_ratio_to_ceiling"]),
+        ("train runner=dev: updates", base["train_dev_updates_per_s"], None),
+    ]
+    for name, value, ratio in lines:
+        print(f"{name:<34}{value:>14,.0f}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
+    print(f"{'peak RSS of the process tree':<34}{base['peak_rss_mib']:>11,.0f} MiB")
+
+    if args.sweep:
+        sweep = []
+        for name, values in (
+            ("num_actors", (1, 2, 4)),
+            ("envs_per_actor", (1, 8, 32)),
+            ("hidden", ((64, 64), (256, 256))),
+        ):
+            for value in values:
+                varied = argparse.Namespace(**vars(args))
+                setattr(varied, name, list(value) if name == "hidden" else value)
+                top = ceiling(args.env, varied.num_actors, args.seconds)
+                actors = actors_only(varied, args.seconds)
+                local, _ = training(varied, "subprocess", 3)
+                sweep.append({"varied": name, "value": str(value), "ceiling": top, "actors_only": actors,
+                              "train_local": local, "train_local_ratio": local / top})  # fmt: skip
+        print("\nsweep (env steps per second; training: runner=local)")
+        _print(sweep, ["varied", "value", "ceiling", "actors_only", "train_local", "train_local_ratio"])
+        report["sweep"] = sweep
+    if args.soak:
+        report["soak"] = soak(args)
+        print(f"\nsoak: {json.dumps(report['soak'])}")
+    args.json.write_text(json.dumps(report, indent=2))
+    print(f"\nwritten to {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The fast path of the actor for flat envs: one actor, every ``step()`` a structured step.
+
+The general loop of :class:`~maze_impala.actors.actor.RolloutActor` groups envs by
+step key, tracks reward crediting and actor exits per sub-step; none of that can
+happen in a flat env (a Gymnasium env, ``StructuredEnv.is_flat``), so this loop
+writes straight into the recorder's ``[T + 1, E]`` buffers: one batched forward pass
+per step, then one ``env.step`` per env and a few array writes. It records exactly
+what the general loop records (a test checks it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from maze_impala.actors.recorder import store
+
+if TYPE_CHECKING:
+    from maze_impala.actors.actor import RolloutActor
+
+
+def run_flat(actor: RolloutActor) -> int:
+    """Fill the recorder of the only step key with ``n_steps`` steps of every env; returns the env steps."""
+    key = actor.order[0]
+    recorder = actor.recorders[key]
+    envs, logs, T = actor.batch.envs, actor.batch.logs, actor.n_steps
+    E = len(envs)
+    if recorder.capacity < T + 1:
+        recorder.grow_rows(T + 1)
+    obs, actions, log_probs = recorder.obs, recorder.actions, recorder.log_probs
+    rewards, terminated, truncated = recorder.rewards, recorder.terminated, recorder.truncated
+    agents = torch.zeros(E, dtype=torch.long)
+    returns, lengths = actor.flat_returns, actor.flat_lengths
+    names = list(actions)
+    for t in range(T):
+        view = {k: torch.from_numpy(v[t, :E]) for k, v in obs.items()}
+        taken, taken_log_probs = actor.policy.act(key, view, actor.deterministic, actor.generator, agents)
+        for k in names:
+            actions[k][t, :E] = taken[k].numpy()
+        log_probs[t, :E] = taken_log_probs.numpy()
+        # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
+        row = {k: actions[k][t].tolist() if actions[k].ndim == 2 else actions[k][t] for k in names}
+        for e in range(E):
+            logs[e].step = int(lengths[e])
+            next_obs, reward, term, trunc, _ = envs[e].step({k: row[k][e] for k in names})
+            rewards[t, e] = reward
+            returns[e] += reward
+            lengths[e] += 1
+            if term or trunc:
+                if term:
+                    terminated[t, e] = True
+                else:
+                    truncated[t, e] = True
+                    recorder.add_truncated(t, e, next_obs)
+                actor.end_flat_episode(e)
+                next_obs = actor.batch.observations[e]
+            store(obs, (t + 1, e), next_obs)
+    recorder.rows[:E] = T + 1
+    return T * E
+
+
+def flat_episode_end(actor: RolloutActor, e: int) -> None:
+    """Publish a finished episode of env ``e`` like the general loop does, and start the next one."""
+    batch = actor.batch
+    summary = batch.logs[e].finish(batch.kpis[e])
+    episode_return, length = float(actor.flat_returns[e]), int(actor.flat_lengths[e])
+    actor.episode_events.episode_return(value=episode_return)
+    actor.episode_events.episode_length(value=length)
+    actor.episode_events.step_key_return(step_key=actor.order[0], value=episode_return)
+    actor.hub.replay(summary.records)
+    for name, value in summary.kpis.items():
+        actor.kpi_events.kpi(name=name, value=value)
+    actor.flat_returns[e], actor.flat_lengths[e] = 0.0, 0
+    batch.reset(e)
+
+
+def flat_state(n_envs: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros(n_envs), np.zeros(n_envs, dtype=np.int64)
