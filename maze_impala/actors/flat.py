@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from maze_impala.actors.recorder import store
+from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY, GymStructuredEnv
 
 if TYPE_CHECKING:
     from maze_impala.actors.actor import RolloutActor
@@ -34,6 +34,9 @@ def run_flat(actor: RolloutActor) -> int:
     agents = torch.zeros(E, dtype=torch.long)
     returns, lengths = actor.flat_returns, actor.flat_lengths
     names = list(actions)
+    # A plain Gymnasium env behind GymStructuredEnv is stepped directly: no Dict wrapping per step.
+    direct = [_direct(env) for env in envs]
+    obs_array = obs.get(OBS_KEY)
     for t in range(T):
         view = {k: torch.from_numpy(v[t, :E]) for k, v in obs.items()}
         taken, taken_log_probs = actor.policy.act(key, view, actor.deterministic, actor.generator, agents)
@@ -42,21 +45,32 @@ def run_flat(actor: RolloutActor) -> int:
         log_probs[t, :E] = taken_log_probs.numpy()
         # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
         row = {k: actions[k][t].tolist() if actions[k].ndim == 2 else actions[k][t] for k in names}
+        plain = row.get(ACTION_KEY)
         for e in range(E):
-            logs[e].step = int(lengths[e])
-            next_obs, reward, term, trunc, _ = envs[e].step({k: row[k][e] for k in names})
+            gym_env = direct[e]
+            if gym_env is not None:
+                next_obs, reward, term, trunc, _ = gym_env.step(plain[e])
+                envs[e].tick()
+            else:
+                logs[e].step = lengths[e]
+                next_obs, reward, term, trunc, _ = envs[e].step({k: row[k][e] for k in names})
             rewards[t, e] = reward
             returns[e] += reward
             lengths[e] += 1
             if term or trunc:
+                if gym_env is not None:
+                    next_obs = {OBS_KEY: next_obs}
                 if term:
                     terminated[t, e] = True
                 else:
                     truncated[t, e] = True
                     recorder.add_truncated(t, e, next_obs)
                 actor.end_flat_episode(e)
-                next_obs = actor.batch.observations[e]
-            store(obs, (t + 1, e), next_obs)
+                store(obs, (t + 1, e), actor.batch.observations[e])
+            elif gym_env is not None:
+                obs_array[t + 1, e] = next_obs
+            else:
+                store(obs, (t + 1, e), next_obs)
     recorder.rows[:E] = T + 1
     return T * E
 
@@ -76,5 +90,13 @@ def flat_episode_end(actor: RolloutActor, e: int) -> None:
     batch.reset(e)
 
 
-def flat_state(n_envs: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.zeros(n_envs), np.zeros(n_envs, dtype=np.int64)
+def flat_state(n_envs: int) -> tuple[list[float], list[int]]:
+    """Per env: the return and length of its current episode (Python numbers: cheapest to update)."""
+    return [0.0] * n_envs, [0] * n_envs
+
+
+def _direct(env: object) -> object | None:
+    """The Gymnasium env inside a plain GymStructuredEnv with wrapped spaces, else None."""
+    if type(env) is GymStructuredEnv and env._wrap_obs and env._wrap_action:
+        return env.env
+    return None

@@ -72,6 +72,10 @@ class GymStructuredEnv(StructuredEnv):
         self._time += 1
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
 
+    def tick(self) -> None:
+        """Count a step taken on ``self.env`` directly (the actors' fast path does that)."""
+        self._time += 1
+
     def close(self) -> None:
         self.env.close()
 

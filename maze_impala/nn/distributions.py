@@ -49,17 +49,25 @@ class CategoricalHead(ActionHead):
         return torch.split(logits, self.nvec, dim=-1)
 
     def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
-        parts = []
+        return self.sample_with_log_prob(logits, deterministic, generator)[0]
+
+    def sample_with_log_prob(
+        self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions and their log-probabilities in one pass (what actors need every step)."""
+        parts, total = [], None
         for part in self._split(logits):
+            log_p = F.log_softmax(part, dim=-1)
             if deterministic:
-                parts.append(part.argmax(-1))
+                action = part.argmax(-1)
             else:
-                # Gumbel-max: one vectorised draw, cheaper than torch.distributions.
-                uniform = torch.rand(part.shape, generator=generator, dtype=part.dtype, device=part.device)
-                gumbel = -torch.log(-torch.log(uniform.clamp_(1e-12, 1.0)))
-                parts.append((part + gumbel).argmax(-1))
-        actions = torch.stack(parts, dim=-1)
-        return actions.squeeze(-1) if self.squeeze else actions
+                flat = log_p.exp().reshape(-1, log_p.shape[-1])
+                action = torch.multinomial(flat, 1, generator=generator).reshape(log_p.shape[:-1])
+            chosen = log_p.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+            total = chosen if total is None else total + chosen
+            parts.append(action)
+        actions = parts[0].unsqueeze(-1) if len(parts) == 1 else torch.stack(parts, dim=-1)
+        return (actions.squeeze(-1) if self.squeeze else actions), total
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         action = action.long()
@@ -163,6 +171,21 @@ class DictActionDistribution(nn.Module):
     def log_prob(self, logits: torch.Tensor, actions: dict[str, torch.Tensor]) -> torch.Tensor:
         parts = self._split(logits)
         return sum(head.log_prob(parts[key], actions[key]) for key, head in self.heads.items())
+
+    def sample_with_log_prob(
+        self, logits: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Actions and their joint log-probability, sharing the work where a head can (categoricals)."""
+        parts = self._split(logits) if len(self.heads) > 1 else {next(iter(self.heads)): logits}
+        actions, total = {}, None
+        for key, head in self.heads.items():
+            if isinstance(head, CategoricalHead):
+                actions[key], log_prob = head.sample_with_log_prob(parts[key], deterministic, generator)
+            else:
+                actions[key] = head.sample(parts[key], deterministic, generator)
+                log_prob = head.log_prob(parts[key], actions[key])
+            total = log_prob if total is None else total + log_prob
+        return actions, total
 
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         parts = self._split(logits)

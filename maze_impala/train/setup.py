@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,8 +160,16 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     progress = Progress(algorithm.n_epochs) if runner.progress else None
     return ImpalaTrainer(
         learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
-        event_logs=event_logs, progress=progress, plot=runner.plot,
+        learner_threads=learner_threads(algorithm, runner), event_logs=event_logs, progress=progress, plot=runner.plot,
     )  # fmt: skip
+
+
+def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig) -> int | None:
+    """With actor processes (one core each), the learner gets the cores they leave, at least one, so that
+    no process fights another for a core; in-process actors leave torch's default."""
+    if runner.type != "subprocess" or algorithm.device != "cpu":
+        return None
+    return max(1, (os.cpu_count() or 1) - algorithm.num_actors)
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:

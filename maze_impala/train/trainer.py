@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.core import ActorPool
@@ -66,6 +67,7 @@ class ImpalaTrainer:
         writers: list[StatsWriter],
         output_dir: Path,
         checkpoint_extras: dict[str, Any],
+        learner_threads: int | None = None,
         event_logs: EventLogWriter | None = None,
         progress: Progress | None = None,
         plot: bool = True,
@@ -82,6 +84,8 @@ class ImpalaTrainer:
         self.writers = writers
         self.output_dir = output_dir
         self.checkpoint_extras = checkpoint_extras
+        self.learner_threads = learner_threads
+        """Torch intra-op threads while training (None: leave as is); the cores the actor processes leave."""
         self.env_steps = 0
         self.kpis = CsvTable(output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
         self.event_logs = event_logs
@@ -97,6 +101,9 @@ class ImpalaTrainer:
         best, since_best, history, stats, epoch = -math.inf, 0, [], [], 0
         results: list[EpisodeResult] = []
         training_started = time.perf_counter()
+        threads = torch.get_num_threads()
+        if self.learner_threads is not None:
+            torch.set_num_threads(self.learner_threads)
         try:
             self.pool.start()
             for epoch in range(1, cfg.n_epochs + 1):
@@ -132,6 +139,7 @@ class ImpalaTrainer:
                     break
             self._finish(results, history, best)
         finally:
+            torch.set_num_threads(threads)
             self.pool.close()
             self.evaluator.close()
             if self.progress is not None:
