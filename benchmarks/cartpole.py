@@ -30,7 +30,7 @@ def run_once(runner: str, seed: int) -> dict:
         result = train(
             "CartPole-v1",
             ImpalaAlgorithmConfig(),
-            runner=RunnerConfig(RUNNERS[runner], console=False, tensorboard=False),
+            runner=RunnerConfig(RUNNERS[runner], console=False, tensorboard=False, progress=False, plot=False),
             seed=seed,
             output_dir=out,
         )
