@@ -32,8 +32,10 @@ def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     fig, axes = plt.subplots(2, 4, figsize=(18, 7.5), constrained_layout=True)
     for ax, (title, prefixes) in zip(axes.flat, PANELS):
         columns = [c for c in stats.columns if any(c == p or (p.endswith("/") and c.startswith(p)) for p in prefixes)]
+        scopes = {c.split("/")[0] for c in columns}
         for column in columns:
-            label = column.removeprefix("train/").split("/", 2)[-1] if len(columns) > 1 else None
+            # the scope (train, eval) where the panel mixes them, else the group (e.g. step_key=select)
+            label = column.split("/")[0 if len(scopes) > 1 else -1] if len(columns) > 1 else None
             ax.plot(stats["env_steps"], stats[column], marker=".", label=label)
         ax.set_title(title)
         ax.set_xlabel("env steps")

@@ -23,7 +23,6 @@ from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.episodes import EpisodeResult
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
-from maze_impala.train.plots import CURVES_PNG, plot_training_curves
 from maze_impala.train.progress import Progress
 
 LAST_MODEL = "model_last.pt"
@@ -170,6 +169,8 @@ class ImpalaTrainer:
             if hasattr(writer, "hparams"):
                 writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
         if self.plot and history and (self.output_dir / "stats.csv").is_file():
+            from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when plotting
+
             plot_training_curves(self.output_dir / "stats.csv", self.output_dir / CURVES_PNG)
 
     def _update(self, train_policy: bool) -> None:
