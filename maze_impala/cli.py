@@ -149,8 +149,11 @@ def main() -> None:
     import hydra
 
     register_configs()
-    # SIGTERM (e.g. from a job scheduler) unwinds like Ctrl-C, so that actor processes are stopped.
+    # SIGTERM (e.g. from a job scheduler) unwinds like Ctrl-C, so that actor processes are stopped. SIGINT is
+    # set explicitly too: a process started in the background by a non-interactive shell inherits SIGINT as
+    # ignored, and Python then installs no KeyboardInterrupt handler of its own.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()
 
 
