@@ -203,10 +203,10 @@ def measure(args: argparse.Namespace) -> dict:
     return row
 
 
-def soak(args: argparse.Namespace) -> dict:
+def soak(args: argparse.Namespace, updates_per_second: float) -> dict:
     """RSS of a ``runner=local`` run lasting about ``--soak`` seconds: after one minute and at the end."""
     with RssSampler(interval=1.0) as rss:
-        epochs = max(2, int(args.soak / 6))
+        epochs = max(2, int(args.soak * updates_per_second / 25))  # 25 updates per epoch
         training(args, "subprocess", epochs)
     after_minute = [r for t, r in rss.samples if t >= 60] or [rss.samples[-1][1]]
     first, last = after_minute[0], rss.samples[-1][1]
@@ -278,7 +278,7 @@ def main() -> None:
         _print(sweep, ["varied", "value", "ceiling", "actors_only", "train_local", "train_local_ratio"])
         report["sweep"] = sweep
     if args.soak:
-        report["soak"] = soak(args)
+        report["soak"] = soak(args, base["train_local_updates_per_s"])
         print(f"\nsoak: {json.dumps(report['soak'])}")
     args.json.write_text(json.dumps(report, indent=2))
     print(f"\nwritten to {args.json}")
