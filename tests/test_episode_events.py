@@ -29,7 +29,7 @@ from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import CsvTable, EventLogWriter, kpi_row, read_event_logs
 from maze_impala.events.writers import CsvWriter
 from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy
-from maze_impala.train.episodes import run_episodes
+from maze_impala.train.episodes import episode_slots, run_episodes
 from maze_impala.train.progress import Progress
 
 
@@ -116,7 +116,7 @@ class _AgentIdPolicy(StructuredPolicy):
 def test_kpi_csv_of_a_shipped_env_matches_a_hand_computed_episode(tmp_path):
     env = CoordinationEnv(n_agents=3, n_steps=10)
     policy = _AgentIdPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]))
-    (result,) = run_episodes([env], policy, [(0, 42)], deterministic=True, batched=False)
+    (result,) = run_episodes(episode_slots([env]), policy, [(0, 42)], deterministic=True, batched=False)
     # By hand: the agents claim {0, 1, 2}, which covers the open resources exactly when resource 3 is
     # blocked; otherwise the claim of the blocked resource collides. The env draws the blocked resource
     # of each step (and one more after the last) from default_rng(seed).
@@ -154,7 +154,8 @@ def test_stats_dataframe_round_trips_through_the_csv(tmp_path):
 
 def test_event_logs_load_back_into_pandas(tmp_path):
     env = CoordinationEnv(n_steps=3)
-    (result,) = run_episodes([env], make_policy(env, ModelConfig(hidden_units=[4])), [(7, 1)], True, False, True)
+    policy = make_policy(env, ModelConfig(hidden_units=[4]))
+    (result,) = run_episodes(episode_slots([env], keep_raw_events=True), policy, [(7, 1)], True, False)
     logs = EventLogWriter(tmp_path / "event_logs")
     logs.add(result.episode_id, result.raw, epoch=2)
     logs.flush()
@@ -191,3 +192,20 @@ def test_the_events_and_kpis_tutorial_runs(tmp_path, monkeypatch, capsys):
     demand = read_event_logs(tmp_path)["InventoryEvents.demand"]
     served = demand.groupby("episode_id")["served"].sum() / demand.groupby("episode_id")["units"].sum()
     np.testing.assert_allclose(kpis["service_level"], served.values)  # the KPI, recomputed from the event log
+
+
+def test_repeated_evaluations_listen_to_each_env_once():
+    from maze_impala.train.evaluator import RolloutEvaluator
+
+    env = {"_target_": "maze_impala.envs.examples.CoordinationEnv"}
+    hub, stats = EventHub(), StatsAggregator("eval")
+    hub.listeners.append(stats)
+    evaluator = RolloutEvaluator(env, 2, True, 0, hub)
+    policy = make_policy(CoordinationEnv(), ModelConfig(hidden_units=[4]))
+    first = [r.kpis for r in evaluator.evaluate(policy)]
+    stats.reduce()
+    for _ in range(2):
+        assert [r.kpis for r in evaluator.evaluate(policy)] == first  # same seeds, same greedy policy
+        row = by_column(stats.reduce())
+        assert row["eval/EpisodeEvents/episode_return/count"] == 2
+    assert all(len(e.event_hub.listeners) == 1 for e in evaluator.slots.envs)

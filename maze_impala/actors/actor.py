@@ -8,14 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from maze_impala.actors.flat import flat_episode_end, flat_state, run_flat
+from maze_impala.actors.flat import flat_state, run_flat
 from maze_impala.actors.recorder import StepRecorder
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
 from maze_impala.envs.batch import EnvBatch, SubStep
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
-from maze_impala.events.episodes import KpiEvents
+from maze_impala.events.episodes import EpisodeSummary, KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.models import ModelConfig, make_policy
 
@@ -121,9 +121,6 @@ class RolloutActor(Actor):
         trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
         return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
 
-    def end_flat_episode(self, e: int) -> None:
-        flat_episode_end(self, e)
-
     def _run_structured(self) -> int:
         """The general loop: ``n_steps`` structured steps of every env, sub-step by sub-step."""
         steps_left = np.full(len(self.batch), self.n_steps)
@@ -202,18 +199,24 @@ class RolloutActor(Actor):
             for name, array in ancestors[k].items():
                 array[row, col] = self.recorders[k].obs[name][r, c]
 
+    def publish_episode(
+        self, episode_return: float, length: int, key_returns: dict[StepKey, float], summary: EpisodeSummary
+    ) -> None:
+        """A finished episode's return, length, return per step key, the env's reduced events and its KPIs."""
+        self.episode_events.episode_return(value=episode_return)
+        self.episode_events.episode_length(value=length)
+        for key, value in key_returns.items():
+            self.episode_events.step_key_return(step_key=key, value=value)
+        self.hub.replay(summary.records)  # the env's own events, reduced per step and episode
+        for name, value in summary.kpis.items():
+            self.kpi_events.kpi(name=name, value=value)
+
     def _end_episode(self, e: int, sub: SubStep) -> None:
-        self.episode_events.episode_return(value=sub.episode_return)
-        self.episode_events.episode_length(value=sub.episode_length)
         by_key: dict[StepKey, list[float]] = {}
         for (key, _), value in self.credited[e].items():
             by_key.setdefault(key, []).append(value)
-        for key, values in by_key.items():
-            self.episode_events.step_key_return(step_key=key, value=float(np.mean(values)))
-        if sub.summary is not None:
-            self.hub.replay(sub.summary.records)  # the env's own events, reduced per step and episode
-            for name, value in sub.summary.kpis.items():
-                self.kpi_events.kpi(name=name, value=value)
+        key_returns = {key: float(np.mean(values)) for key, values in by_key.items()}  # mean over the key's actors
+        self.publish_episode(sub.episode_return, sub.episode_length, key_returns, sub.summary)
         self.credited[e].clear()
         self.pot[e] = 0.0
         self.in_step[e].clear()

@@ -27,8 +27,6 @@ def run_flat(actor: RolloutActor) -> int:
     recorder = actor.recorders[key]
     envs, logs, T = actor.batch.envs, actor.batch.logs, actor.n_steps
     E = len(envs)
-    if recorder.capacity < T + 1:
-        recorder.grow_rows(T + 1)
     obs, actions, log_probs = recorder.obs, recorder.actions, recorder.log_probs
     rewards, terminated, truncated = recorder.rewards, recorder.terminated, recorder.truncated
     agents = torch.zeros(E, dtype=torch.long)
@@ -65,7 +63,7 @@ def run_flat(actor: RolloutActor) -> int:
                 else:
                     truncated[t, e] = True
                     recorder.add_truncated(t, e, next_obs)
-                actor.end_flat_episode(e)
+                _end_episode(actor, e)
                 store(obs, (t + 1, e), actor.batch.observations[e])
             elif gym_env is not None:
                 obs_array[t + 1, e] = next_obs
@@ -75,17 +73,12 @@ def run_flat(actor: RolloutActor) -> int:
     return T * E
 
 
-def flat_episode_end(actor: RolloutActor, e: int) -> None:
-    """Publish a finished episode of env ``e`` like the general loop does, and start the next one."""
+def _end_episode(actor: RolloutActor, e: int) -> None:
+    """Publish a finished episode of env ``e`` as the general loop does, and start the next one."""
     batch = actor.batch
+    episode_return = float(actor.flat_returns[e])
     summary = batch.logs[e].finish(batch.kpis[e])
-    episode_return, length = float(actor.flat_returns[e]), int(actor.flat_lengths[e])
-    actor.episode_events.episode_return(value=episode_return)
-    actor.episode_events.episode_length(value=length)
-    actor.episode_events.step_key_return(step_key=actor.order[0], value=episode_return)
-    actor.hub.replay(summary.records)
-    for name, value in summary.kpis.items():
-        actor.kpi_events.kpi(name=name, value=value)
+    actor.publish_episode(episode_return, actor.flat_lengths[e], {actor.order[0]: episode_return}, summary)
     actor.flat_returns[e], actor.flat_lengths[e] = 0.0, 0
     batch.reset(e)
 

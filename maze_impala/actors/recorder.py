@@ -16,14 +16,13 @@ import gymnasium as gym
 import numpy as np
 
 from maze_impala.core import NestedArrays, StepKey, Trajectory
+from maze_impala.nn.models import storage_dtype
 
 CLOSED, AWAITING, DECIDED = 0, 1, 2
 
 
 def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> dict[str, np.ndarray]:
     """Zeroed storage for a Dict space with ``leading`` batch/time axes."""
-    from maze_impala.nn.models import storage_dtype
-
     return {k: np.zeros(leading + tuple(s.shape), dtype=storage_dtype(s)) for k, s in space.spaces.items()}
 
 
@@ -76,9 +75,6 @@ class StepRecorder:
         for new, previous in zip(self._arrays(), old):
             new[:old_rows, : previous.shape[1]] = previous[:old_rows]
         self._truncated, self.capacity = truncated, rows
-
-    def grow_rows(self, rows: int) -> None:
-        self._grow(max(rows, 2 * self.capacity), self._column_capacity())
 
     def add_truncated(self, row: int, col: int, final_obs: Mapping) -> None:
         """Mark the decision at ``(row, col)`` as cut off, to be bootstrapped from ``final_obs``."""

@@ -42,7 +42,6 @@ class _PettingZooBase(StructuredEnv):
             shared = all(obs[m] == obs[members[0]] and act[m] == act[members[0]] for m in members)
             for i, member in enumerate(members):
                 self.ids[member] = ActorID(prefix, i) if shared else ActorID(member, 0)
-        self.names = {actor: agent for agent, actor in self.ids.items()}
         self._wrap_obs = {a: not isinstance(obs[a], gym.spaces.Dict) for a in agents}
         self._wrap_act = {a: not isinstance(act[a], gym.spaces.Dict) for a in agents}
         self._obs_spaces: dict[StepKey, gym.spaces.Dict] = {}

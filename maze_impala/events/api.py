@@ -133,11 +133,16 @@ class EventInterface:
 
     @classmethod
     def event_specs(cls) -> dict[str, EventSpec]:
-        return {
-            name: member.__event_spec__
-            for name, member in inspect.getmembers(cls, inspect.isfunction)
-            if hasattr(member, "__event_spec__")
-        }
+        """The declared events by name (computed once per class: it is looked up for every episode's records)."""
+        specs = cls.__dict__.get("_event_specs")
+        if specs is None:
+            specs = {
+                name: member.__event_spec__
+                for name, member in inspect.getmembers(cls, inspect.isfunction)
+                if hasattr(member, "__event_spec__")
+            }
+            cls._event_specs = specs
+        return specs
 
 
 def event_name(event: Callable) -> tuple[str, str]:

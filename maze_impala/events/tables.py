@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from maze_impala.events.episodes import EpisodeSummary
+from maze_impala.events.api import EventRecord
 
 KPI_CSV = "kpis.csv"
 KPI_SUMMARY_CSV = "kpis_summary.csv"
@@ -57,7 +57,7 @@ def kpi_row(episode_id: int, seed: int, steps: int, episode_return: float, kpis:
 
 def kpi_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean, std, min and max of the return, the step count and every KPI over the episodes."""
-    names = [c for c in rows[0] if c not in ("epoch", "episode_id", "seed")] if rows else []
+    names: list[str] = []
     for row in rows:
         names += [c for c in row if c not in names and c not in ("epoch", "episode_id", "seed")]
     summary = []
@@ -88,8 +88,8 @@ class EventLogWriter:
         self.directory, self.fmt = directory, fmt
         self.tables: dict[str, list[dict[str, Any]]] = {}
 
-    def add(self, episode_id: int, summary_raw: EpisodeSummary | list, **extra: Any) -> None:
-        raw = summary_raw.raw if isinstance(summary_raw, EpisodeSummary) else summary_raw
+    def add(self, episode_id: int, raw: list[tuple[int, EventRecord]], **extra: Any) -> None:
+        """The raw events of one episode (``(step, record)`` pairs, as :class:`EpisodeEventLog` keeps them)."""
         for step, record in raw:
             row = {**extra, "episode_id": episode_id, "step": step, **record.values}
             self.tables.setdefault(f"{record.interface}.{record.event}", []).append(row)

@@ -15,6 +15,9 @@ class StatsWriter(ABC):
     @abstractmethod
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None: ...
 
+    def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:  # noqa: B027 - optional hook
+        """The run's hyper-parameters and final results, once at the end (writers that can show them do)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Flush and release."""
 

@@ -111,6 +111,8 @@ class StepNet(nn.Module):
         self.encoder = ObservationEncoder(obs_space)
         self.body = mlp(self.encoder.n_outputs, n_out, config, out_gain)
         self._activation = FUNCTIONAL_ACTIVATIONS[config.activation]
+        # a tuple: nn.Module registers a module assigned as an attribute, not one held in a tuple
+        self._linears = tuple(m for m in self.body if isinstance(m, nn.Linear))
 
     def forward(
         self, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None = None
@@ -118,7 +120,7 @@ class StepNet(nn.Module):
         # The layers are applied functionally: the same maths as self.body(x), without the per-module call
         # overhead that dominates small batches on the actors.
         x = self.encoder(obs, batch_dims)
-        *hidden, head = [m for m in self.body if isinstance(m, nn.Linear)]
+        *hidden, head = self._linears
         for layer in hidden:
             x = self._activation(F.linear(x, layer.weight, layer.bias))
         return F.linear(x, head.weight, head.bias)

@@ -11,7 +11,7 @@ spread over slots or processes either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,18 +38,21 @@ class EpisodeResult:
     """Every event of the episode with its structured step (when raw events were asked for)."""
 
 
+def episode_slots(envs: list[StructuredEnv], keep_raw_events: bool = False) -> EnvBatch:
+    """Env slots for :func:`run_episodes`; build them once and reuse them (they listen to the envs' events)."""
+    return EnvBatch(envs, auto_reset=False, keep_raw_events=keep_raw_events)
+
+
 @torch.no_grad()
 def run_episodes(
-    envs: list[StructuredEnv],
+    batch: EnvBatch,
     policy: StructuredPolicy,
     episodes: Sequence[tuple[int, int]],
     deterministic: bool,
     batched: bool = True,
-    keep_raw_events: bool = False,
-    on_episode: object = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
-    """Play ``episodes`` (``(episode id, seed)`` pairs) on the env slots ``envs``; results in episode order."""
-    batch = EnvBatch(envs, auto_reset=False, keep_raw_events=keep_raw_events)
+    """Play ``episodes`` (``(episode id, seed)`` pairs) on the slots of ``batch``; results in episode order."""
     device = next(policy.parameters()).device
     todo = list(episodes)[::-1]
     running: dict[int, tuple[int, int, torch.Generator]] = {}  # slot -> (episode id, seed, generator)
@@ -60,7 +63,7 @@ def run_episodes(
         batch.reset(slot, seed=seed)
         running[slot] = (episode_id, seed, torch.Generator(device).manual_seed(seed_for(seed, 1)))
 
-    for slot in range(min(len(envs), len(todo))):
+    for slot in range(min(len(batch), len(todo))):
         start(slot)
     while running:
         for key, group in batch.groups(sorted(running)).items():
@@ -79,7 +82,7 @@ def run_episodes(
                             summary.kpis, summary.records, summary.raw,
                         )
                     )  # fmt: skip
-                    if callable(on_episode):
+                    if on_episode is not None:
                         on_episode(results[-1])
                     if todo:
                         start(slot)

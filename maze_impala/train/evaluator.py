@@ -8,17 +8,22 @@ from maze_impala.events.api import EventHub
 from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.models import StructuredPolicy
-from maze_impala.train.episodes import EpisodeResult, run_episodes
+from maze_impala.train.episodes import EpisodeResult, episode_slots, run_episodes
 
 
-def publish_episode(hub: EventHub, result: EpisodeResult) -> None:
-    """An episode's return, length, reduced env events and KPIs, into ``hub``."""
-    episodes, kpis = hub.publisher(EpisodeEvents), hub.publisher(KpiEvents)
-    episodes.episode_return(value=result.episode_return)
-    episodes.episode_length(value=result.steps)
-    hub.replay(result.records)
-    for name, value in result.kpis.items():
-        kpis.kpi(name=name, value=value)
+class EpisodePublisher:
+    """Publishes finished episodes into a hub: return, length, the env's reduced events and KPIs."""
+
+    def __init__(self, hub: EventHub):
+        self.hub = hub
+        self.episodes, self.kpis = hub.publisher(EpisodeEvents), hub.publisher(KpiEvents)
+
+    def __call__(self, result: EpisodeResult) -> None:
+        self.episodes.episode_return(value=result.episode_return)
+        self.episodes.episode_length(value=result.steps)
+        self.hub.replay(result.records)
+        for name, value in result.kpis.items():
+            self.kpis.kpi(name=name, value=value)
 
 
 class RolloutEvaluator:
@@ -33,22 +38,17 @@ class RolloutEvaluator:
         hub: EventHub,
         keep_raw_events: bool = False,
     ):
-        self.envs = [make_env(env) for _ in range(n_episodes)]
+        self.slots = episode_slots([make_env(env) for _ in range(n_episodes)], keep_raw_events)
         self.episodes = [(i, seed_for(seed, 2**31 - 1, i)) for i in range(n_episodes)]
         self.deterministic = deterministic
-        self.hub = hub
-        self.keep_raw_events = keep_raw_events
+        self.publish = EpisodePublisher(hub)
 
     def evaluate(self, policy: StructuredPolicy) -> list[EpisodeResult]:
         """Play the episodes; publishes each one's return, length, env events and KPIs."""
-        results = run_episodes(self.envs, policy, self.episodes, self.deterministic, True, self.keep_raw_events)
-        for result in results:
-            publish_episode(self.hub, result)
-        return results
+        return run_episodes(self.slots, policy, self.episodes, self.deterministic, True, self.publish)
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.slots.close()
 
 
 def mean_return(results: list[EpisodeResult]) -> float:

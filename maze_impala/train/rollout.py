@@ -11,6 +11,7 @@ runners give the same per-episode results.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -36,8 +37,8 @@ from maze_impala.events.writers import CsvWriter
 from maze_impala.impala.config import ConfigError
 from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy, make_random_policy
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
-from maze_impala.train.episodes import EpisodeResult, run_episodes
-from maze_impala.train.evaluator import publish_episode
+from maze_impala.train.episodes import EpisodeResult, episode_slots, run_episodes
+from maze_impala.train.evaluator import EpisodePublisher
 from maze_impala.train.progress import Progress
 from maze_impala.train.setup import RunnerConfig
 
@@ -95,15 +96,21 @@ def _policy(job: _Job, env: Any) -> StructuredPolicy:
     return policy.eval()
 
 
-def _play(job: _Job, episodes: list[tuple[int, int]]) -> list[EpisodeResult]:
+def _play(
+    job: _Job, episodes: list[tuple[int, int]], on_episode: Callable[[EpisodeResult], None] | None = None
+) -> list[EpisodeResult]:
+    """One env slot, one observation per forward pass: results depend only on each episode's seed."""
+    slots = episode_slots([make_env(job.env)], job.keep_raw_events)
+    try:
+        return run_episodes(slots, _policy(job, slots.envs[0]), episodes, job.deterministic, False, on_episode)
+    finally:
+        slots.close()
+
+
+def _worker_init() -> None:
     import torch
 
-    torch.set_num_threads(1)
-    env = make_env(job.env)
-    try:
-        return run_episodes([env], _policy(job, env), episodes, job.deterministic, False, job.keep_raw_events)
-    finally:
-        env.close()
+    torch.set_num_threads(1)  # one core per worker process
 
 
 def _job(config: RolloutConfig) -> _Job:
@@ -134,15 +141,18 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     results: list[EpisodeResult] = []
     try:
         if config.runner.type == "sequential":
-            for episode in episodes:
-                results += _play(job, [episode])
+
+            def report(result: EpisodeResult) -> None:
+                results.append(result)
                 if progress is not None:
                     progress.update(len(results), sum(r.steps for r in results))
+
+            _play(job, episodes, report)
         else:
             n = config.runner.n_processes or os.cpu_count() or 1
             chunks = [episodes[i::n] for i in range(min(n, len(episodes)))]
             context = get_context(config.runner.start_method)
-            with ProcessPoolExecutor(len(chunks), mp_context=context) as pool:
+            with ProcessPoolExecutor(len(chunks), mp_context=context, initializer=_worker_init) as pool:
                 futures = [pool.submit(_play, job, chunk) for chunk in chunks]
                 try:
                     for future in as_completed(futures):
@@ -169,8 +179,9 @@ def _write(config: RolloutConfig, results: list[EpisodeResult], output_dir: Path
     hub = EventHub()
     stats = StatsAggregator("rollout")
     hub.listeners.append(stats)
+    publish = EpisodePublisher(hub)
     for result in results:
-        publish_episode(hub, result)
+        publish(result)
     CsvWriter(output_dir / "stats.csv").write(1, sum(r.steps for r in results), by_column(stats.reduce()))
     if config.runner.event_logs != "none":
         logs = EventLogWriter(output_dir / EVENT_LOG_DIR, config.runner.event_logs)

@@ -166,8 +166,7 @@ class ImpalaTrainer:
         if history:
             metrics["hparam/final_train_return"] = history[-1].get("train/EpisodeEvents/episode_return/mean", math.nan)
         for writer in self.writers:
-            if hasattr(writer, "hparams"):
-                writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
+            writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
         if self.plot and history and (self.output_dir / "stats.csv").is_file():
             from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when plotting
 
