@@ -17,6 +17,7 @@ from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.episodes import EpisodeSummary, KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
+from maze_impala.nn.acting import make_acting
 from maze_impala.nn.models import ModelConfig, make_policy
 
 
@@ -65,9 +66,11 @@ class RolloutActor(Actor):
         index: int = 0,
         deterministic: bool = False,
         env_seeds: list[int] | None = None,
+        acting: str = "auto",
     ):
         """``env_seeds`` (default: derived from ``seed``) seed the envs' first episodes; ``deterministic``
-        takes the most likely actions (for tests and demonstrations; training samples)."""
+        takes the most likely actions (for tests and demonstrations; training samples); ``acting`` picks
+        the backend of the forward passes (see :func:`~maze_impala.nn.acting.make_acting`)."""
         self.batch = EnvBatch(envs, auto_reset=True)
         self.deterministic = deterministic
         self.policy = make_policy(envs[0], model)
@@ -76,7 +79,7 @@ class RolloutActor(Actor):
         self.version = weights.load_into(self.policy)
         self.n_steps = n_rollout_steps
         self.index = index
-        self.generator = torch.Generator().manual_seed(seed)
+        self.acting = make_acting(self.policy, seed, acting)
         self.hub = EventHub()
         self.collector = EventCollector()
         self.hub.listeners.append(self.collector)
@@ -133,11 +136,9 @@ class RolloutActor(Actor):
                 if self.ancestors:
                     for e, row, col in zip(group, rows, cols):
                         self._record_ancestors(e, key, int(row), int(col))
-                obs = to_torch(recorder.gather(rows, cols))
-                agents = torch.from_numpy(recorder.agent_ids[cols])
-                actions_t, log_probs = self.policy.act(key, obs, self.deterministic, self.generator, agents)
-                actions = {k: a.numpy() for k, a in actions_t.items()}
-                recorder.decide(rows, cols, actions, log_probs.numpy())
+                obs = recorder.gather(rows, cols)
+                actions, log_probs = self.acting.act(key, obs, self.deterministic, recorder.agent_ids[cols])
+                recorder.decide(rows, cols, actions, log_probs)
                 for i, e in enumerate(group):
                     sub = self.batch.step(e, {k: a[i] for k, a in actions.items()})
                     self.in_step[e].append((key, int(cols[i]), int(rows[i])))

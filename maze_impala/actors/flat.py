@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 
 from maze_impala.actors.recorder import store
 from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY, GymStructuredEnv
@@ -29,18 +29,17 @@ def run_flat(actor: RolloutActor) -> int:
     E = len(envs)
     obs, actions, log_probs = recorder.obs, recorder.actions, recorder.log_probs
     rewards, terminated, truncated = recorder.rewards, recorder.terminated, recorder.truncated
-    agents = torch.zeros(E, dtype=torch.long)
+    agents = np.zeros(E, dtype=np.int64)
     returns, lengths = actor.flat_returns, actor.flat_lengths
     names = list(actions)
     # A plain Gymnasium env behind GymStructuredEnv is stepped directly: no Dict wrapping per step.
     direct = [_direct(env) for env in envs]
     obs_array = obs.get(OBS_KEY)
     for t in range(T):
-        view = {k: torch.from_numpy(v[t, :E]) for k, v in obs.items()}
-        taken, taken_log_probs = actor.policy.act(key, view, actor.deterministic, actor.generator, agents)
+        view = {k: v[t, :E] for k, v in obs.items()}
+        taken, log_probs[t, :E] = actor.acting.act(key, view, actor.deterministic, agents)
         for k in names:
-            actions[k][t, :E] = taken[k].numpy()
-        log_probs[t, :E] = taken_log_probs.numpy()
+            actions[k][t, :E] = taken[k]
         # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
         row = {k: actions[k][t].tolist() if actions[k].ndim == 2 else actions[k][t] for k in names}
         plain = row.get(ACTION_KEY)

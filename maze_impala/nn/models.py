@@ -110,6 +110,7 @@ class StepNet(nn.Module):
         super().__init__()
         self.encoder = ObservationEncoder(obs_space)
         self.body = mlp(self.encoder.n_outputs, n_out, config, out_gain)
+        self.activation_name = config.activation
         self._activation = FUNCTIONAL_ACTIVATIONS[config.activation]
         # a tuple: nn.Module registers a module assigned as an attribute, not one held in a tuple
         self._linears = tuple(m for m in self.body if isinstance(m, nn.Linear))
@@ -166,6 +167,14 @@ def action_masks(obs_space: gym.spaces.Dict, act_space: gym.spaces.Dict) -> dict
             )
         masks[key] = key + MASK_SUFFIX
     return masks
+
+
+def mask_error(step_key: StepKey, mask_key: str, action_key: str) -> ValueError:
+    """The error for an observation that allows no action of a head."""
+    return ValueError(
+        f"step key {step_key!r}: observation {mask_key!r} masks every action of {action_key!r}; "
+        "an env must leave at least one action allowed"
+    )
 
 
 class StructuredPolicy(nn.Module):
@@ -226,10 +235,7 @@ class StructuredPolicy(nn.Module):
             if key in masks:
                 allowed = obs[masks[key]] > 0.5
                 if check_masks and not bool(allowed.any(-1).all()):
-                    raise ValueError(
-                        f"step key {step_key!r}: observation {masks[key]!r} masks every action of {key!r}; "
-                        "an env must leave at least one action allowed"
-                    )
+                    raise mask_error(step_key, masks[key], key)
                 parts.append(allowed)
             else:
                 parts.append(torch.ones(*logits.shape[:-1], size, dtype=torch.bool, device=logits.device))
