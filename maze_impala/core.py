@@ -165,7 +165,11 @@ class ActorPool(ABC):
 
     @abstractmethod
     def collect(self, n: int) -> list[Rollout]:
-        """Take ``n`` rollouts from the queue; raises if an actor failed."""
+        """Take ``n`` rollouts from the queue; raises if an actor failed.
+
+        The rollouts may view the backend's transport buffers: they are valid until the
+        next ``collect`` or ``close``; copy what must live longer.
+        """
 
     @abstractmethod
     def queue_size(self) -> int:

@@ -1,5 +1,6 @@
 """Actors: what a rollout records, both backends, the queue bound, policy lag and failures."""
 
+import copy
 import time
 
 import numpy as np
@@ -66,8 +67,8 @@ def test_sequential_and_subprocess_give_the_same_first_rollouts():
     by_actor = {}  # the first rollout of each actor, in the order that actor made them
     with SubprocessActors(spec, weights, num_actors=2, queue_size_limit=4) as pool:
         while len(by_actor) < 2:
-            rollout = pool.collect(1)[0]
-            by_actor.setdefault(rollout.actor_index, rollout)
+            rollout = pool.collect(1)[0]  # views a shared-memory slot until the next collect: keep a copy
+            by_actor.setdefault(rollout.actor_index, copy.deepcopy(rollout))
     for r in seq:
         other = by_actor[r.actor_index].trajectories[0]
         np.testing.assert_array_equal(r.trajectories[0].actions["action"], other.actions["action"])

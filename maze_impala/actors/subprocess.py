@@ -1,4 +1,4 @@
-"""The one-machine backend: each actor in its own process, rollouts through a bounded queue."""
+"""The one-machine backend: each actor in its own process, rollouts through shared memory and a bounded queue."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import queue
 import signal
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,9 @@ import torch
 import torch.multiprocessing as tmp
 
 from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
 from maze_impala.core import ActorFailedError, ActorPool, Rollout, WeightSource
+from maze_impala.envs.factory import make_env
 
 POLL_SECONDS = 0.1
 """How often blocked calls look at the stop flag, the other side's liveness and errors."""
@@ -26,23 +29,51 @@ class _ActorCrash:
     message: str
 
 
+@dataclass
+class _Inline:
+    """A rollout too large for a slot, pickled through the pipe instead."""
+
+    rollout: Rollout
+
+
 def _actor_main(
-    spec: ActorSpec, index: int, weights: WeightSource, rollouts: Any, errors: Any, stop: Any, parent: int
+    spec: ActorSpec,
+    index: int,
+    weights: WeightSource,
+    slots: RolloutSlots,
+    rollouts: Any,
+    errors: Any,
+    stop: Any,
+    parent: int,
 ) -> None:
     """Entry point of an actor process: produce rollouts until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle; it stops us.
     torch.set_num_threads(1)  # one core per actor; the processes must not fight over cores
-    actor = None
+    stopping = lambda: stop.is_set() or os.getppid() != parent  # noqa: E731
+    actor, slot, warned = None, None, False
     try:
         actor = spec.build(index, weights)
         while not stop.is_set():
             rollout = actor.rollout()
+            while slot is None:
+                slot = slots.acquire(POLL_SECONDS)
+                if slot is None and stopping():
+                    return
+            message: int | _Inline
+            if slots.write(slot, rollout):
+                message, slot = slot, None  # the slot is the learner's once the message is queued
+            else:
+                message = _Inline(rollout)
+                if not warned:
+                    warnings.warn(f"actor {index}: a rollout exceeds the shared-memory slot size "
+                                  f"({slots.slot_bytes} bytes) and travels pickled", stacklevel=1)  # fmt: skip
+                    warned = True
             while True:
                 try:
-                    rollouts.put(rollout, timeout=POLL_SECONDS)
+                    rollouts.put(message, timeout=POLL_SECONDS)
                     break
                 except queue.Full:
-                    if stop.is_set() or os.getppid() != parent:
+                    if stopping():
                         return
     except BaseException as error:  # report every failure, then exit non-zero
         errors.put(_ActorCrash(index, f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
@@ -54,7 +85,13 @@ def _actor_main(
 
 
 class SubprocessActors(ActorPool):
-    """``num_actors`` actor processes feeding a queue bounded at ``queue_size_limit`` rollouts."""
+    """``num_actors`` actor processes feeding a queue bounded at ``queue_size_limit`` rollouts.
+
+    Rollouts travel through shared-memory slots (:mod:`maze_impala.actors.transport`):
+    ``queue_size_limit + num_actors + batch_size`` of them, enough for a full queue,
+    one being written by every actor and a batch held by the learner. The rollouts
+    :meth:`collect` returns view their slots and stay valid until the next ``collect``.
+    """
 
     def __init__(
         self,
@@ -64,25 +101,48 @@ class SubprocessActors(ActorPool):
         queue_size_limit: int,
         start_method: str = "spawn",
         failure_timeout: float = 120.0,
+        batch_size: int | None = None,
+        slot_bytes: int | None = None,
     ):
+        """``batch_size``: the most rollouts one ``collect`` takes (default ``queue_size_limit``);
+        ``slot_bytes``: the size of a slot (default: a bound estimated from the env's spaces)."""
         self.spec = spec
         self.weights = weights
         self.num_actors = num_actors
         self.queue_size_limit = queue_size_limit
         self.ctx = tmp.get_context(start_method)
         self.failure_timeout = failure_timeout
+        self.batch_size = batch_size or queue_size_limit
+        self.slot_bytes = slot_bytes
         self.processes: list[Any] = []
+        self._held: list[int] = []
+
+    def _estimate_slot_bytes(self) -> int:
+        env = make_env(self.spec.env)
+        try:
+            return estimate_rollout_bytes(
+                env.observation_spaces_dict,
+                env.action_spaces_dict,
+                env.agent_counts_dict,
+                self.spec.n_rollout_steps,
+                self.spec.envs_per_actor,
+                ancestors=self.spec.model.critic == "delta",
+            )
+        finally:
+            env.close()
 
     def start(self) -> None:
         if self.processes:
             return
+        n_slots = self.queue_size_limit + self.num_actors + self.batch_size
+        self.slots = RolloutSlots(n_slots, self.slot_bytes or self._estimate_slot_bytes(), self.ctx)
         self.rollouts = self.ctx.Queue(maxsize=self.queue_size_limit)
         self.errors = self.ctx.Queue()
         self.stop = self.ctx.Event()
         for index in range(self.num_actors):
             process = self.ctx.Process(
                 target=_actor_main,
-                args=(self.spec, index, self.weights, self.rollouts, self.errors, self.stop, os.getpid()),
+                args=(self.spec, index, self.weights, self.slots, self.rollouts, self.errors, self.stop, os.getpid()),
                 name=f"maze-actor-{index}",
                 daemon=True,
             )
@@ -92,18 +152,31 @@ class SubprocessActors(ActorPool):
     def collect(self, n: int) -> list[Rollout]:
         if not self.processes:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
+        if n > self.batch_size:
+            raise ValueError(
+                f"collect({n}): this pool was made for batches of at most {self.batch_size} rollouts "
+                "(its shared-memory slots hold a full queue plus one batch); raise its batch_size"
+            )
+        self.slots.release(self._held)  # the previous batch is done with
+        self._held = []
         batch: list[Rollout] = []
         waited_since = time.monotonic()
         while len(batch) < n:
             self._raise_on_failure()
             try:
-                batch.append(self.rollouts.get(timeout=POLL_SECONDS))
-                waited_since = time.monotonic()
+                message = self.rollouts.get(timeout=POLL_SECONDS)
             except queue.Empty:
                 if time.monotonic() - waited_since > self.failure_timeout:
                     raise ActorFailedError(
                         f"no rollout arrived for {self.failure_timeout:.0f} s although all actors are alive"
                     ) from None
+                continue
+            if isinstance(message, _Inline):
+                batch.append(message.rollout)
+            else:
+                self._held.append(message)
+                batch.append(self.slots.read(message))
+            waited_since = time.monotonic()
         return batch
 
     def _raise_on_failure(self) -> None:
@@ -144,4 +217,5 @@ class SubprocessActors(ActorPool):
         for q in (self.rollouts, self.errors):
             q.cancel_join_thread()
             q.close()
-        self.processes = []
+        self.slots.close()
+        self.processes, self._held = [], []

@@ -110,6 +110,7 @@ def make_pool(
         algorithm.queue_size_limit,
         runner.start_method,
         runner.failure_timeout,
+        batch_size=algorithm.actors_batch_size,
     )
 
 

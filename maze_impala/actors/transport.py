@@ -1,0 +1,174 @@
+"""Rollouts from actor processes to the learner through preallocated shared memory.
+
+The learner allocates ``n_slots`` byte arenas ("slots") in shared memory before
+any actor starts, and keeps a queue of the free ones. An actor takes a free slot,
+writes its rollout into it and puts the slot's number on the rollout queue:
+
+* every numpy array of the rollout is copied into the slot once (one ``memcpy``),
+  at a 64-byte aligned offset;
+* everything else (the layout of those arrays, the events, the policy version) is
+  a small pickle at the end of the slot, whose place the slot's header records.
+
+The learner reads the rollout back as numpy views of the slot: nothing is
+unpickled but the small skeleton, and no array is copied until the learner stacks
+the batch. It frees the slots of a batch when it takes the next one, so the
+rollouts that :meth:`SubprocessActors.collect` returns stay valid until the next
+``collect``.
+
+Only slot numbers travel through the pipe: each message is a few bytes, written
+in one atomic ``write``, so an actor killed at any moment can never leave half a
+message behind for the learner to block on. A rollout larger than a slot (an env
+whose agent count grows beyond the estimate) travels pickled instead, and a
+warning says so once.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import queue
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from maze_impala.core import Rollout
+from maze_impala.nn.models import storage_dtype
+
+ALIGN = 64
+HEADER = 64
+"""Bytes at the start of a slot: the offset and length of the pickled skeleton (two int64)."""
+
+
+class SlotFullError(Exception):
+    """The rollout does not fit into a slot."""
+
+
+def _align(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
+
+
+class _SlotPickler(pickle.Pickler):
+    """Pickles a rollout's skeleton; its numpy arrays go into the slot, referenced by offset."""
+
+    def __init__(self, file: io.BytesIO, slot: np.ndarray):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.slot, self.end = slot, HEADER
+
+    def persistent_id(self, obj: Any) -> tuple[int, str, tuple[int, ...]] | None:
+        if type(obj) is not np.ndarray or obj.dtype.hasobject:
+            return None
+        start = _align(self.end)
+        stop = start + obj.nbytes
+        if stop > len(self.slot):
+            raise SlotFullError
+        np.copyto(self.slot[start:stop].view(obj.dtype).reshape(obj.shape), obj)
+        self.end = stop
+        return start, obj.dtype.str, obj.shape
+
+
+class _SlotUnpickler(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, slot: np.ndarray):
+        super().__init__(file)
+        self.slot = slot
+
+    def persistent_load(self, pid: tuple[int, str, tuple[int, ...]]) -> np.ndarray:
+        start, dtype, shape = pid
+        dtype_ = np.dtype(dtype)
+        return self.slot[start : start + dtype_.itemsize * int(np.prod(shape))].view(dtype_).reshape(shape)
+
+
+class RolloutSlots:
+    """``n_slots`` shared byte arenas of ``slot_bytes`` each and the queue of free ones.
+
+    Made by the learner's process; pickles (as shared-memory handles) to the actor
+    processes, which call :meth:`acquire` and :meth:`write`. The learner calls
+    :meth:`read` and :meth:`release`.
+    """
+
+    def __init__(self, n_slots: int, slot_bytes: int, ctx: Any):
+        if n_slots < 1 or slot_bytes <= HEADER:
+            raise ValueError(f"need at least one slot of more than {HEADER} bytes, got {n_slots} x {slot_bytes}")
+        self.n_slots, self.slot_bytes = n_slots, _align(slot_bytes)
+        self.memory = torch.zeros((n_slots, self.slot_bytes), dtype=torch.uint8).share_memory_()
+        self.free = ctx.Queue()
+        for slot in range(n_slots):
+            self.free.put(slot)
+        self._view: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_view": None}
+
+    def _slot(self, slot: int) -> np.ndarray:
+        if self._view is None:
+            self._view = self.memory.numpy()
+        return self._view[slot]
+
+    def acquire(self, timeout: float) -> int | None:
+        """A free slot, or None if none was freed within ``timeout`` seconds."""
+        try:
+            return int(self.free.get(timeout=timeout))
+        except queue.Empty:
+            return None
+
+    def write(self, slot: int, rollout: Rollout) -> bool:
+        """Write ``rollout`` into ``slot``; False (slot untouched but for scratch) if it does not fit."""
+        memory, buffer = self._slot(slot), io.BytesIO()
+        pickler = _SlotPickler(buffer, memory)
+        try:
+            pickler.dump(rollout)
+        except SlotFullError:
+            return False
+        skeleton = buffer.getbuffer()
+        start = _align(pickler.end)
+        if start + len(skeleton) > len(memory):
+            return False
+        memory[start : start + len(skeleton)] = np.frombuffer(skeleton, dtype=np.uint8)
+        memory[:16].view(np.int64)[:] = (start, len(skeleton))
+        return True
+
+    def read(self, slot: int) -> Rollout:
+        """The rollout in ``slot``, its arrays viewing the slot (valid until the slot is released)."""
+        memory = self._slot(slot)
+        start, length = (int(v) for v in memory[:16].view(np.int64))
+        return _SlotUnpickler(io.BytesIO(memory[start : start + length].tobytes()), memory).load()
+
+    def release(self, slots: list[int]) -> None:
+        for slot in slots:
+            self.free.put(slot)
+
+    def close(self) -> None:
+        self.free.cancel_join_thread()
+        self.free.close()
+
+
+def space_bytes(space: gym.spaces.Dict) -> int:
+    """Bytes of one entry of a Dict space as rollouts store it."""
+    return sum(int(np.prod(s.shape)) * storage_dtype(s).itemsize for s in space.spaces.values())
+
+
+def estimate_rollout_bytes(
+    observation_spaces: dict[Any, gym.spaces.Dict],
+    action_spaces: dict[Any, gym.spaces.Dict],
+    agent_counts: dict[Any, int],
+    n_rollout_steps: int,
+    envs_per_actor: int,
+    ancestors: bool = False,
+) -> int:
+    """A generous bound on one rollout's size: every column full, every decision truncated, room for events.
+
+    Step keys whose agent count varies (-1) are sized for 4 agents per env; a
+    rollout that does not fit a slot still travels (pickled).
+    """
+    total = 1 << 16  # the pickled skeleton: layout, events, bookkeeping
+    keys = list(action_spaces)
+    for position, key in enumerate(keys):
+        count = agent_counts.get(key, 1)
+        rows, columns = n_rollout_steps + 2, envs_per_actor * (count if count > 0 else 4)
+        obs = space_bytes(observation_spaces[key])
+        per_entry = 2 * obs + space_bytes(action_spaces[key]) + 4 + 4 + 1 + 1 + 1 + 16  # obs, truncated obs, ...
+        if ancestors:
+            per_entry += sum(space_bytes(observation_spaces[k]) for k in keys[:position])
+        total += rows * columns * per_entry + 64 * ALIGN  # one alignment gap per array at most
+    return total
