@@ -2,6 +2,7 @@
 
     python benchmarks/cartpole.py                      # runner=dev and runner=local, seeds 1-3
     python benchmarks/cartpole.py --runners local --seeds 1 2 3 4 5 --json out.json
+    python benchmarks/cartpole.py --set envs_per_actor=32 n_rollout_steps=16   # other algorithm settings
 
 Each run uses the shipped algorithm defaults. "Seconds to 475" is measured from the call
 of ``train`` (process start-up included) to the end of the first epoch whose mean
@@ -24,12 +25,14 @@ RUNNERS = {"dev": "sequential", "local": "subprocess"}
 RETURN = "train/EpisodeEvents/episode_return/mean"
 
 
-def run_once(runner: str, seed: int) -> dict:
+def run_once(runner: str, seed: int, overrides: dict[str, str] | None = None) -> dict:
+    defaults = ImpalaAlgorithmConfig()
+    changed = {k: type(getattr(defaults, k))(v) for k, v in (overrides or {}).items()}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         result = train(
             "CartPole-v1",
-            ImpalaAlgorithmConfig(),
+            ImpalaAlgorithmConfig(**changed),
             runner=RunnerConfig(RUNNERS[runner], console=False, tensorboard=False, progress=False, plot=False),
             seed=seed,
             output_dir=out,
@@ -56,7 +59,9 @@ def main() -> None:
     parser.add_argument("--runners", nargs="+", default=["dev", "local"], choices=sorted(RUNNERS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
     args = parser.parse_args()
+    overrides = dict(item.split("=", 1) for item in args.set)
     rows = []
     header = (
         f"{'runner':<7}{'seed':>5}{'s to 475':>10}{'steps to 475':>14}{'steps/s':>10}{'overall/s':>11}{'wall s':>8}"
@@ -64,7 +69,7 @@ def main() -> None:
     print(header)
     for runner in args.runners:
         for seed in args.seeds:
-            row = run_once(runner, seed)
+            row = run_once(runner, seed, overrides)
             rows.append(row)
             print(
                 f"{runner:<7}{seed:>5}{row['seconds_to_475']!s:>10}{row['env_steps_to_475']!s:>14}"

@@ -25,51 +25,81 @@ def run_flat(actor: RolloutActor) -> int:
     """Fill the recorder of the only step key with ``n_steps`` steps of every env; returns the env steps."""
     key = actor.order[0]
     recorder = actor.recorders[key]
-    envs, logs, T = actor.batch.envs, actor.batch.logs, actor.n_steps
+    envs, T = actor.batch.envs, actor.n_steps
     E = len(envs)
     obs, actions, log_probs = recorder.obs, recorder.actions, recorder.log_probs
-    rewards, terminated, truncated = recorder.rewards, recorder.terminated, recorder.truncated
     agents = np.zeros(E, dtype=np.int64)
-    returns, lengths = actor.flat_returns, actor.flat_lengths
     names = list(actions)
-    # A plain Gymnasium env behind GymStructuredEnv is stepped directly: no Dict wrapping per step.
+    # Plain Gymnasium envs behind GymStructuredEnv are stepped directly: no Dict wrapping per step.
     direct = [_direct(env) for env in envs]
-    obs_array = obs.get(OBS_KEY)
+    all_direct = all(env is not None for env in direct)
     for t in range(T):
         view = {k: v[t, :E] for k, v in obs.items()}
         taken, log_probs[t, :E] = actor.acting.act(key, view, actor.deterministic, agents)
         for k in names:
             actions[k][t, :E] = taken[k]
-        # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
-        row = {k: actions[k][t].tolist() if actions[k].ndim == 2 else actions[k][t] for k in names}
-        plain = row.get(ACTION_KEY)
-        for e in range(E):
-            gym_env = direct[e]
-            if gym_env is not None:
-                next_obs, reward, term, trunc, _ = gym_env.step(plain[e])
-                envs[e].tick()
-            else:
-                logs[e].step = lengths[e]
-                next_obs, reward, term, trunc, _ = envs[e].step({k: row[k][e] for k in names})
-            rewards[t, e] = reward
-            returns[e] += reward
-            lengths[e] += 1
-            if term or trunc:
-                if gym_env is not None:
-                    next_obs = {OBS_KEY: next_obs}
-                if term:
-                    terminated[t, e] = True
-                else:
-                    truncated[t, e] = True
-                    recorder.add_truncated(t, e, next_obs)
-                _end_episode(actor, e)
-                store(obs, (t + 1, e), actor.batch.observations[e])
-            elif gym_env is not None:
-                obs_array[t + 1, e] = next_obs
-            else:
-                store(obs, (t + 1, e), next_obs)
+        if all_direct:
+            taken = actions[ACTION_KEY][t, :E]
+            # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
+            _step_direct(actor, t, direct, taken.tolist() if taken.ndim == 1 else list(taken))
+        else:
+            row = {k: actions[k][t].tolist() if actions[k].ndim == 2 else actions[k][t] for k in names}
+            for e in range(E):
+                _step_one(actor, t, e, direct[e], {k: row[k][e] for k in names})
     recorder.rows[:E] = T + 1
     return T * E
+
+
+def _step_direct(actor: RolloutActor, t: int, gym_envs: list, actions: list) -> None:
+    """Step ``t`` of every env, all plain Gymnasium envs: the per-env work is the ``step`` call alone."""
+    recorder, envs = actor.recorders[actor.order[0]], actor.batch.envs
+    E = len(envs)
+    next_obs, rewards, ended = [], [], []
+    for e, (env, action) in enumerate(zip(gym_envs, actions)):
+        observation, reward, terminated, truncated, _ = env.step(action)
+        next_obs.append(observation)
+        rewards.append(reward)
+        if terminated or truncated:
+            ended.append((e, terminated))
+        envs[e].tick()
+    recorder.obs[OBS_KEY][t + 1, :E] = next_obs
+    returns = np.asarray(rewards, dtype=np.float64)  # episode returns add the rewards as the env gave them
+    recorder.rewards[t, :E] = returns
+    actor.flat_returns += returns
+    actor.flat_lengths += 1
+    for e, terminated in ended:
+        _close(actor, t, e, terminated, {OBS_KEY: next_obs[e]})
+
+
+def _step_one(actor: RolloutActor, t: int, e: int, gym_env: object | None, action: dict) -> None:
+    """Step ``t`` of env ``e``, directly if it is a plain Gymnasium env."""
+    recorder = actor.recorders[actor.order[0]]
+    if gym_env is not None:
+        observation, reward, terminated, truncated, _ = gym_env.step(action[ACTION_KEY])
+        actor.batch.envs[e].tick()
+        observation = {OBS_KEY: observation}
+    else:
+        actor.batch.logs[e].step = int(actor.flat_lengths[e])
+        observation, reward, terminated, truncated, _ = actor.batch.envs[e].step(action)
+    recorder.rewards[t, e] = reward
+    actor.flat_returns[e] += reward
+    actor.flat_lengths[e] += 1
+    if terminated or truncated:
+        _close(actor, t, e, terminated, observation)
+    else:
+        store(recorder.obs, (t + 1, e), observation)
+
+
+def _close(actor: RolloutActor, t: int, e: int, terminated: bool, final_obs: dict) -> None:
+    """Env ``e`` ended its episode at step ``t``: mark the decision, publish the episode, start the next one."""
+    recorder = actor.recorders[actor.order[0]]
+    if terminated:
+        recorder.terminated[t, e] = True
+    else:
+        recorder.truncated[t, e] = True
+        recorder.add_truncated(t, e, final_obs)
+    _end_episode(actor, e)
+    store(recorder.obs, (t + 1, e), actor.batch.observations[e])
 
 
 def _end_episode(actor: RolloutActor, e: int) -> None:
@@ -77,14 +107,15 @@ def _end_episode(actor: RolloutActor, e: int) -> None:
     batch = actor.batch
     episode_return = float(actor.flat_returns[e])
     summary = batch.logs[e].finish(batch.kpis[e])
-    actor.publish_episode(episode_return, actor.flat_lengths[e], {actor.order[0]: episode_return}, summary)
+    length = int(actor.flat_lengths[e])
+    actor.publish_episode(episode_return, length, {actor.order[0]: episode_return}, summary)
     actor.flat_returns[e], actor.flat_lengths[e] = 0.0, 0
     batch.reset(e)
 
 
-def flat_state(n_envs: int) -> tuple[list[float], list[int]]:
-    """Per env: the return and length of its current episode (Python numbers: cheapest to update)."""
-    return [0.0] * n_envs, [0] * n_envs
+def flat_state(n_envs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per env: the return and length of its current episode."""
+    return np.zeros(n_envs, dtype=np.float64), np.zeros(n_envs, dtype=np.int64)
 
 
 def _direct(env: object) -> object | None:

@@ -8,6 +8,8 @@ import signal
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,25 @@ from maze_impala.envs.factory import make_env
 
 POLL_SECONDS = 0.1
 """How often blocked calls look at the stop flag, the other side's liveness and errors."""
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""The environment actor processes start with: one core each, for numpy's BLAS as for torch. A BLAS
+that threads its (small) matrix products across cores other actors are using runs several times slower."""
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the processes started inside the block (spawn reads them at start)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @dataclass
@@ -139,15 +160,19 @@ class SubprocessActors(ActorPool):
         self.rollouts = self.ctx.Queue(maxsize=self.queue_size_limit)
         self.errors = self.ctx.Queue()
         self.stop = self.ctx.Event()
-        for index in range(self.num_actors):
-            process = self.ctx.Process(
-                target=_actor_main,
-                args=(self.spec, index, self.weights, self.slots, self.rollouts, self.errors, self.stop, os.getpid()),
-                name=f"maze-actor-{index}",
-                daemon=True,
-            )
-            process.start()
-            self.processes.append(process)
+        with _environment(ONE_THREAD):
+            for index in range(self.num_actors):
+                self._start_actor(index)
+
+    def _start_actor(self, index: int) -> None:
+        process = self.ctx.Process(
+            target=_actor_main,
+            args=(self.spec, index, self.weights, self.slots, self.rollouts, self.errors, self.stop, os.getpid()),
+            name=f"maze-actor-{index}",
+            daemon=True,
+        )
+        process.start()
+        self.processes.append(process)
 
     def collect(self, n: int) -> list[Rollout]:
         if not self.processes:

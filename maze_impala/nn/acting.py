@@ -108,11 +108,6 @@ def _one_hot(x: np.ndarray, n: int) -> np.ndarray:
     return np.eye(n, dtype=np.float32)[np.clip(x.astype(np.int64), 0, n - 1)]
 
 
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(-1, keepdims=True))
-
-
 class NumpyActing(Acting):
     """Acting in numpy for policies of shared MLPs with categorical heads (see :func:`numpy_supported`).
 
@@ -130,20 +125,22 @@ class NumpyActing(Acting):
     def act(self, step_key: StepKey, obs: NestedArrays, deterministic: bool, agent_ids: np.ndarray) -> Actions:
         step = self.steps[step_key]
         logits = step.logits(obs)
+        rows = np.arange(len(logits))
         actions: dict[str, np.ndarray] = {}
         total = np.zeros(len(logits), dtype=np.float32)
-        rows = np.arange(len(logits))
         for key, nvec, squeeze, offset in step.heads:
             chosen = []
             for n in nvec:
-                log_p = _log_softmax(logits[:, offset : offset + n])
+                z = logits[:, offset : offset + n]
+                z = z - z.max(-1, keepdims=True)
+                weights = np.exp(z)  # unnormalised probabilities; the largest is 1
                 if deterministic:
-                    action = log_p.argmax(-1)
-                else:
-                    cdf = np.exp(log_p.astype(np.float64)).cumsum(-1)
+                    action = z.argmax(-1)
+                else:  # inverse CDF: the first action whose cumulative weight exceeds u * total weight
+                    cdf = weights.cumsum(-1, dtype=np.float64)  # in float64, u rounds up to the total ~never
                     u = self.rng.random(len(cdf)) * cdf[:, -1]
                     action = np.minimum((cdf <= u[:, None]).sum(-1), n - 1)
-                total += log_p[rows, action]
+                total += z[rows, action] - np.log(weights.sum(-1))
                 chosen.append(action)
                 offset += n
             actions[key] = chosen[0] if squeeze else np.stack(chosen, axis=-1)
