@@ -14,7 +14,7 @@ RETURN = "train/EpisodeEvents/episode_return/mean"
 
 
 def test_cartpole_reaches_475_with_subprocess_actors(tmp_path):
-    algorithm = ImpalaAlgorithmConfig()  # the shipped defaults
+    algorithm = ImpalaAlgorithmConfig(eps=1e-3)  # algorithm=impala_cartpole
     assert algorithm.total_env_steps == 1_228_800, "the budget of env steps this test allows"
     result = train(
         "CartPole-v1",
@@ -39,6 +39,8 @@ def test_yaml_defaults_equal_the_dataclass_defaults():
     shipped = OmegaConf.to_container(OmegaConf.load(config_dir() / "algorithm" / "impala.yaml"))
     defaults = dataclasses.asdict(ImpalaAlgorithmConfig())
     assert {k: v for k, v in shipped.items() if k != "defaults"} == defaults
+    cartpole = OmegaConf.to_container(OmegaConf.load(config_dir() / "algorithm" / "impala_cartpole.yaml"))
+    assert cartpole == {"defaults": ["impala", "_self_"], "eps": 1e-3}  # what the learning test trains with
 
 
 def test_tutorial_runs(tmp_path, monkeypatch, capsys):

@@ -24,6 +24,7 @@ warning says so once.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 import queue
@@ -34,6 +35,7 @@ import numpy as np
 import torch
 
 from maze_impala.core import Rollout
+from maze_impala.events.api import EventRecord
 from maze_impala.nn.models import storage_dtype
 
 ALIGN = 64
@@ -116,23 +118,27 @@ class RolloutSlots:
         """Write ``rollout`` into ``slot``; False (slot untouched but for scratch) if it does not fit."""
         memory, buffer = self._slot(slot), io.BytesIO()
         pickler = _SlotPickler(buffer, memory)
+        # events as plain tuples: a NamedTuple pickles about 8 times slower, and a rollout carries dozens
+        skeleton = dataclasses.replace(rollout, events=[tuple(record) for record in rollout.events])
         try:
-            pickler.dump(rollout)
+            pickler.dump(skeleton)
         except SlotFullError:
             return False
-        skeleton = buffer.getbuffer()
+        pickled = buffer.getbuffer()
         start = _align(pickler.end)
-        if start + len(skeleton) > len(memory):
+        if start + len(pickled) > len(memory):
             return False
-        memory[start : start + len(skeleton)] = np.frombuffer(skeleton, dtype=np.uint8)
-        memory[:16].view(np.int64)[:] = (start, len(skeleton))
+        memory[start : start + len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
+        memory[:16].view(np.int64)[:] = (start, len(pickled))
         return True
 
     def read(self, slot: int) -> Rollout:
         """The rollout in ``slot``, its arrays viewing the slot (valid until the slot is released)."""
         memory = self._slot(slot)
         start, length = (int(v) for v in memory[:16].view(np.int64))
-        return _SlotUnpickler(io.BytesIO(memory[start : start + length].tobytes()), memory).load()
+        rollout = _SlotUnpickler(io.BytesIO(memory[start : start + length].tobytes()), memory).load()
+        rollout.events = [EventRecord(*record) for record in rollout.events]
+        return rollout
 
     def release(self, slots: list[int]) -> None:
         for slot in slots:

@@ -1,7 +1,7 @@
 """IMPALA's hyper-parameters: one dataclass, validated at construction.
 
 Field names follow Maze-RL's ``ImpalaAlgorithmConfig`` so that its users feel at
-home; ``vtrace_lambda`` and ``envs_per_actor`` are additions.
+home; ``vtrace_lambda``, ``envs_per_actor`` and ``eps`` (named as in rllte) are additions.
 """
 
 from __future__ import annotations
@@ -57,6 +57,11 @@ class ImpalaAlgorithmConfig:
     """Learning rate of the Adam optimizer."""
     lr_schedule: str = "linear"
     """constant, or linear: anneal lr to 0 over n_epochs x epoch_length updates (as in the IMPALA paper)."""
+    eps: float = 1e-8
+    """Adam's epsilon, a floor under each parameter's gradient scale. CartPole-v1 wants 1e-3
+    (``algorithm=impala_cartpole``): once it is solved its gradients shrink to noise, Adam still
+    steps by about lr, and the first failure's gradient moves critic and policy by many times lr, so
+    the policy can collapse. The floor stops that, but it slows envs whose gradients are small."""
     gamma: float = 0.98
     """Discount factor."""
     policy_loss_coef: float = 1.0
@@ -109,6 +114,7 @@ class ImpalaAlgorithmConfig:
             f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
         )
         _check(_finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
+        _check(_finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
         _check(_finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
         for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
