@@ -125,7 +125,8 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
     policy = make_policy(make_env(args.env), model)
     spec = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0)
     queue_size = max(1, args.actors_batch_size)
-    with SubprocessActors(spec, SharedWeights(policy), args.num_actors, queue_size) as pool:
+    pool = SubprocessActors(spec, SharedWeights(policy), args.num_actors, queue_size, batch_size=args.num_actors)
+    with pool:
         pool.collect(args.num_actors)  # start-up
         steps, started = 0, time.perf_counter()
         while time.perf_counter() - started < seconds:
@@ -219,10 +220,16 @@ def soak(args: argparse.Namespace, updates_per_second: float) -> dict:
     }
 
 
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:>14.0%}" if value < 10 else f"{value:>14,.0f}"
+    return f"{value!s:>14}"
+
+
 def _print(rows: list[dict], keys: list[str]) -> None:
     print(" | ".join(f"{k:>14}" for k in keys))
     for row in rows:
-        print(" | ".join(f"{row[k]:>14,.3g}" if isinstance(row[k], float) else f"{row[k]!s:>14}" for k in keys))
+        print(" | ".join(_cell(row[k]) for k in keys))
 
 
 def main() -> None:
