@@ -233,13 +233,16 @@ def _print(rows: list[dict], keys: list[str]) -> None:
 
 
 def main() -> None:
+    from maze_impala import ImpalaAlgorithmConfig
+
+    shipped = ImpalaAlgorithmConfig()  # the defaults below are the shipped settings
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP widths")
-    parser.add_argument("--num-actors", type=int, default=2)
-    parser.add_argument("--envs-per-actor", type=int, default=16)
-    parser.add_argument("--n-rollout-steps", type=int, default=32)
-    parser.add_argument("--actors-batch-size", type=int, default=2)
+    parser.add_argument("--num-actors", type=int, default=shipped.num_actors)
+    parser.add_argument("--envs-per-actor", type=int, default=shipped.envs_per_actor)
+    parser.add_argument("--n-rollout-steps", type=int, default=shipped.n_rollout_steps)
+    parser.add_argument("--actors-batch-size", type=int, default=shipped.actors_batch_size)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
     parser.add_argument("--sweep", action="store_true", help="also vary num_actors, envs per actor, model width")

@@ -45,7 +45,7 @@ def test_training_run_writes_every_output(tmp_path, runner):
     assert config.seed == 1234 and config.runner.type == {"dev": "sequential", "local": "subprocess"}[runner]
     stats = pd.read_csv(out / "stats.csv")
     assert stats["epoch"].tolist() == [1, 2]
-    assert stats["env_steps"].tolist() == [3 * 2 * 4 * 32, 2 * 3 * 2 * 4 * 32]
+    assert stats["env_steps"].tolist() == [3 * 4 * 32, 2 * 3 * 4 * 32]  # updates x envs x steps (batch of 1)
     for column in (
         "train/EpisodeEvents/episode_return/mean",
         "eval/EpisodeEvents/episode_return/mean",

@@ -70,6 +70,8 @@ def test_shipped_config_composes_and_validates():
     assert config.runner.type == "sequential"
     assert config.env["name"] == "Acrobot-v1"
     assert to_training_config(_compose("runner=local")).runner.type == "subprocess"
+    cartpole = to_training_config(_compose("algorithm=impala_cartpole")).algorithm
+    assert cartpole == ImpalaAlgorithmConfig(eps=1e-3)
 
 
 def test_composed_bad_value_is_a_config_error():

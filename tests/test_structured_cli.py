@@ -29,7 +29,7 @@ def _random_return(target: str) -> float:
 )
 def test_example_env_beats_a_random_policy_within_a_fixed_budget(tmp_path, runner, env, target, threshold):
     assert threshold > 4 * _random_return(target)
-    # 8 epochs x 25 updates x 2 rollouts x 16 envs x 32 structured steps = 204,800 structured steps
+    # 8 epochs x 25 updates x 1 rollout x 32 envs x 32 structured steps = 204,800 structured steps
     proc = _run(
         ["-cn", "conf_train", f"env={env}", f"runner={runner}", "algorithm.n_epochs=8", "algorithm.epoch_length=25",
          "runner.console=false", f"hydra.run.dir={tmp_path}"],

@@ -15,7 +15,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="outputs/tutorial_cartpole")
     args = parser.parse_args()
 
-    # 1. Train: 2 actor processes, 16 envs each, V-trace learner; stats and models go to output_dir.
+    # 1. Train: 2 actor processes, 32 envs each, V-trace learner; stats and models go to output_dir.
     result = train(
         env="CartPole-v1",  # any Gymnasium id, a StructuredEnv factory, or a Hydra-style config
         algorithm=ImpalaAlgorithmConfig(n_epochs=args.epochs),

@@ -76,12 +76,13 @@ class ImpalaAlgorithmConfig:
     """Where the learner runs: cpu or cuda (actors always act on the CPU)."""
     queue_out_of_sync_factor: float = 1.0
     """The rollout queue holds at most max(1, factor x actors_batch_size) rollouts."""
-    actors_batch_size: int = 2
+    actors_batch_size: int = 1
     """Rollouts combined into one learner update."""
     num_actors: int = 2
     """Number of actors (processes with runner=local)."""
-    envs_per_actor: int = 16
-    """Environments each actor steps side by side, with one batched forward pass per step."""
+    envs_per_actor: int = 32
+    """Environments each actor steps side by side, with one batched forward pass per step (the more,
+    the cheaper each env step's share of the forward pass)."""
     vtrace_clip_rho_threshold: float | None = 1.0
     """rho-bar, the clip of the importance weights in the value targets; None: no clip."""
     vtrace_clip_pg_rho_threshold: float | None = 1.0
