@@ -32,7 +32,7 @@ def test_every_epoch_is_evaluated_and_counted(tmp_path):
     assert result.epochs == 2 and not result.stopped_early
     assert (
         result.env_steps == algorithm.total_env_steps == 2 * 3 * 1 * 4 * 16
-    )  # epochs x updates x batch x envs x steps
+    )  # epochs x updates x batch x envs x T
     assert result.column("eval/EpisodeEvents/episode_return/count") == [8.0, 8.0]
     assert all(not math.isnan(x) for x in result.column("train/EpisodeEvents/episode_return/mean"))
 
