@@ -165,3 +165,19 @@ def test_the_flat_fast_path_records_what_the_general_loop_records():
         np.testing.assert_array_equal(ta.actions["action"], tb.actions["action"])
         assert [(r.event, r.values) for r in a.events] == [(r.event, r.values) for r in b.events]
     assert ta.terminated.any()
+
+
+def test_in_process_actors_run_blas_on_one_thread_until_closed():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    _, weights = _weights()
+    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        with SequentialActors(spec, weights, num_actors=1) as pool:
+            assert all(n == 1 for n in blas_threads())
+            pool.collect(1)
+        assert blas_threads() == before

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from threadpoolctl import threadpool_limits
+
 from maze_impala.actors.actor import ActorSpec, RolloutActor
 from maze_impala.core import ActorPool, Rollout, WeightSource
 
@@ -19,9 +23,13 @@ class SequentialActors(ActorPool):
         self.num_actors = num_actors
         self.actors: list[RolloutActor] = []
         self._next = 0
+        self._blas: Any = None
 
     def start(self) -> None:
         if not self.actors:
+            # Actors act in numpy; a BLAS that threads their small matrix products (32 x 128 and up)
+            # runs them several times slower. One thread, as in the actor processes, until close().
+            self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actors = [self.spec.build(i, self.weights) for i in range(self.num_actors)]
 
     def collect(self, n: int) -> list[Rollout]:
@@ -40,3 +48,6 @@ class SequentialActors(ActorPool):
         for actor in self.actors:
             actor.close()
         self.actors = []
+        if self._blas is not None:
+            self._blas.restore_original_limits()
+            self._blas = None
