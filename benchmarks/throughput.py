@@ -16,6 +16,10 @@ All measurements use the same env and the same number of processes (``num_actors
   ``runner=local`` and with ``runner=dev``;
 * the ratio of each to the ceiling, and the peak RSS of the whole process tree.
 
+The ceiling and the actors-only figure are medians of ``--repeats`` alternating
+rounds (3 by default): on a shared machine the ceiling alone moves by +-25% from one
+5-second window to the next. The rounds are printed too.
+
 It prints a table and writes the figures as JSON (``--json``, default
 ``throughput.json``).
 """
@@ -190,8 +194,15 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> tuple[float,
 
 def measure(args: argparse.Namespace) -> dict:
     with RssSampler() as rss:
-        row = {"ceiling_env_steps_per_s": ceiling(args.env, args.num_actors, args.seconds)}
-        row["actors_only_env_steps_per_s"] = actors_only(args, args.seconds)
+        # The ceiling and the actors alternate, and each figure is the median of its rounds: on a shared
+        # machine the ceiling alone moves by +-25% from one 5-second window to the next.
+        ceilings, actors = [], []
+        for _ in range(args.repeats):
+            ceilings.append(ceiling(args.env, args.num_actors, args.seconds))
+            actors.append(actors_only(args, args.seconds))
+        row: dict = {"ceiling_runs": ceilings, "actors_only_runs": actors}
+        row["ceiling_env_steps_per_s"] = statistics.median(ceilings)
+        row["actors_only_env_steps_per_s"] = statistics.median(actors)
         row["learner_updates_per_s"], row["learner_samples_per_s"] = learner_only(args, args.seconds)
         for runner in ("local", "dev"):
             kind = {"local": "subprocess", "dev": "sequential"}[runner]
@@ -244,6 +255,7 @@ def main() -> None:
     parser.add_argument("--n-rollout-steps", type=int, default=shipped.n_rollout_steps)
     parser.add_argument("--actors-batch-size", type=int, default=shipped.actors_batch_size)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating rounds of ceiling and actors only")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
     parser.add_argument("--sweep", action="store_true", help="also vary num_actors, envs per actor, model width")
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
@@ -268,6 +280,8 @@ def main() -> None:
     for name, value, ratio in lines:
         print(f"{name:<34}{value:>14,.0f}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
     print(f"{'peak RSS of the process tree':<34}{base['peak_rss_mib']:>11,.0f} MiB")
+    rounds = zip(base["ceiling_runs"], base["actors_only_runs"])
+    print("rounds (ceiling, actors only): " + ", ".join(f"({c:,.0f}, {a:,.0f}: {a / c:.0%})" for c, a in rounds))
 
     if args.sweep:
         sweep = []
