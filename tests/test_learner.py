@@ -148,3 +148,29 @@ def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
         load_checkpoint(tmp_path / "ckpt.pt", policy=other.policy)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         load_checkpoint(tmp_path / "missing.pt", policy=other.policy)
+
+
+def test_an_update_moves_its_metrics_to_the_host_once(monkeypatch):
+    learner, actor, stats = _setup()
+    rollouts = [actor.rollout(), actor.rollout()]
+    calls = {"tolist": 0, "float": 0}
+    tolist, to_float = torch.Tensor.tolist, torch.Tensor.__float__
+
+    def counted_tolist(self):
+        calls["tolist"] += 1
+        return tolist(self)
+
+    def counted_float(self):
+        calls["float"] += 1
+        return to_float(self)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+    monkeypatch.setattr(torch.Tensor, "__float__", counted_float)
+    learner.step(rollouts)
+    monkeypatch.undo()
+    assert calls == {"tolist": 1, "float": 0}  # one transfer (a sync on a GPU), after the optimizer step
+    row = by_column(stats.reduce())
+    for name in ("policy_loss", "policy_entropy", "policy_grad_norm"):
+        assert np.isfinite(row[f"{PREFIX}{name}/mean/step_key=0"]), name
+    for name in ("critic_value", "critic_value_loss", "critic_grad_norm"):
+        assert np.isfinite(row[f"{PREFIX}{name}/mean/critic_key=0"]), name

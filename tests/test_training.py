@@ -30,9 +30,7 @@ def test_every_epoch_is_evaluated_and_counted(tmp_path):
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
     result = train("CartPole-v1", algorithm, runner=QUIET, seed=0, output_dir=tmp_path)
     assert result.epochs == 2 and not result.stopped_early
-    assert (
-        result.env_steps == algorithm.total_env_steps == 2 * 3 * 1 * 4 * 16
-    )  # epochs x updates x batch x envs x T
+    assert result.env_steps == algorithm.total_env_steps == 2 * 3 * 1 * 4 * 16  # epochs x updates x batch x envs x T
     assert result.column("eval/EpisodeEvents/episode_return/count") == [8.0, 8.0]
     assert all(not math.isnan(x) for x in result.column("train/EpisodeEvents/episode_return/mean"))
 

@@ -46,10 +46,8 @@ def _cutting_rollouts(n: int, critic: str = "delta") -> list[Rollout]:
 
 
 def test_a_structured_rollout_reads_back_exactly_as_views_of_its_slot():
-    env = CuttingEnv()
-    size = estimate_rollout_bytes(
-        env.observation_spaces_dict, env.action_spaces_dict, env.agent_counts_dict, 12, 3, ancestors=True
-    )
+    model = ModelConfig(hidden_units=[8], critic="delta")
+    size = estimate_rollout_bytes(CuttingEnv(), ActorSpec(CuttingEnv, model, 12, 3, seed=1))
     slots = RolloutSlots(2, size, mp.get_context("spawn"))
     try:
         rollouts = _cutting_rollouts(4)

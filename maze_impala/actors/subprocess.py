@@ -141,14 +141,7 @@ class SubprocessActors(ActorPool):
     def _estimate_slot_bytes(self) -> int:
         env = make_env(self.spec.env)
         try:
-            return estimate_rollout_bytes(
-                env.observation_spaces_dict,
-                env.action_spaces_dict,
-                env.agent_counts_dict,
-                self.spec.n_rollout_steps,
-                self.spec.envs_per_actor,
-                ancestors=self.spec.model.critic == "delta",
-            )
+            return estimate_rollout_bytes(env, self.spec)
         finally:
             env.close()
 

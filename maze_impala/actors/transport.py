@@ -34,7 +34,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from maze_impala.actors.actor import ActorSpec
 from maze_impala.core import Rollout
+from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventRecord
 from maze_impala.nn.models import storage_dtype
 
@@ -154,27 +156,22 @@ def space_bytes(space: gym.spaces.Dict) -> int:
     return sum(int(np.prod(s.shape)) * storage_dtype(s).itemsize for s in space.spaces.values())
 
 
-def estimate_rollout_bytes(
-    observation_spaces: dict[Any, gym.spaces.Dict],
-    action_spaces: dict[Any, gym.spaces.Dict],
-    agent_counts: dict[Any, int],
-    n_rollout_steps: int,
-    envs_per_actor: int,
-    ancestors: bool = False,
-) -> int:
-    """A generous bound on one rollout's size: every column full, every decision truncated, room for events.
+def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
+    """A generous bound on the size of one rollout of ``spec``'s actors on ``env``.
 
-    Step keys whose agent count varies (-1) are sized for 4 agents per env; a
+    Every column full, every decision truncated (its final observation kept), room for
+    events. Step keys whose agent count varies (-1) are sized for 4 agents per env; a
     rollout that does not fit a slot still travels (pickled).
     """
+    observation_spaces, action_spaces = env.observation_spaces_dict, env.action_spaces_dict
     total = 1 << 16  # the pickled skeleton: layout, events, bookkeeping
     keys = list(action_spaces)
     for position, key in enumerate(keys):
-        count = agent_counts.get(key, 1)
-        rows, columns = n_rollout_steps + 2, envs_per_actor * (count if count > 0 else 4)
+        count = env.agent_counts_dict.get(key, 1)
+        rows, columns = spec.n_rollout_steps + 2, spec.envs_per_actor * (count if count > 0 else 4)
         obs = space_bytes(observation_spaces[key])
         per_entry = 2 * obs + space_bytes(action_spaces[key]) + 4 + 4 + 1 + 1 + 1 + 16  # obs, truncated obs, ...
-        if ancestors:
+        if spec.model.critic == "delta":  # the earlier sub-steps' observations of each decision
             per_entry += sum(space_bytes(observation_spaces[k]) for k in keys[:position])
         total += rows * columns * per_entry + 64 * ALIGN  # one alignment gap per array at most
     return total

@@ -124,6 +124,8 @@ class ImpalaLearner:
             forward[key] = (logits, values, self._rewards_with_truncation(key, batch))
         t2 = time.perf_counter()
 
+        # Metrics stay on the device until the update is done: one host transfer for all of them.
+        metrics: list[tuple[Any, dict[str, Any], torch.Tensor]] = []
         total = torch.zeros((), device=self.device)
         for key, batch in batches.items():
             logits, values, rewards = forward[key]
@@ -144,26 +146,28 @@ class ImpalaLearner:
             total = total + cfg.value_loss_coef * loss.value_loss
             if train_policy:
                 total = total + cfg.policy_loss_coef * loss.policy_loss - cfg.entropy_coef * loss.entropy
-            policy_loss, entropy, mean_value, value_loss = (
-                torch.stack([loss.policy_loss, loss.entropy, loss.mean_value, loss.value_loss]).detach().tolist()
-            )  # one host transfer for the four numbers
-            ev.policy_loss(step_key=key, value=policy_loss)
-            ev.policy_entropy(step_key=key, value=entropy)
-            ev.critic_value(critic_key=key, value=mean_value)
-            ev.critic_value_loss(critic_key=key, value=value_loss)
+            metrics += [
+                (ev.policy_loss, {"step_key": key}, loss.policy_loss),
+                (ev.policy_entropy, {"step_key": key}, loss.entropy),
+                (ev.critic_value, {"critic_key": key}, loss.mean_value),
+                (ev.critic_value_loss, {"critic_key": key}, loss.value_loss),
+            ]
         t3 = time.perf_counter()
 
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         for critic_key, network in self.critic.networks_by_key().items():
             if any(p.grad is not None for p in network.parameters()):
-                ev.critic_grad_norm(critic_key=critic_key, value=self._clip(network))
+                metrics.append((ev.critic_grad_norm, {"critic_key": critic_key}, self._clip(network)))
         if train_policy:
             for key in keys:
-                ev.policy_grad_norm(step_key=key, value=self._clip(self._policy_parts[key]))
+                metrics.append((ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key])))
         self.optimizer.step()
         self.scheduler.step()
         self.version += 1
+        on_host = torch.stack([value.detach().float().reshape(()) for _, _, value in metrics]).tolist()
+        for (event, args, _), value in zip(metrics, on_host):
+            event(**args, value=value)
         t4 = time.perf_counter()
 
         whole = dequeue_seconds + (t4 - t0)
@@ -198,12 +202,12 @@ class ImpalaLearner:
         rewards[t, col] += self.config.gamma * final_values
         return rewards
 
-    def _clip(self, module: nn.Module) -> float:
-        """The module's gradient norm before clipping; clips it to max_grad_norm unless that is 0."""
+    def _clip(self, module: nn.Module) -> torch.Tensor:
+        """The module's gradient norm before clipping (on the device); clips it to max_grad_norm unless that is 0."""
         params = [p for p in module.parameters() if p.grad is not None]
         if not params:
-            return 0.0
-        return float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm or math.inf))
+            return torch.zeros((), device=self.device)
+        return torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm or math.inf)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer state and the policy version."""

@@ -65,7 +65,15 @@ class _NumpyStep:
     def __init__(self, policy: StructuredPolicy, step_key: StepKey):
         net = policy.networks[str(step_key)]
         self.step_key = step_key
-        self.encoder = list(net.encoder.space.spaces.items())
+        # Per encoded part: (observation key, column of a MultiDiscrete, offset, one-hot table or None for Box)
+        self.encoder: list[tuple[str, int | None, int, np.ndarray | None]] = []
+        for key, space in net.encoder.space.spaces.items():
+            if isinstance(space, gym.spaces.Discrete):
+                self.encoder.append((key, None, int(space.start), np.eye(int(space.n), dtype=np.float32)))
+            elif isinstance(space, gym.spaces.MultiDiscrete):
+                self.encoder += [(key, i, 0, np.eye(int(n), dtype=np.float32)) for i, n in enumerate(space.nvec.flat)]
+            else:
+                self.encoder.append((key, None, 0, None))
         self.layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in net._linears]
         self.activation = ACTIVATIONS[net.activation_name]
         dist = policy.distribution(step_key)
@@ -78,14 +86,13 @@ class _NumpyStep:
 
     def logits(self, obs: NestedArrays) -> np.ndarray:
         parts = []
-        for key, space in self.encoder:
+        for key, column, start, one_hot in self.encoder:
             x = obs[key]
-            if isinstance(space, gym.spaces.Discrete):
-                parts.append(_one_hot(x - int(space.start), int(space.n)))
-            elif isinstance(space, gym.spaces.MultiDiscrete):
-                parts += [_one_hot(x[..., i], int(n)) for i, n in enumerate(space.nvec.flat)]
-            else:
+            if one_hot is None:
                 parts.append(x.reshape(len(x), -1).astype(np.float32, copy=False))
+            else:  # out-of-range codes (padding) are clamped, as the torch encoder does
+                codes = (x if column is None else x[..., column]).astype(np.int64) - start
+                parts.append(one_hot[np.clip(codes, 0, len(one_hot) - 1)])
         h = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
         *hidden, (w_out, b_out) = self.layers
         for w, b in hidden:
@@ -101,11 +108,6 @@ class _NumpyStep:
                     raise mask_error(self.step_key, self.masks[key], key)
                 out[:, offset : offset + sum(nvec)][~allowed] = MASKED_LOGIT
         return out
-
-
-def _one_hot(x: np.ndarray, n: int) -> np.ndarray:
-    """One-hot float32 rows; out-of-range entries (padding) are clamped as the torch encoder does."""
-    return np.eye(n, dtype=np.float32)[np.clip(x.astype(np.int64), 0, n - 1)]
 
 
 class NumpyActing(Acting):

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
+from maze_impala.actors.transport import estimate_rollout_bytes
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.core import ActorPool
 from maze_impala.envs.factory import EnvSpec, make_env
@@ -99,7 +100,11 @@ class TrainingConfig:
 
 
 def make_pool(
-    spec: ActorSpec, weights: SharedWeights, algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig
+    spec: ActorSpec,
+    weights: SharedWeights,
+    algorithm: ImpalaAlgorithmConfig,
+    runner: RunnerConfig,
+    slot_bytes: int | None = None,
 ) -> ActorPool:
     if runner.type == "sequential":
         return SequentialActors(spec, weights, algorithm.num_actors)
@@ -111,6 +116,7 @@ def make_pool(
         runner.start_method,
         runner.failure_timeout,
         batch_size=algorithm.actors_batch_size,
+        slot_bytes=slot_bytes,
     )
 
 
@@ -121,9 +127,11 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     torch.manual_seed(config.seed)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
+    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, config.seed)
     try:
         policy = make_policy(probe, config.model)
         critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
+        slot_bytes = estimate_rollout_bytes(probe, spec)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     finally:
@@ -138,8 +146,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
 
     learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
     weights = SharedWeights(learner.policy)
-    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, config.seed)
-    pool = make_pool(spec, weights, algorithm, runner)
+    pool = make_pool(spec, weights, algorithm, runner, slot_bytes)
     evaluator = RolloutEvaluator(
         config.env,
         algorithm.rollout_evaluator.n_episodes,
