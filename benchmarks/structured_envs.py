@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
 from maze_impala.nn.models import make_random_policy
@@ -46,7 +46,8 @@ def run(env: dict, threshold: float, seed: int, runner: str, epochs: int, critic
             env,
             ImpalaAlgorithmConfig(n_epochs=epochs, epoch_length=25),
             ModelConfig(critic=critic),
-            RunnerConfig(type=runner, console=False, tensorboard=False),
+            RunnerConfig(type=runner),
+            output=OutputConfig(console=False, tensorboard=False),
             seed=seed,
             output_dir=out,
         )
@@ -67,7 +68,7 @@ def run(env: dict, threshold: float, seed: int, runner: str, epochs: int, critic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--runner", choices=["sequential", "subprocess"], default="subprocess")
+    parser.add_argument("--runner", choices=["dev", "local"], default="local")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--critic", choices=["step", "shared", "delta"], default="step")
     parser.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=sorted(ENVS))

@@ -122,8 +122,9 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
     from maze_impala.actors.actor import ActorSpec
     from maze_impala.actors.subprocess import SubprocessActors
     from maze_impala.actors.weights import SharedWeights
+    from maze_impala.config import ModelConfig
     from maze_impala.envs.factory import make_env
-    from maze_impala.nn.models import ModelConfig, make_policy
+    from maze_impala.nn.models import make_policy
 
     model = ModelConfig(hidden_units=args.hidden)
     policy = make_policy(make_env(args.env), model)
@@ -144,13 +145,13 @@ def learner_only(args: argparse.Namespace, seconds: float) -> tuple[float, float
 
     from maze_impala.actors.actor import ActorSpec
     from maze_impala.actors.weights import SharedWeights
+    from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
     from maze_impala.envs.factory import make_env
     from maze_impala.events.api import EventHub
-    from maze_impala.impala.config import ImpalaAlgorithmConfig
     from maze_impala.impala.events import MultiStepIMPALAEvents
     from maze_impala.impala.learner import ImpalaLearner
     from maze_impala.nn.critics import make_critic
-    from maze_impala.nn.models import ModelConfig, make_policy
+    from maze_impala.nn.models import make_policy
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     env = make_env(args.env)
@@ -174,7 +175,7 @@ def learner_only(args: argparse.Namespace, seconds: float) -> tuple[float, float
 
 def training(args: argparse.Namespace, runner: str, epochs: int) -> tuple[float, float]:
     """Env steps and updates per second of the update loop (median over epochs after the first)."""
-    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
+    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 
     algorithm = ImpalaAlgorithmConfig(
         n_epochs=epochs,
@@ -184,9 +185,10 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> tuple[float,
         n_rollout_steps=args.n_rollout_steps,
         actors_batch_size=args.actors_batch_size,
     )
-    quiet = RunnerConfig(runner, console=False, tensorboard=False, progress=False, plot=False)
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
-        result = train(args.env, algorithm, ModelConfig(hidden_units=args.hidden), quiet, seed=1, output_dir=out)
+        model = ModelConfig(hidden_units=args.hidden)
+        result = train(args.env, algorithm, model, RunnerConfig(runner), 1, out, output=quiet)
     steps = result.column("train/RunEvents/env_steps_per_second/last")[1:]
     updates = result.column("train/RunEvents/updates_per_second/last")[1:]
     return statistics.median(steps), statistics.median(updates)
@@ -205,8 +207,7 @@ def measure(args: argparse.Namespace) -> dict:
         row["actors_only_env_steps_per_s"] = statistics.median(actors)
         row["learner_updates_per_s"], row["learner_samples_per_s"] = learner_only(args, args.seconds)
         for runner in ("local", "dev"):
-            kind = {"local": "subprocess", "dev": "sequential"}[runner]
-            steps, updates = training(args, kind, args.epochs)
+            steps, updates = training(args, runner, args.epochs)
             row[f"train_{runner}_env_steps_per_s"], row[f"train_{runner}_updates_per_s"] = steps, updates
     top = row["ceiling_env_steps_per_s"]
     for name in ("actors_only_env_steps_per_s", "train_local_env_steps_per_s", "train_dev_env_steps_per_s"):
@@ -219,7 +220,7 @@ def soak(args: argparse.Namespace, updates_per_second: float) -> dict:
     """RSS of a ``runner=local`` run lasting about ``--soak`` seconds: after one minute and at the end."""
     with RssSampler(interval=1.0) as rss:
         epochs = max(2, int(args.soak * updates_per_second / 25))  # 25 updates per epoch
-        training(args, "subprocess", epochs)
+        training(args, "local", epochs)
     after_minute = [r for t, r in rss.samples if t >= 60] or [rss.samples[-1][1]]
     first, last = after_minute[0], rss.samples[-1][1]
     return {
@@ -295,7 +296,7 @@ def main() -> None:
                 setattr(varied, name, list(value) if name == "hidden" else value)
                 top = ceiling(args.env, varied.num_actors, args.seconds)
                 actors = actors_only(varied, args.seconds)
-                local, _ = training(varied, "subprocess", 3)
+                local, _ = training(varied, "local", 3)
                 sweep.append({"varied": name, "value": str(value), "ceiling": top, "actors_only": actors,
                               "train_local": local, "train_local_ratio": local / top})  # fmt: skip
         print("\nsweep (env steps per second; training: runner=local)")

@@ -1,21 +1,32 @@
 """maze_impala: IMPALA for structured (multi-step, multi-agent) environments."""
 
+from maze_impala.config import (
+    ConfigError,
+    ImpalaAlgorithmConfig,
+    ModelConfig,
+    OutputConfig,
+    RolloutEvaluatorConfig,
+    RunnerConfig,
+    TrainingConfig,
+)
 from maze_impala.core import ActorID, Rollout, StepKey, Trajectory
+from maze_impala.envs.checker import EnvCheckError, check_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.envs.structured import ActorExit, StructuredEnv
-from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig, RolloutEvaluatorConfig
 from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.critics import StructuredCritic
-from maze_impala.nn.models import ModelConfig, StructuredPolicy
-from maze_impala.train.setup import RunnerConfig, TrainingConfig, load_policy, train
+from maze_impala.nn.models import StructuredPolicy
+from maze_impala.train.setup import load_policy, train
 
 __all__ = [
     "ActorExit",
     "ActorID",
     "ConfigError",
+    "EnvCheckError",
     "GymStructuredEnv",
     "ImpalaAlgorithmConfig",
     "ModelConfig",
+    "OutputConfig",
     "Rollout",
     "RolloutEvaluatorConfig",
     "RunnerConfig",
@@ -25,6 +36,7 @@ __all__ = [
     "StructuredPolicy",
     "TrainingConfig",
     "Trajectory",
+    "check_env",
     "load_policy",
     "train",
     "vtrace",

@@ -1,159 +1,253 @@
-"""``maze-run``: the Hydra command line, e.g. ``maze-run -cn conf_train algorithm=impala runner=local``."""
+"""``maze-run``: the Hydra command line, e.g. ``maze-run -cn conf_train algorithm=impala runner=local``.
+
+Every run writes ``<job>.log`` (``train.log`` or ``rollout.log``) into its output directory:
+what the console showed, plus the full traceback of a failure, which the console shows
+as one line.
+"""
 
 from __future__ import annotations
 
-import importlib.util
+import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig
-from maze_impala.nn.models import ModelConfig
-from maze_impala.train.setup import RunnerConfig, TrainingConfig
+from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
+from maze_impala.config.base import check_keys
 
-CONFIG_DIR_VARIABLE = "MAZE_IMPALA_CONFIG_DIR"
+CONFIGS = {"conf_train": TrainingConfig, "conf_rollout": RolloutConfig}
+"""The primary configs and the dataclass whose fields are their keys."""
+log = logging.getLogger("maze_impala")
 
 
 def config_dir() -> Path:
-    """Where the shipped configs are: $MAZE_IMPALA_CONFIG_DIR, a source checkout, or the installed package."""
-    candidates = []
-    if os.environ.get(CONFIG_DIR_VARIABLE):
-        candidates.append(Path(os.environ[CONFIG_DIR_VARIABLE]))
-    candidates.append(Path(__file__).resolve().parents[1] / "configs")
-    spec = importlib.util.find_spec("maze_impala.configs")
-    if spec is not None and spec.submodule_search_locations:
-        candidates.extend(Path(p) for p in spec.submodule_search_locations)
-    for candidate in candidates:
-        if (candidate / "conf_train.yaml").is_file():
-            return candidate
-    raise FileNotFoundError(f"maze-run cannot find its configs (conf_train.yaml) in {candidates}")
+    """The shipped configs (``maze_impala/conf``); add your own with ``--config-dir`` (see the docs)."""
+    return Path(__file__).resolve().parent / "conf"
 
 
-def register_configs() -> None:
-    """Register the structured-config schemas that the shipped YAML files build on."""
+def register_schemas() -> None:
+    """The dataclasses as the schemas of the primary configs (``conf_train`` and ``conf_rollout`` start from them),
+    so that Hydra knows every key and its type while it composes; not a config group, so ``--help`` lists none."""
+    from hydra.core.config_store import ConfigStore
+
     store = ConfigStore.instance()
-    store.store(group="algorithm", name="impala_schema", node=ImpalaAlgorithmConfig)
-    store.store(group="model", name="mlp_schema", node=ModelConfig)
-    store.store(group="runner", name="runner_schema", node=RunnerConfig)
-    from maze_impala.train.rollout import PolicyConfig
-
-    store.store(group="policy", name="policy_schema", node=PolicyConfig)
+    for name, schema in CONFIGS.items():
+        store.store(name=f"{name}_schema", node=schema)
 
 
-def to_training_config(cfg: DictConfig) -> TrainingConfig:
-    """Validate a composed config into typed dataclasses; raises ConfigError naming the bad value."""
-    for group in ("algorithm", "model", "runner", "env"):
-        if group not in cfg:
-            raise ConfigError(f"the config has no '{group}' group; compose conf_train with {group}=<option>")
-    try:
-        algorithm = OmegaConf.to_object(cfg.algorithm)
-        model = OmegaConf.to_object(cfg.model)
-        runner = OmegaConf.to_object(cfg.runner)
-    except OmegaConfBaseException as error:
-        raise ConfigError(str(error)) from None
-    env: Any = OmegaConf.to_container(cfg.env, resolve=True)
-    return TrainingConfig(env=env, algorithm=algorithm, model=model, runner=runner, seed=int(cfg.seed))
+def to_training_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> TrainingConfig:
+    """Validate a composed ``conf_train`` into a :class:`TrainingConfig`; raises ConfigError naming the bad key.
+
+    ``overrides`` are the command line's: an ``env._target_=...`` without an ``env=`` group
+    replaces the default env config instead of merging into it (see :func:`env_config`).
+    """
+    data = OmegaConf.to_container(cfg, resolve=True)
+    data["env"] = env_config(cfg, overrides)
+    return from_mapping(TrainingConfig, data)
 
 
-def to_rollout_config(cfg: DictConfig) -> Any:
-    """Validate a composed conf_rollout into a :class:`RolloutConfig`."""
-    from maze_impala.train.rollout import RolloutConfig
-
-    try:
-        policy, runner = OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.runner)
-    except OmegaConfBaseException as error:
-        raise ConfigError(str(error)) from None
-    env = OmegaConf.to_container(cfg.env, resolve=True) if cfg.get("env") is not None else None
-    return RolloutConfig(
-        policy=policy,
-        runner=runner,
-        env=env,
-        input_dir=cfg.get("input_dir"),
-        n_episodes=int(cfg.n_episodes),
-        deterministic=bool(cfg.deterministic),
-        seed=int(cfg.seed),
-    )
+def to_rollout_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> RolloutConfig:
+    """Validate a composed ``conf_rollout`` into a :class:`RolloutConfig`."""
+    data = OmegaConf.to_container(cfg, resolve=True)
+    data["env"] = env_config(cfg, overrides) if cfg.get("env") is not None else None
+    return from_mapping(RolloutConfig, data)
 
 
-def _fail(cfg: DictConfig, error: BaseException) -> None:
-    """Print a configuration error the way users can act on, and exit with code 2."""
+def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
+    """The env config: the composed one, or only the ``env.*`` keys given on the command line when they set a
+    ``_target_`` of their own (the default env's keys, e.g. ``name``, belong to the default env's factory)."""
+    env = OmegaConf.to_container(cfg.env, resolve=True)
+    keys = [_key(o) for o in overrides]
+    if "env._target_" in keys and "env" not in keys and isinstance(env, dict):
+        given = {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
+        env = {k: v for k, v in env.items() if k in given}
+    return env
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
+    """Refuse an override of a key the config has no field for, with or without ``+``, before Hydra composes.
+
+    (Hydra would suggest ``+key=...``, which adds the key to the config but not to the run.)
+    """
+    schema = CONFIGS.get(config_name)
+    if schema is None:
+        return
+    for override in overrides:
+        key = _key(override)
+        if "=" not in override or key.startswith("hydra.") or "@" in key or "/" in key:
+            continue
+        nested: Any = None
+        for part in reversed(key.split(".")):
+            nested = {part: nested}
+        check_keys(schema, nested, "")
+
+
+def _fail(error: BaseException, code: int = 2) -> None:
+    """Print a configuration or env error the way users can act on, and exit."""
     if isinstance(error, InstantiationException):  # the env's _target_ raised; show its own message
         cause = error.__cause__ or error
-        target = cfg.env.get("_target_") if cfg.get("env") is not None else None
-        print(f"maze-run: cannot build the env ({target}): {cause}", file=sys.stderr)
+        message = f"cannot build the env: {type(cause).__name__}: {cause}"
+    elif isinstance(error, ConfigError):
+        message = f"invalid configuration: {error}"
+    elif type(error).__name__ == "TrainingError":  # its message names the epoch and the cause
+        message = f"training failed in {error}"
     else:
-        print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
-    sys.exit(2)
+        message = f"{type(error).__name__}: {error}"
+    log.error("%s", message, exc_info=error)
+    first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
+    log_file = _log_file()
+    where = f" (the traceback is in {log_file})" if log_file and not isinstance(error, ConfigError) else ""
+    print(f"maze-run: {first}{where}", file=sys.stderr)
+    sys.exit(code)
 
 
-def _rollout(cfg: DictConfig, output_dir: Path) -> None:
+def _log_file() -> Path | None:
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return Path(handler.baseFilename)
+    return None
+
+
+def say(message: str, error: bool = False) -> None:
+    """Print a line for the user and keep it in the run's log."""
+    log.log(logging.ERROR if error else logging.INFO, "%s", message)
+    print(message, file=sys.stderr if error else sys.stdout, flush=True)
+
+
+def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     from maze_impala.train.rollout import rollout
 
     try:
-        config = to_rollout_config(cfg)
+        config = to_rollout_config(cfg, overrides)
     except (ConfigError, ValueError, TypeError) as error:
-        _fail(cfg, error)
-    OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
-    print(f"maze-run: rollout of {config.n_episodes} episodes; outputs go to {output_dir}", flush=True)
+        _fail(error)
+    say(f"maze-run: rollout of {config.n_episodes} episodes; outputs go to {output_dir}")
     try:
         rollout(config, output_dir)
-    except KeyboardInterrupt:
-        print("maze-run: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except (InstantiationException, ConfigError, ValueError, TypeError, FileNotFoundError) as error:
-        _fail(cfg, error)
-    print(f"maze-run: outputs in {output_dir} (config.yaml, kpis.csv, kpis_summary.csv, stats.csv)")
+    except KeyboardInterrupt as interrupt:
+        say("maze-run: interrupted", error=True)
+        sys.exit(_exit_code(interrupt))
+    except (InstantiationException, ConfigError) as error:
+        _fail(error)
+    except Exception as error:  # an env or worker failure: one line here, the traceback in the log
+        _fail(error, 1)
+    say(f"maze-run: outputs in {output_dir} (config.yaml, kpis.csv, kpis_summary.csv, stats.csv, rollout.log)")
+
+
+def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
+    from maze_impala.train.setup import build_trainer
+
+    try:
+        config = to_training_config(cfg, overrides)
+        trainer = build_trainer(config, output_dir)
+    except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
+        _fail(error)
+    say(f"maze-run: training; outputs go to {output_dir}")
+    try:
+        result = trainer.train()  # stops every actor process on success, error and interruption
+    except KeyboardInterrupt as interrupt:
+        say(f"maze-run: interrupted; the last completed epoch's model is in {output_dir}", error=True)
+        sys.exit(_exit_code(interrupt))
+    except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
+        _fail(error, 1)
+    say(
+        f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
+        f"best evaluation return {result.best_eval_return:.2f}.\n"
+        f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
+        "model_last.pt, model_best.pt, train.log)"
+    )
 
 
 def _run(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from maze_impala.train.setup import build_trainer
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    overrides = list(hydra_cfg.overrides.task)
+    if hydra_cfg.job.config_name == "conf_rollout":
+        _rollout(cfg, output_dir, overrides)
+    else:
+        _train(cfg, output_dir, overrides)
 
-    output_dir = Path(HydraConfig.get().runtime.output_dir)
-    if "policy" in cfg:
-        _rollout(cfg, output_dir)
-        return
-    try:
-        config = to_training_config(cfg)
-        trainer = build_trainer(config, output_dir)
-    except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError, RuntimeError) as error:
-        _fail(cfg, error)
-    OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
-    print(f"maze-run: training; outputs go to {output_dir}", flush=True)
-    try:
-        result = trainer.train()  # stops every actor process on success, error and interruption
-    except KeyboardInterrupt:
-        print(f"maze-run: interrupted; the last completed epoch's model is in {output_dir}", file=sys.stderr)
-        sys.exit(130)
-    print(
-        f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
-        f"best evaluation return {result.best_eval_return:.2f}.\n"
-        f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
-        "model_last.pt, model_best.pt)"
-    )
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that stops the run like Ctrl-C; the process exits with 128 + its number (130, 143)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(f"signal {signum}")
+        self.exit_code = 128 + signum
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Interrupted(signum)
 
 
-def main() -> None:
+def _exit_code(interrupt: KeyboardInterrupt) -> int:
+    return interrupt.exit_code if isinstance(interrupt, Interrupted) else 130
+
+
+USAGE = """usage: maze-run -cn CONFIG [key=value ...]
+
+  maze-run -cn conf_train algorithm=impala [env=...] [runner=local|dev] [key=value ...]   train
+  maze-run -cn conf_rollout input_dir=<training output dir> [n_episodes=N] [runner=dev|local] evaluate
+  maze-run -cn conf_rollout policy=random_policy env=<env>                                    random baseline
+  maze-run -cn conf_train --cfg job          the composed config, without running
+  maze-run -cn conf_train --help             the config groups and the composed config
+  maze-run -cn conf_train --config-dir DIR   also look for configs (e.g. DIR/env/my_env.yaml) in DIR
+
+Config groups (maze_impala/conf): {groups}
+The keys of conf_train are the fields of maze_impala.config.TrainingConfig, those of conf_rollout the fields of
+maze_impala.config.RolloutConfig; an unknown key fails with the valid ones."""
+
+
+def _groups() -> str:
+    root = config_dir()
+    groups = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    return "; ".join(f"{g.name}: {', '.join(sorted(f.stem for f in g.glob('*.yaml')))}" for g in groups)
+
+
+def _config_name(argv: Sequence[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg in ("-cn", "--config-name") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config-name="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     import hydra
 
-    register_configs()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = _config_name(argv)
+    if name is None:
+        print(USAGE.format(groups=_groups()), file=sys.stdout if {"-h", "--help"} & set(argv) else sys.stderr)
+        sys.exit(0 if {"-h", "--help"} & set(argv) else 2)
+    try:
+        check_overrides(name, [a for a in argv if not a.startswith("-") and "=" in a])
+    except ConfigError as error:
+        print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
+        sys.exit(2)
+    # A module in the working directory (e.g. env._target_=my_env.MyEnv) is importable, as with `python -m`.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     # SIGTERM (e.g. from a job scheduler) unwinds like Ctrl-C, so that actor processes are stopped. SIGINT is
     # set explicitly too: a process started in the background by a non-interactive shell inherits SIGINT as
     # ignored, and Python then installs no KeyboardInterrupt handler of its own.
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _raise_interrupt)
+    register_schemas()
+    sys.argv = [sys.argv[0], *argv]
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()
 
 

@@ -189,3 +189,7 @@ class ActorPool(ABC):
 
 class ActorFailedError(RuntimeError):
     """An actor died or raised: training cannot go on without its rollouts."""
+
+
+class NonFiniteError(ValueError):
+    """A non-finite reward or observation, or loss or gradient: training stops rather than learn from it."""

@@ -66,6 +66,36 @@ class DyingEnv(CrashingEnv):
         return CounterEnv.step(self, action)
 
 
+class FaultyEnv(CounterEnv):
+    """A :class:`CounterEnv` that breaks its contract from step ``after`` on (counted over all episodes).
+
+    ``fault``: ``shape`` (an observation of shape (1,) where (2,) is declared), ``nan_reward``,
+    ``nan_obs``, or ``old_api`` (Gym's 4-tuple ``step``).
+    """
+
+    def __init__(self, fault: str, after: int = 0, limit: int = 5):
+        super().__init__(limit=limit)
+        self.fault, self.after, self.steps = fault, after, 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t, 0], dtype=np.float32)  # the same first observation for the same seed
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        if self.steps <= self.after:
+            return obs, reward, terminated, truncated, info
+        if self.fault == "shape":
+            obs = obs[:1]
+        elif self.fault == "nan_reward":
+            reward = float("nan")
+        elif self.fault == "nan_obs":
+            obs = np.full_like(obs, np.nan)
+        elif self.fault == "old_api":
+            return obs, reward, terminated or truncated, info
+        return obs, reward, terminated, truncated, info
+
+
 class TwoStepEnv(StructuredEnv):
     """Structured steps of two sub-steps, ``"a"`` then ``"b"``, with known rewards.
 

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import torch
 
+from maze_impala.config import ModelConfig
 from maze_impala.envs.examples import CoordinationEnv, CuttingEnv
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.acting import NumpyActing, TorchActing, make_acting, numpy_unsupported
-from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy, make_random_policy
+from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
 
 
 def _sample_obs(space: gym.spaces.Dict, n: int, seed: int) -> dict[str, np.ndarray]:

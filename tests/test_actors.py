@@ -11,9 +11,10 @@ from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ModelConfig
 from maze_impala.core import ActorFailedError
 from maze_impala.envs.gym_adapter import GymStructuredEnv
-from maze_impala.nn.models import ModelConfig, StructuredPolicy
+from maze_impala.nn.models import StructuredPolicy
 from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv
 
 MODEL = ModelConfig(hidden_units=[8])

@@ -3,8 +3,8 @@
 import pytest
 from hydra import compose, initialize_config_dir
 
-from maze_impala.cli import config_dir, register_configs, to_training_config
-from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig
+from maze_impala.cli import check_overrides, config_dir, register_schemas, to_rollout_config, to_training_config
+from maze_impala.config import ConfigError, ImpalaAlgorithmConfig, RunnerConfig
 
 MAZE_FIELDS = """n_epochs epoch_length patience critic_burn_in_epochs n_rollout_steps lr gamma policy_loss_coef
 value_loss_coef entropy_coef max_grad_norm device queue_out_of_sync_factor actors_batch_size num_actors
@@ -58,18 +58,18 @@ def test_none_disables_clipping_and_derived_values():
     assert cfg.total_env_steps == cfg.n_epochs * cfg.epoch_length * cfg.env_steps_per_update
 
 
-def _compose(*overrides):
-    register_configs()
+def _compose(*overrides, name="conf_train"):
+    register_schemas()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-        return compose(config_name="conf_train", overrides=list(overrides))
+        return compose(config_name=name, overrides=list(overrides))
 
 
 def test_shipped_config_composes_and_validates():
     config = to_training_config(_compose("algorithm=impala", "runner=dev", "env.name=Acrobot-v1"))
     assert isinstance(config.algorithm, ImpalaAlgorithmConfig)
-    assert config.runner.type == "sequential"
+    assert config.runner.type == "dev"
     assert config.env["name"] == "Acrobot-v1"
-    assert to_training_config(_compose("runner=local")).runner.type == "subprocess"
+    assert to_training_config(_compose("runner=local")).runner.type == "local"
     cartpole = to_training_config(_compose("algorithm=impala_cartpole")).algorithm
     assert cartpole == ImpalaAlgorithmConfig(eps=1e-3)
 
@@ -77,3 +77,46 @@ def test_shipped_config_composes_and_validates():
 def test_composed_bad_value_is_a_config_error():
     with pytest.raises(ConfigError, match=r"algorithm\.gamma must be in \(0, 1\]"):
         to_training_config(_compose("algorithm.gamma=2.0"))
+
+
+@pytest.mark.parametrize("override", ["+model.recurrent=true", "+algorithm.obs_normalization=true", "+resume=true",
+                                      "+runner.n_processes=2", "+output.nothing=1", "+algorithm.rollout_evaluator.x=1"])
+def test_an_unknown_key_is_refused_naming_it_and_the_valid_ones(override):
+    key = override.lstrip("+").split("=")[0]
+    with pytest.raises(ConfigError, match=rf"unknown key '{key}'.*Valid keys"):
+        to_training_config(_compose(override))
+    with pytest.raises(ConfigError, match=rf"unknown key '{key}'.*Valid keys"):  # before Hydra, without the +
+        check_overrides("conf_train", [override.lstrip("+")])
+
+
+def test_every_shipped_option_of_every_group_validates():
+    groups = {p.name: sorted(f.stem for f in p.glob("*.yaml")) for p in config_dir().iterdir() if p.is_dir()}
+    assert {"algorithm", "env", "model", "runner", "policy"} <= set(groups)
+    for group in ("algorithm", "env", "model", "runner"):
+        for option in groups[group]:
+            to_training_config(_compose(f"{group}={option}"))
+    for option in groups["policy"]:
+        to_rollout_config(_compose(f"policy={option}", "env=cutting", "input_dir=x", name="conf_rollout"))
+    for option in groups["runner"]:
+        to_rollout_config(_compose(f"runner={option}", "input_dir=x", name="conf_rollout"))
+
+
+def test_runner_aliases_name_the_two_backends():
+    types = {alias: to_training_config(_compose(f"runner={alias}")).runner.type
+             for alias in ("dev", "sequential", "local", "parallel")}  # fmt: skip
+    assert types == {"dev": "dev", "sequential": "dev", "local": "local", "parallel": "local"}
+    with pytest.raises(ConfigError, match=r"runner\.type must be one of"):
+        RunnerConfig(type="cluster")
+
+
+def test_an_env_target_replaces_the_default_env_config():
+    overrides = ["env._target_=my_env.MyEnv", "+env.size=3"]
+    config = to_training_config(_compose(*overrides), overrides)
+    assert config.env == {"_target_": "my_env.MyEnv", "size": 3}  # no `name` from the default gym env config
+    chosen = ["env=cutting", "env.n_orders=3"]
+    assert to_training_config(_compose(*chosen), chosen).env["max_size"] == 6  # a chosen env config merges
+
+
+def test_a_value_of_the_wrong_type_names_its_key():
+    with pytest.raises(ConfigError, match=r"algorithm\.n_epochs"):
+        to_training_config(_compose("algorithm.n_epochs=many"))

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
+from maze_impala.config import ModelConfig
 from maze_impala.core import ActorID
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.nn.critics import StepStateCritic
 from maze_impala.nn.distributions import DictActionDistribution
-from maze_impala.nn.models import ModelConfig, StructuredPolicy
+from maze_impala.nn.models import StructuredPolicy
 
 
 def test_gym_adapter_wraps_spaces_and_unwraps_actions():

@@ -10,6 +10,7 @@ import torch
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ModelConfig
 from maze_impala.envs.examples import CoordinationEnv
 from maze_impala.envs.examples.coordination import CoordinationEvents
 from maze_impala.events.api import (
@@ -28,7 +29,7 @@ from maze_impala.events.frames import read_stats_csv, to_dataframe
 from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import CsvTable, EventLogWriter, kpi_row, read_event_logs
 from maze_impala.events.writers import CsvWriter
-from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy
+from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.train.episodes import episode_slots, run_episodes
 from maze_impala.train.progress import Progress
 
@@ -174,7 +175,23 @@ def test_progress_prints_status_lines_when_not_a_terminal():
     progress(EventRecord("EpisodeEvents", "episode_return", {"value": 20.0}))
     progress.update(2, 5000)
     line = stream.getvalue().strip()
-    assert line.startswith("epoch 2/5 | 5,000 env steps |") and line.endswith("return 15")
+    assert line.startswith("epoch 2/5 | 5,000 env steps |") and line.endswith("return 15 (mean of the last 2 episodes)")
+
+
+def test_in_a_terminal_the_status_line_ends_before_other_output():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    progress = Progress(5, stream=stream)
+    progress.add_return(3.0)
+    progress.update(1, 100, force=True)
+    progress.end_line()
+    stream.write("--- epoch 1 ---\n")
+    assert stream.getvalue().endswith("(mean of the last 1 episodes)\n--- epoch 1 ---\n")
+    progress.end_line()  # nothing pending: no empty line
+    assert stream.getvalue().endswith("--- epoch 1 ---\n")
 
 
 def test_the_events_and_kpis_tutorial_runs(tmp_path, monkeypatch, capsys):

@@ -86,7 +86,7 @@ def test_records_replay_once_into_another_hub():
 def test_impala_interface_has_the_maze_events_plus_policy_lag():
     names = set(MultiStepIMPALAEvents.event_specs())
     assert {
-        "time_backprob",
+        "time_backprop",
         "time_collecting_actors",
         "time_dequeuing_actors",
         "time_learner_rollout",

@@ -6,15 +6,15 @@ import torch
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
-from maze_impala.impala.config import ImpalaAlgorithmConfig
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner, stack_step
 from maze_impala.impala.losses import impala_step_loss
 from maze_impala.nn.critics import StepStateCritic
-from maze_impala.nn.models import ModelConfig, StructuredPolicy
+from maze_impala.nn.models import StructuredPolicy
 from maze_impala.testing import CounterEnv
 from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
 
@@ -89,7 +89,7 @@ def test_policy_and_critic_grad_norms_are_measured_on_their_own_losses():
     assert row[PREFIX + "policy_grad_norm/mean/step_key=0"] == 0.0
     assert row[PREFIX + "critic_grad_norm/mean/critic_key=0"] > 0.0
     assert learner.version == 1
-    for name in ("time_backprob", "time_learner_rollout", "policy_lag", "policy_entropy", "critic_value"):
+    for name in ("time_backprop", "time_learner_rollout", "policy_lag", "policy_entropy", "critic_value"):
         assert any(col.startswith(PREFIX + name) for col in row), name
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
 
 pytestmark = pytest.mark.slow
 RETURN = "train/EpisodeEvents/episode_return/mean"
@@ -23,7 +23,8 @@ def test_cartpole_reaches_475_within_the_budget(tmp_path):
     result = train(
         "CartPole-v1",
         algorithm,
-        runner=RunnerConfig(type="sequential", tensorboard=False, console=False),
+        runner=RunnerConfig(type="dev"),
+        output=OutputConfig(tensorboard=False, console=False),
         seed=1,
         output_dir=tmp_path,
     )

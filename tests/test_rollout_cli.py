@@ -5,7 +5,7 @@ import sys
 
 import pandas as pd
 import pytest
-from test_cli import TINY, _run
+from clitools import TINY, run_cli
 
 from maze_impala.events.tables import read_event_logs
 
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("train")
-    proc = _run(
-        ["-cn", "conf_train", "env=cutting", "runner=dev", "runner.event_logs=csv", *TINY, f"hydra.run.dir={out}"],
+    proc = run_cli(
+        ["-cn", "conf_train", "env=cutting", "runner=dev", "output.event_logs=csv", *TINY, f"hydra.run.dir={out}"],
         cwd=out,
     )
     assert proc.returncode == 0, proc.stderr
@@ -42,7 +42,7 @@ def test_training_writes_kpis_event_logs_curves_and_hparams(trained):
     assert b"hparams" in events and b"algorithm.lr" in events
 
 
-def test_maze_plot_redraws_the_curves_of_a_finished_run(trained, tmp_path):
+def test_maze_plot_redraws_the_curves_of_a_finishedrun_cli(trained, tmp_path):
     png = tmp_path / "curves.png"
     proc = subprocess.run(
         [sys.executable, "-m", "maze_impala.train.plots", str(trained), "--output", str(png)],
@@ -56,9 +56,9 @@ def test_rollout_runners_give_identical_per_episode_results(trained, tmp_path):
     outputs = {}
     for runner in ("sequential", "parallel"):
         out = tmp_path / runner
-        proc = _run(
+        proc = run_cli(
             ["-cn", "conf_rollout", "policy=torch_policy", f"input_dir={trained}", f"runner={runner}",
-             "runner.n_processes=2", "n_episodes=6", "deterministic=false", "runner.event_logs=csv",
+             "runner.n_processes=2", "n_episodes=6", "deterministic=false", "event_logs=csv",
              f"hydra.run.dir={out}"],
             cwd=tmp_path,
         )  # fmt: skip
@@ -76,7 +76,7 @@ def test_rollout_runners_give_identical_per_episode_results(trained, tmp_path):
 
 
 def test_random_policy_rollout_on_any_env(tmp_path):
-    proc = _run(
+    proc = run_cli(
         [
             "-cn",
             "conf_rollout",
@@ -97,9 +97,9 @@ def test_random_policy_rollout_on_any_env(tmp_path):
     [
         (["policy=torch_policy"], "needs input_dir"),
         (["policy=random_policy"], "needs an env"),
-        (["policy=random_policy", "env=cutting", "n_episodes=0"], "n_episodes must be >= 1"),
+        (["policy=random_policy", "env=cutting", "n_episodes=0"], "n_episodes must be an int >= 1"),
     ],
 )
 def test_bad_rollout_configs_fail_early_with_a_clear_message(tmp_path, args, message):
-    proc = _run(["-cn", "conf_rollout", *args, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
+    proc = run_cli(["-cn", "conf_rollout", *args, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr

@@ -5,8 +5,9 @@ import pytest
 
 from maze_impala.actors.actor import ActorSpec, RolloutActor
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ModelConfig
 from maze_impala.envs.factory import make_env
-from maze_impala.nn.models import ModelConfig, make_policy
+from maze_impala.nn.models import make_policy
 from maze_impala.testing import TwoStepEnv, leaving_agents_aec, leaving_agents_parallel
 
 MODEL = ModelConfig(hidden_units=[8])

@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from test_cli import TINY, _run
+from clitools import TINY, run_cli
 
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
@@ -30,9 +30,9 @@ def _random_return(target: str) -> float:
 def test_example_env_beats_a_random_policy_within_a_fixed_budget(tmp_path, runner, env, target, threshold):
     assert threshold > 4 * _random_return(target)
     # 8 epochs x 25 updates x 1 rollout x 32 envs x 32 structured steps = 204,800 structured steps
-    proc = _run(
+    proc = run_cli(
         ["-cn", "conf_train", f"env={env}", f"runner={runner}", "algorithm.n_epochs=8", "algorithm.epoch_length=25",
-         "runner.console=false", f"hydra.run.dir={tmp_path}"],
+         "output.console=false", f"hydra.run.dir={tmp_path}"],
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -47,8 +47,8 @@ def test_example_env_beats_a_random_policy_within_a_fixed_budget(tmp_path, runne
     ("name", "api", "runner"),
     [("pettingzoo.classic.tictactoe_v3", "aec", "dev"), ("pettingzoo.classic.rps_v2", "parallel", "local")],
 )
-def test_pettingzoo_envs_train_through_maze_run(tmp_path, name, api, runner):
-    proc = _run(
+def test_pettingzoo_envs_train_through_mazerun_cli(tmp_path, name, api, runner):
+    proc = run_cli(
         ["-cn", "conf_train", "env=pettingzoo", f"env.name={name}", f"env.api={api}", f"runner={runner}", *TINY,
          f"hydra.run.dir={tmp_path}"],
         cwd=tmp_path,

@@ -5,10 +5,11 @@ import math
 import pytest
 import torch
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.train.checkpoint import read_checkpoint
 
-QUIET = RunnerConfig(type="sequential", console=False, tensorboard=False)
+DEV = RunnerConfig(type="dev")
+QUIET = OutputConfig(console=False, tensorboard=False)
 SMALL = dict(epoch_length=3, envs_per_actor=4, n_rollout_steps=16, num_actors=2)
 
 
@@ -16,7 +17,7 @@ def test_patience_stops_early_and_keeps_the_best_model_apart(tmp_path):
     # lr ~ 0: the deterministic evaluation (fixed seeds) returns the same score every epoch,
     # so after the first epoch nothing improves and patience=2 stops training after epoch 3.
     algorithm = ImpalaAlgorithmConfig(n_epochs=10, patience=2, lr=1e-12, **SMALL)
-    result = train("CartPole-v1", algorithm, runner=QUIET, seed=3, output_dir=tmp_path)
+    result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=3, output_dir=tmp_path)
     assert result.epochs == 3 and result.stopped_early
     evals = result.column("eval/EpisodeEvents/episode_return/mean")
     assert len(evals) == 3 and evals[0] == evals[1] == evals[2] == result.best_eval_return
@@ -28,7 +29,7 @@ def test_patience_stops_early_and_keeps_the_best_model_apart(tmp_path):
 
 def test_every_epoch_is_evaluated_and_counted(tmp_path):
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
-    result = train("CartPole-v1", algorithm, runner=QUIET, seed=0, output_dir=tmp_path)
+    result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=0, output_dir=tmp_path)
     assert result.epochs == 2 and not result.stopped_early
     assert result.env_steps == algorithm.total_env_steps == 2 * 3 * 1 * 4 * 16  # epochs x updates x batch x envs x T
     assert result.column("eval/EpisodeEvents/episode_return/count") == [8.0, 8.0]
@@ -38,8 +39,8 @@ def test_every_epoch_is_evaluated_and_counted(tmp_path):
 def test_same_seed_same_result_with_the_sequential_backend(tmp_path):
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
     model = ModelConfig(hidden_units=[32])
-    runs = [train("CartPole-v1", algorithm, model, QUIET, seed=11, output_dir=tmp_path / str(i)) for i in range(2)]
-    train("CartPole-v1", algorithm, model, QUIET, seed=12, output_dir=tmp_path / "other")
+    runs = [train("CartPole-v1", algorithm, model, DEV, 11, tmp_path / str(i), output=QUIET) for i in range(2)]
+    train("CartPole-v1", algorithm, model, DEV, output=QUIET, seed=12, output_dir=tmp_path / "other")
     deterministic = [c for c in runs[0].history[0] if "time_" not in c and "per_second" not in c and "seconds" not in c]
     for column in deterministic:
         assert runs[0].column(column) == runs[1].column(column), column
@@ -51,7 +52,7 @@ def test_same_seed_same_result_with_the_sequential_backend(tmp_path):
 @pytest.mark.parametrize("burn_in", [1])
 def test_critic_burn_in_epochs_train_only_the_critic(tmp_path, burn_in):
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, critic_burn_in_epochs=burn_in, **SMALL)
-    result = train("CartPole-v1", algorithm, runner=QUIET, seed=0, output_dir=tmp_path)
+    result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=0, output_dir=tmp_path)
     grad_norms = result.column("train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0")
     assert math.isnan(grad_norms[0]) and grad_norms[1] > 0, "no policy update in the burn-in epoch"
     assert result.column("train/MultiStepIMPALAEvents/critic_grad_norm/mean/critic_key=0")[0] > 0
@@ -61,7 +62,7 @@ def test_a_run_with_an_env_class_can_be_reloaded(tmp_path):
     from maze_impala import load_policy
     from maze_impala.testing import CounterEnv
 
-    train(CounterEnv, ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=QUIET, output_dir=tmp_path)
+    train(CounterEnv, ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
     record = read_checkpoint(tmp_path / "model_last.pt")["config"]
     assert record["env"] == {"_target_": "maze_impala.testing.CounterEnv"}
     policy, env = load_policy(tmp_path / "model_last.pt")

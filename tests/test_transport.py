@@ -10,10 +10,11 @@ from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ModelConfig
 from maze_impala.core import Rollout
 from maze_impala.envs.examples import CuttingEnv
 from maze_impala.envs.factory import make_env
-from maze_impala.nn.models import ModelConfig, make_policy
+from maze_impala.nn.models import make_policy
 from maze_impala.testing import CounterEnv
 
 MODEL = ModelConfig(hidden_units=[8])

@@ -18,10 +18,11 @@ import gymnasium as gym
 import numpy as np
 
 from maze_impala import ActorID, StructuredEnv
+from maze_impala.config import PolicyConfig, RolloutConfig, RolloutRunnerConfig
 from maze_impala.events.api import EventInterface, episode_stats, epoch_stats, max_, mean, sum_
 from maze_impala.events.episodes import EpisodeEventLog, KpiCalculator
 from maze_impala.events.tables import read_event_logs
-from maze_impala.train.rollout import PolicyConfig, RolloutConfig, RunnerConfig, rollout
+from maze_impala.train.rollout import rollout
 
 
 class InventoryEvents(EventInterface):
@@ -95,7 +96,9 @@ def main() -> None:
     out = Path(args.output_dir)
     config = RolloutConfig(
         policy=PolicyConfig(type="random"),
-        runner=RunnerConfig(type="sequential", event_logs="csv", progress=False),
+        runner=RolloutRunnerConfig(type="dev"),
+        event_logs="csv",
+        progress=False,
         env=InventoryEnv,  # a class or any callable; a {"_target_": ...} config works too
         n_episodes=args.episodes,
         deterministic=False,

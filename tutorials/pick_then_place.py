@@ -16,7 +16,15 @@ import argparse
 import gymnasium as gym
 import numpy as np
 
-from maze_impala import ActorID, ImpalaAlgorithmConfig, RunnerConfig, StructuredEnv, load_policy, train
+from maze_impala import (
+    ActorID,
+    ImpalaAlgorithmConfig,
+    OutputConfig,
+    RunnerConfig,
+    StructuredEnv,
+    load_policy,
+    train,
+)
 
 
 class PickThenPlace(StructuredEnv):
@@ -81,7 +89,8 @@ def main() -> None:
     result = train(
         env=PickThenPlace,  # a class (or any callable) that builds the env; recorded as its import path
         algorithm=ImpalaAlgorithmConfig(n_epochs=args.epochs, epoch_length=20),
-        runner=RunnerConfig(type="sequential", console=False, tensorboard=False),
+        runner=RunnerConfig(type="dev"),
+        output=OutputConfig(console=False, tensorboard=False),
         seed=1,
         output_dir=args.output_dir,
     )

@@ -6,7 +6,7 @@ python tutorials/train_cartpole.py --epochs 2   # a quick look
 
 import argparse
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, load_policy, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
 
 
 def main() -> None:
@@ -20,7 +20,8 @@ def main() -> None:
         env="CartPole-v1",  # any Gymnasium id, a StructuredEnv factory, or a Hydra-style config
         algorithm=ImpalaAlgorithmConfig(n_epochs=args.epochs),
         model=ModelConfig(hidden_units=[64, 64]),
-        runner=RunnerConfig(type="subprocess", tensorboard=False),
+        runner=RunnerConfig(type="local"),
+        output=OutputConfig(tensorboard=False),
         seed=1,
         output_dir=args.output_dir,
     )

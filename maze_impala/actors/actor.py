@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from maze_impala.actors.flat import flat_state, run_flat
-from maze_impala.actors.recorder import StepRecorder
+from maze_impala.actors.recorder import StepRecorder, check_finite
+from maze_impala.config import ModelConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
 from maze_impala.envs.batch import EnvBatch, SubStep
 from maze_impala.envs.factory import EnvSpec, make_env
@@ -18,7 +19,7 @@ from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.episodes import EpisodeSummary, KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.nn.acting import make_acting
-from maze_impala.nn.models import ModelConfig, make_policy
+from maze_impala.nn.models import make_policy
 
 
 def to_torch(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -122,6 +123,8 @@ class RolloutActor(Actor):
             self.version = self.weights.load_into(self.policy)
         env_steps = run_flat(self) if self.flat else self._run_structured()
         trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
+        for key, trajectory in trajectories.items():
+            check_finite(trajectory, key)
         return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
 
     def _run_structured(self) -> int:

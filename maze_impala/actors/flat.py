@@ -38,7 +38,7 @@ def run_flat(actor: RolloutActor) -> int:
         taken, log_probs[t, :E] = actor.acting.act(key, view, actor.deterministic, agents)
         for k in names:
             actions[k][t, :E] = taken[k]
-        if all_direct:
+        if all_direct and not actor.batch.checks_left.any():  # the first steps go the checked way
             taken = actions[ACTION_KEY][t, :E]
             # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
             _step_direct(actor, t, direct, taken.tolist() if taken.ndim == 1 else list(taken))
@@ -62,7 +62,11 @@ def _step_direct(actor: RolloutActor, t: int, gym_envs: list, actions: list) -> 
         if terminated or truncated:
             ended.append((e, terminated))
         envs[e].tick()
-    recorder.obs[OBS_KEY][t + 1, :E] = next_obs
+    stacked = np.asarray(next_obs)
+    if stacked.shape[1:] != recorder.obs[OBS_KEY].shape[2:]:  # never broadcast a wrong shape into the buffer
+        raise ValueError(f"step key {actor.order[0]!r}: observation {OBS_KEY!r} expected shape "
+                         f"{recorder.obs[OBS_KEY].shape[2:]} (its space), found {stacked.shape[1:]}")  # fmt: skip
+    recorder.obs[OBS_KEY][t + 1, :E] = stacked
     returns = np.asarray(rewards, dtype=np.float64)  # episode returns add the rewards as the env gave them
     recorder.rewards[t, :E] = returns
     actor.flat_returns += returns
@@ -73,14 +77,17 @@ def _step_direct(actor: RolloutActor, t: int, gym_envs: list, actions: list) -> 
 
 def _step_one(actor: RolloutActor, t: int, e: int, gym_env: object | None, action: dict) -> None:
     """Step ``t`` of env ``e``, directly if it is a plain Gymnasium env."""
-    recorder = actor.recorders[actor.order[0]]
-    if gym_env is not None:
+    recorder, batch = actor.recorders[actor.order[0]], actor.batch
+    if gym_env is not None and not batch.checks_left[e]:
         observation, reward, terminated, truncated, _ = gym_env.step(action[ACTION_KEY])
-        actor.batch.envs[e].tick()
+        batch.envs[e].tick()
         observation = {OBS_KEY: observation}
     else:
-        actor.batch.logs[e].step = int(actor.flat_lengths[e])
-        observation, reward, terminated, truncated, _ = actor.batch.envs[e].step(action)
+        batch.logs[e].step = int(actor.flat_lengths[e])
+        result = batch.envs[e].step(action)
+        if batch.checks_left[e]:
+            result = batch.check_substep(e, result)
+        observation, reward, terminated, truncated, _ = result
     recorder.rewards[t, e] = reward
     actor.flat_returns[e] += reward
     actor.flat_lengths[e] += 1

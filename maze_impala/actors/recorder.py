@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 
-from maze_impala.core import NestedArrays, StepKey, Trajectory
+from maze_impala.core import NestedArrays, NonFiniteError, StepKey, Trajectory
 from maze_impala.nn.models import storage_dtype
 
 CLOSED, AWAITING, DECIDED = 0, 1, 2
@@ -27,9 +27,23 @@ def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> dict[str, np.n
 
 
 def store(storage: Mapping[str, np.ndarray], index: int | tuple, obs: Mapping) -> None:
-    """Write one Dict observation (or action) into storage at ``index``."""
+    """Write one Dict observation (or action) into storage at ``index``; a wrong shape raises, never broadcasts."""
+    depth = len(index) if isinstance(index, tuple) else 1
     for key, array in storage.items():
-        array[index] = obs[key]
+        value = obs[key]
+        if np.shape(value) != array.shape[depth:]:
+            raise ValueError(f"{key!r}: expected shape {array.shape[depth:]} (its space), found {np.shape(value)}")
+        array[index] = value
+
+
+def check_finite(trajectory: Trajectory, step_key: StepKey) -> None:
+    """Rewards and float observations of a trajectory are finite; else :class:`NonFiniteError` naming them."""
+    if not np.isfinite(trajectory.rewards).all():
+        bad = trajectory.rewards[~np.isfinite(trajectory.rewards)][:3]
+        raise NonFiniteError(f"step key {step_key!r}: the env returned a non-finite reward {bad.tolist()}")
+    for name, array in trajectory.observations.items():
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise NonFiniteError(f"step key {step_key!r}: the env returned a non-finite observation {name!r}")
 
 
 class StepRecorder:

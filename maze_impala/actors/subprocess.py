@@ -203,7 +203,7 @@ class SubprocessActors(ActorPool):
         except queue.Empty:
             crash = None
         if crash is not None:
-            raise ActorFailedError(f"actor {crash.index} failed:\n{crash.message}")
+            raise ActorFailedError(f"actor {crash.index} failed: {crash.message}")
         for index, process in enumerate(self.processes):
             if process.exitcode is not None:
                 raise ActorFailedError(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.checker import check_actor_id, check_observation, check_reward, check_step_result
 from maze_impala.envs.structured import ActorExit, StructuredEnv
 from maze_impala.events.episodes import EpisodeEventLog, EpisodeSummary
 
@@ -50,8 +51,17 @@ class SubStep:
         return self.terminated or self.truncated
 
 
+CHECKED_SUBSTEPS = 32
+"""The first sub-steps of every env are checked against its contract (see :mod:`maze_impala.envs.checker`)."""
+
+
 class EnvBatch:
-    """``E`` structured envs; ``observations[e]`` and ``actors[e]`` say who acts next in env ``e`` on what."""
+    """``E`` structured envs; ``observations[e]`` and ``actors[e]`` say who acts next in env ``e`` on what.
+
+    The first :data:`CHECKED_SUBSTEPS` sub-steps of every env are checked (observations against their
+    spaces, ``step()``'s 5-tuple, finite rewards, ``actor_id()``), so that a broken env fails at once with
+    a message naming the step key and the key, instead of far away in a rollout buffer or a loss.
+    """
 
     def __init__(self, envs: list[StructuredEnv], auto_reset: bool, keep_raw_events: bool = False):
         if not envs:
@@ -71,6 +81,8 @@ class EnvBatch:
         first = envs[0]
         self.step_keys: list[StepKey] = list(first.agent_counts_dict)
         self.agent_counts: dict[StepKey, int] = dict(first.agent_counts_dict)
+        self.checks_left = np.full(len(envs), CHECKED_SUBSTEPS, dtype=np.int64)
+        """Sub-steps of each env still to check."""
 
     def __len__(self) -> int:
         return len(self.envs)
@@ -99,7 +111,10 @@ class EnvBatch:
         """One sub-step of env ``e``; with ``auto_reset`` a finished episode is followed by a new one."""
         env, actor = self.envs[e], self.actors[e]
         self.logs[e].step = int(self._lengths[e])
-        obs, reward, terminated, truncated, info = env.step(action)
+        result = env.step(action)
+        if self.checks_left[e] > 0:
+            result = self.check_substep(e, result)
+        obs, reward, terminated, truncated, info = result
         self._returns[e] += reward
         time = env.get_env_time()
         ended = bool(terminated or truncated)
@@ -121,10 +136,25 @@ class EnvBatch:
         self._observe(e, obs)
         return sub
 
+    def check_substep(self, e: int, result: object) -> tuple[dict, float, bool, bool, dict]:
+        """Check what ``step()`` of env ``e`` returned (the actor's fast path calls this on its first steps)."""
+        self.checks_left[e] -= 1
+        env, key = self.envs[e], self.actors[e].step_key
+        checked = check_step_result(result, key)
+        rewards = env.get_actor_rewards()
+        for actor, reward in (rewards or {}).items():
+            check_reward(reward, ActorID(*actor).step_key, f"reward of actor {tuple(actor)} (get_actor_rewards)")
+        if not (checked[2] or checked[3]):
+            actor = check_actor_id(env)
+            check_observation(checked[0], env.observation_spaces_dict[actor.step_key], actor.step_key)
+        return checked
+
     def _observe(self, e: int, obs: dict) -> None:
         actor = self.envs[e].actor_id()
         if not isinstance(actor, ActorID):
             actor = ActorID(*actor)
+        if self.checks_left[e] > 0:
+            check_observation(obs, self.envs[e].observation_spaces_dict[actor.step_key], actor.step_key)
         if actor.step_key not in self.agent_counts:
             raise ValueError(
                 f"{type(self.envs[e]).__name__}.actor_id() returned step key {actor.step_key!r}, which is not "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +36,80 @@ def make_env(spec: EnvSpec) -> StructuredEnv:
         raise TypeError(f"the env factory returned {type(env).__name__}, expected a StructuredEnv or a gymnasium.Env")
     _check_spaces(env)
     return env
+
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def env_record(spec: EnvSpec) -> str | dict[str, Any]:
+    """``spec`` as plain data from which :func:`make_env` rebuilds the env (for ``config.yaml`` and checkpoints).
+
+    Ids and ``_target_`` configs are kept; a class or module-level function becomes
+    ``{"_target_": "module.name"}``; ``functools.partial`` of one adds its arguments
+    (``_args_`` and keywords, which must be plain data). Anything else (a lambda, a local
+    function, an object) cannot be rebuilt by another process or a later run, and raises
+    a :class:`~maze_impala.config.ConfigError` saying what to pass instead.
+    """
+    from maze_impala.config import ConfigError
+
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        if not _plain(spec):
+            raise ConfigError(f"the env config {spec!r} holds values that are not plain data (str, numbers, lists, "
+                              "dicts): pass their config instead")  # fmt: skip
+        return _to_plain(spec)
+    if isinstance(spec, functools.partial) and _importable(spec.func):
+        if not _plain(list(spec.args)) or not _plain(spec.keywords):
+            raise ConfigError(f"the env factory {spec!r}: its arguments must be plain data (str, numbers, lists, "
+                              "dicts) to be recorded in config.yaml")  # fmt: skip
+        record: dict[str, Any] = {"_target_": _name(spec.func), **_to_plain(spec.keywords)}
+        if spec.args:
+            record["_args_"] = _to_plain(list(spec.args))
+        return record
+    if callable(spec) and _importable(spec):
+        return {"_target_": _name(spec)}
+    raise ConfigError(
+        f"cannot record the env factory {spec!r} in the run's config, so the trained policy could not be loaded "
+        "with its env: pass a Gymnasium id, a dict config with _target_, a module-level class or function, or "
+        "functools.partial of one with plain arguments (not a lambda, a local function or an object)"
+    )
+
+
+def _name(obj: Any) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def _importable(obj: Any) -> bool:
+    """Whether ``module.qualname`` of ``obj`` imports back to ``obj`` itself."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        return False
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return False
+    return found is obj
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, PLAIN):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_to_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _to_plain(v) for k, v in value.items()}
+    return value
 
 
 def _check_spaces(env: StructuredEnv) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 
 from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.checker import check_step_result
 from maze_impala.envs.structured import StructuredEnv
 
 OBS_KEY = "observation"
@@ -68,7 +69,10 @@ class GymStructuredEnv(StructuredEnv):
 
     def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
         raw_action = action[ACTION_KEY] if self._wrap_action else action
-        obs, reward, terminated, truncated, info = self.env.step(raw_action)
+        result = self.env.step(raw_action)
+        if len(result) != 5:
+            check_step_result(result, self.STEP_KEY)  # raises, naming Gym's old 4-tuple API
+        obs, reward, terminated, truncated, info = result
         self._time += 1
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
 

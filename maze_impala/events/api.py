@@ -129,6 +129,12 @@ class EventInterface:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        known = EventInterface.registry.get(cls.__name__)
+        if known is not None and _origin(known) != _origin(cls):
+            raise TypeError(
+                f"two event interfaces are named {cls.__name__} ({_origin(known)} and {_origin(cls)}): their "
+                "statistics would mix; give one of them another name"
+            )
         EventInterface.registry[cls.__name__] = cls
 
     @classmethod
@@ -143,6 +149,11 @@ class EventInterface:
             }
             cls._event_specs = specs
         return specs
+
+
+def _origin(cls: type) -> str:
+    """Where a class is defined: the same class imported twice (e.g. a re-run module) has one origin."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def event_name(event: Callable) -> tuple[str, str]:

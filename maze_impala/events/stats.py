@@ -6,9 +6,10 @@ A statistic is addressed by (scope, interface, event, field, reducer, group).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from maze_impala.events.api import EventInterface, EventRecord
+from maze_impala.events.api import EventInterface, EventRecord, Reducer, event_name
 
 
 class StatKey(NamedTuple):
@@ -20,6 +21,32 @@ class StatKey(NamedTuple):
     field: str
     reducer: str
     group: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        event: Callable[..., Any],
+        reducer: Reducer | str = "mean",
+        scope: str = "train",
+        field: str = "value",
+        group: str | None = None,
+    ) -> StatKey:
+        """The key of a statistic named by its event method, e.g. ``StatKey.of(EpisodeEvents.episode_return, mean)``.
+
+        Name columns through this, never as retyped strings: renaming an event then renames
+        (or breaks loudly) every place that reads its statistics.
+        """
+        interface, name = event_name(event)
+        spec = getattr(event, "__event_spec__", None)
+        if spec is None:
+            raise TypeError(f"{interface}.{name} is not an event (declare it with @epoch_stats)")
+        reducer_name = reducer if isinstance(reducer, str) else reducer.__name__
+        if reducer_name not in {r.__name__ for r in spec.reducers}:
+            raise ValueError(f"{interface}.{name} has no {reducer_name!r} statistic; it has "
+                             f"{[r.__name__ for r in spec.reducers]}")  # fmt: skip
+        if field not in spec.fields:
+            raise ValueError(f"{interface}.{name} has no field {field!r}; it has {list(spec.fields)}")
+        return cls(scope, interface, name, field, reducer_name, group)
 
     def column(self) -> str:
         """E.g. ``train/ImpalaEvents/policy_grad_norm/mean/step_key=0``.

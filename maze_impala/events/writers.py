@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,16 @@ class StatsWriter(ABC):
         """Flush and release."""
 
 
+def print_and_log(text: str) -> None:
+    """Print, and keep in the run's log where logging goes to one (``maze-run`` writes ``train.log``)."""
+    print(text, flush=True)
+    logging.getLogger("maze_impala").info("%s", text)
+
+
 class ConsoleWriter(StatsWriter):
     """Prints a compact table per epoch; ``prefixes`` limits it to the columns starting with one of them."""
 
-    def __init__(self, prefixes: list[str] | None = None, printer: Any = print):
+    def __init__(self, prefixes: list[str] | None = None, printer: Any = print_and_log):
         self.prefixes = tuple(prefixes) if prefixes else None
         self.printer = printer
 

@@ -26,7 +26,7 @@ class MultiStepIMPALAEvents(EventInterface):
         """Seconds spent on V-trace and the losses, and their share (%) of the update."""
 
     @epoch_stats(mean)
-    def time_backprob(self, time: float, percent: float):
+    def time_backprop(self, time: float, percent: float):
         """Seconds spent on backward pass and optimizer step, and their share (%) of the update."""
 
     @epoch_stats(mean, max_)

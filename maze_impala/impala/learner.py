@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from maze_impala.core import Rollout, StepKey
-from maze_impala.impala.config import ImpalaAlgorithmConfig
+from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.core import NonFiniteError, Rollout, StepKey
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import impala_step_loss
 from maze_impala.nn.critics import StructuredCritic
@@ -167,6 +167,10 @@ class ImpalaLearner:
         self.version += 1
         on_host = torch.stack([value.detach().float().reshape(()) for _, _, value in metrics]).tolist()
         for (event, args, _), value in zip(metrics, on_host):
+            if not math.isfinite(value):
+                what = ", ".join(f"{k} {v!r}" for k, v in args.items())
+                raise NonFiniteError(f"update {self.version}: {event.__name__} is {value} ({what}); the weights are "
+                                     "not published and the last checkpoint holds the last finite ones")  # fmt: skip
             event(**args, value=value)
         t4 = time.perf_counter()
 
@@ -176,7 +180,7 @@ class ImpalaLearner:
         ev.time_collecting_actors(time=t1 - t0, percent=share(t1 - t0))
         ev.time_learner_rollout(time=t2 - t1, percent=share(t2 - t1))
         ev.time_loss_computation(time=t3 - t2, percent=share(t3 - t2))
-        ev.time_backprob(time=t4 - t3, percent=share(t4 - t3))
+        ev.time_backprop(time=t4 - t3, percent=share(t4 - t3))
 
     def _lr_factor(self, updates: int) -> float:
         if self.config.lr_schedule == "linear":

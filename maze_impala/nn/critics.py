@@ -15,8 +15,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from maze_impala.config import ModelConfig
 from maze_impala.core import StepKey
-from maze_impala.nn.models import ModelConfig, StepNet
+from maze_impala.nn.models import StepNet
 
 Observations = Mapping[str, torch.Tensor]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import gymnasium as gym
 import numpy as np
@@ -11,39 +10,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from maze_impala.config.model import ModelConfig
 from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.checker import MASK_SUFFIX
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.nn.distributions import DictActionDistribution
 
-CRITIC_TYPES = ("step", "shared", "delta")
-MASK_SUFFIX = "_mask"
-"""An observation key ``<action key>_mask`` masks the discrete action head ``<action key>``."""
 MASKED_LOGIT = -1e9
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 FUNCTIONAL_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
-
-
-@dataclass
-class ModelConfig:
-    """The MLP used for every policy and critic network."""
-
-    hidden_units: list[int] = field(default_factory=lambda: [128, 128])
-    """Widths of the hidden layers."""
-    activation: str = "tanh"
-    """One of tanh, relu, elu, silu."""
-    per_agent_networks: bool = False
-    """One policy network per agent of a step key (its agent count must be fixed), instead of one shared."""
-    critic: str = "step"
-    """step: one critic per step key; shared: one network for every sub-step; delta: later sub-steps
-    predict the change to the previous sub-step's value (see :mod:`maze_impala.nn.critics`)."""
-
-    def __post_init__(self) -> None:
-        if self.critic not in CRITIC_TYPES:
-            raise ValueError(f"model.critic must be one of {CRITIC_TYPES}, got {self.critic!r}")
-        if not self.hidden_units or any(int(h) <= 0 for h in self.hidden_units):
-            raise ValueError(f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
 
 
 def storage_dtype(space: gym.Space) -> np.dtype:
@@ -283,7 +258,21 @@ def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
 
 
 class RandomPolicy(StructuredPolicy):
-    """Uniformly random over the allowed actions of every discrete head (a baseline; Box heads: N(0, 1))."""
+    """Uniformly random over the allowed actions of every discrete head (a baseline; Box heads: N(0, 1)).
+
+    It always samples: a greedy "random" policy would pick the first allowed action every time.
+    """
+
+    @torch.no_grad()
+    def act(
+        self,
+        step_key: StepKey,
+        obs: Mapping[str, torch.Tensor],
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+        agent_ids: torch.Tensor | None = None,
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        return super().act(step_key, obs, False, generator, agent_ids)
 
     def raw_logits(
         self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None

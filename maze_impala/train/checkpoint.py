@@ -1,8 +1,14 @@
-"""Checkpoints: written atomically, checked against the model they are loaded into."""
+"""Checkpoints: written atomically, loaded without running code, checked against the model they are loaded into.
+
+A checkpoint holds tensors, numbers, strings and plain containers only (the run's config
+as a plain dict), so it loads with ``torch.load(weights_only=True)``: a file whose
+unpickling would import or call anything is refused before it can run.
+"""
 
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +18,10 @@ from torch import nn
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint was made for another model (other step keys, layers or sizes)."""
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint holds more than tensors and plain data: loading it could run code, so it is refused."""
 
 
 def model_signature(module: nn.Module) -> dict[str, tuple[int, ...]]:
@@ -27,10 +37,18 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 
 def read_checkpoint(path: Path | str) -> dict[str, Any]:
-    """The saved state, on the CPU; a clear error if there is no checkpoint at ``path``."""
+    """The saved state, on the CPU; a clear error if there is no checkpoint at ``path`` or it is unsafe."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UnsafeCheckpointError(
+            f"refused to load {path}: it holds objects other than tensors and plain data, and unpickling them "
+            f"could run code ({reason}). maze_impala checkpoints never do; load only checkpoints you trust, and "
+            "re-save this one with plain data if it is yours"
+        ) from None
 
 
 def load_checkpoint(path: Path | str, **modules: nn.Module) -> dict[str, Any]:

@@ -9,16 +9,34 @@ from pathlib import Path
 import pandas as pd
 
 CURVES_PNG = "training_curves.png"
-PANELS = [
-    ("return", ["train/EpisodeEvents/episode_return/mean", "eval/EpisodeEvents/episode_return/mean"]),
-    ("policy loss", ["train/MultiStepIMPALAEvents/policy_loss/mean/"]),
-    ("policy grad norm", ["train/MultiStepIMPALAEvents/policy_grad_norm/mean/"]),
-    ("critic grad norm", ["train/MultiStepIMPALAEvents/critic_grad_norm/mean/"]),
-    ("critic value loss", ["train/MultiStepIMPALAEvents/critic_value_loss/mean/"]),
-    ("policy lag", ["train/MultiStepIMPALAEvents/policy_lag/mean"]),
-    ("env steps / s", ["train/RunEvents/env_steps_per_second/last"]),
-    ("entropy", ["train/MultiStepIMPALAEvents/policy_entropy/mean/"]),
-]
+
+
+def panels() -> list[tuple[str, list[str]]]:
+    """The panels: a title and the columns (a column ending in ``/``: every group under it, e.g. per step key)."""
+    from maze_impala.events.api import last, mean
+    from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+    from maze_impala.events.stats import StatKey
+    from maze_impala.impala.events import MultiStepIMPALAEvents as ev
+
+    def grouped(event: object) -> str:
+        return StatKey.of(event, mean).column() + "/"
+
+    return [
+        ("return", [StatKey.of(EpisodeEvents.episode_return, mean, scope).column() for scope in ("train", "eval")]),
+        ("policy loss", [grouped(ev.policy_loss)]),
+        ("policy grad norm", [grouped(ev.policy_grad_norm)]),
+        ("critic grad norm", [grouped(ev.critic_grad_norm)]),
+        ("critic value loss", [grouped(ev.critic_value_loss)]),
+        ("policy lag", [StatKey.of(ev.policy_lag, mean).column()]),
+        ("env steps / s", [StatKey.of(RunEvents.env_steps_per_second, last).column()]),
+        ("entropy", [grouped(ev.policy_entropy)]),
+    ]
+
+
+class NothingToPlot(ValueError):
+    """A stats table without any training curve (e.g. a rollout's)."""
+
+
 
 
 def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
@@ -29,9 +47,14 @@ def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     stats = pd.read_csv(stats_csv)
+    chosen = [(title, _columns(stats, prefixes)) for title, prefixes in panels()]
+    if not any(columns for _, columns in chosen):
+        raise NothingToPlot(
+            f"{stats_csv} has no training curves (only {len(stats)} row(s) of rollout or other statistics); "
+            "a rollout's results are in its kpis.csv and kpis_summary.csv"
+        )
     fig, axes = plt.subplots(2, 4, figsize=(18, 7.5), constrained_layout=True)
-    for ax, (title, prefixes) in zip(axes.flat, PANELS):
-        columns = [c for c in stats.columns if any(c == p or (p.endswith("/") and c.startswith(p)) for p in prefixes)]
+    for ax, (title, columns) in zip(axes.flat, chosen):
         scopes = {c.split("/")[0] for c in columns}
         for column in columns:
             # the scope (train, eval) where the panel mixes them, else the group (e.g. step_key=select)
@@ -50,6 +73,10 @@ def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     return png
 
 
+def _columns(stats: pd.DataFrame, prefixes: list[str]) -> list[str]:
+    return [c for c in stats.columns if any(c == p or (p.endswith("/") and c.startswith(p)) for p in prefixes)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Plot a finished run's training curves from its stats.csv.")
     parser.add_argument("run", help="a training output dir (or its stats.csv)")
@@ -59,7 +86,10 @@ def main() -> None:
     stats = run / "stats.csv" if run.is_dir() else run
     if not stats.is_file():
         parser.error(f"no stats.csv at {stats}")
-    print(plot_training_curves(stats, args.output or stats.parent / CURVES_PNG))
+    try:
+        print(plot_training_curves(stats, args.output or stats.parent / CURVES_PNG))
+    except NothingToPlot as error:
+        parser.exit(1, f"maze-plot: nothing to plot: {error}\n")
 
 
 if __name__ == "__main__":

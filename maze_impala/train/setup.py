@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,86 +16,49 @@ from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.transport import estimate_rollout_bytes
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import (
+    ConfigError,
+    ImpalaAlgorithmConfig,
+    ModelConfig,
+    OutputConfig,
+    RunnerConfig,
+    TrainingConfig,
+    from_mapping,
+)
+from maze_impala.config.base import to_record
 from maze_impala.core import ActorPool
-from maze_impala.envs.factory import EnvSpec, make_env
+from maze_impala.envs.factory import EnvSpec, env_record, make_env
 from maze_impala.envs.structured import StructuredEnv
-from maze_impala.events.api import EventHub
-from maze_impala.events.stats import StatsAggregator
-from maze_impala.events.tables import EVENT_LOG_DIR, EVENT_LOG_FORMATS, EventLogWriter
+from maze_impala.events.api import EventHub, last, mean
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey, StatsAggregator
+from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV, EventLogWriter, atomic_write_text
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
-from maze_impala.impala.config import ConfigError, ImpalaAlgorithmConfig
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.nn.critics import make_critic
-from maze_impala.nn.models import ModelConfig, StructuredPolicy, make_policy
+from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.plots import CURVES_PNG
 from maze_impala.train.progress import Progress
-from maze_impala.train.trainer import STATS_CSV, ImpalaTrainer, TrainingResult
-
-RUNNER_TYPES = ("sequential", "subprocess")
-"""sequential: in-process (runner=dev / runner=sequential); subprocess: processes (runner=local / runner=parallel)."""
-
-CONSOLE_PREFIXES = [
-    "train/EpisodeEvents/episode_return/mean",
-    "train/EpisodeEvents/step_key_return/mean",
-    "eval/EpisodeEvents/episode_return/mean",
-    "train/RunEvents/env_steps_per_second",
-    "train/MultiStepIMPALAEvents/policy_lag/mean",
-    "train/MultiStepIMPALAEvents/policy_loss",
-    "train/MultiStepIMPALAEvents/policy_entropy",
-    "train/MultiStepIMPALAEvents/policy_grad_norm/mean",
-    "train/MultiStepIMPALAEvents/critic_value_loss",
-    "train/MultiStepIMPALAEvents/critic_grad_norm/mean",
-]
+from maze_impala.train.trainer import BEST_MODEL, CONFIG_YAML, LAST_MODEL, STATS_CSV, ImpalaTrainer, TrainingResult
 
 
-@dataclass
-class RunnerConfig:
-    """How the actors run and where statistics go."""
-
-    type: str = "sequential"
-    """sequential: actors take turns in the learner's process; subprocess: one process per actor."""
-    start_method: str = "spawn"
-    """multiprocessing start method of the subprocess backend (spawn, forkserver or fork)."""
-    failure_timeout: float = 120.0
-    """Seconds without any rollout, all actors alive, before training fails as stuck."""
-    console: bool = True
-    """Print a table of the main statistics after every epoch."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars (and hparams at the end) into the output directory."""
-    csv: bool = True
-    """Write stats.csv (one row per epoch); the training-curve PNG is drawn from it."""
-    progress: bool = True
-    """A live status line (epoch, env steps, steps/s, latest return); a line every 10 s when not a terminal."""
-    plot: bool = True
-    """Write training_curves.png into the output directory at the end of training."""
-    event_logs: str = "none"
-    """none, csv or parquet: every event of every evaluation (or rollout) episode, one table per event type."""
-    n_processes: int = 0
-    """Rollouts with runner=parallel: worker processes (0: one per CPU core, at most one per episode)."""
-
-    def __post_init__(self) -> None:
-        if self.event_logs not in ("none", *EVENT_LOG_FORMATS):
-            raise ConfigError(f"runner.event_logs must be none, csv or parquet, got {self.event_logs!r}")
-        if self.n_processes < 0:
-            raise ConfigError(f"runner.n_processes must be >= 0 (0: one per core), got {self.n_processes!r}")
-        if self.type not in RUNNER_TYPES:
-            raise ConfigError(f"runner.type must be one of {RUNNER_TYPES}, got {self.type!r}")
-        if self.start_method not in ("spawn", "forkserver", "fork"):
-            raise ConfigError(f"runner.start_method must be spawn, forkserver or fork, got {self.start_method!r}")
-        if not self.failure_timeout > 0:
-            raise ConfigError(f"runner.failure_timeout must be > 0 seconds, got {self.failure_timeout!r}")
-
-
-@dataclass
-class TrainingConfig:
-    """A whole run: what the CLI composes from configs/ and what :func:`train` takes."""
-
-    env: Any = "CartPole-v1"
-    algorithm: ImpalaAlgorithmConfig = field(default_factory=ImpalaAlgorithmConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    runner: RunnerConfig = field(default_factory=RunnerConfig)
-    seed: int = 1234
+def console_columns() -> list[str]:
+    """The statistics the console table shows (and every per-step-key column under them)."""
+    train, evaluation, ev = "train", "eval", MultiStepIMPALAEvents
+    return [
+        StatKey.of(EpisodeEvents.episode_return, mean, train).column(),
+        StatKey.of(EpisodeEvents.step_key_return, mean, train).column(),
+        StatKey.of(EpisodeEvents.episode_return, mean, evaluation).column(),
+        StatKey.of(RunEvents.env_steps_per_second, last, train).column(),
+        StatKey.of(ev.policy_lag, mean, train).column(),
+        StatKey.of(ev.policy_loss, mean, train).column(),
+        StatKey.of(ev.policy_entropy, mean, train).column(),
+        StatKey.of(ev.policy_grad_norm, mean, train).column(),
+        StatKey.of(ev.critic_value_loss, mean, train).column(),
+        StatKey.of(ev.critic_grad_norm, mean, train).column(),
+    ]
 
 
 def make_pool(
@@ -106,7 +68,7 @@ def make_pool(
     runner: RunnerConfig,
     slot_bytes: int | None = None,
 ) -> ActorPool:
-    if runner.type == "sequential":
+    if runner.type == "dev":
         return SequentialActors(spec, weights, algorithm.num_actors)
     return SubprocessActors(
         spec,
@@ -121,9 +83,14 @@ def make_pool(
 
 
 def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
-    """Wire env, models, weights, actors, learner, evaluator, events and writers."""
-    algorithm, runner = config.algorithm, config.runner
-    output_dir.mkdir(parents=True, exist_ok=True)
+    """Wire env, models, weights, actors, learner, evaluator, events and writers; writes ``config.yaml``.
+
+    Raises :class:`ConfigError` before anything starts if the env cannot be recorded in the
+    run's config, the env does not fit the model, or ``output_dir`` holds another run.
+    """
+    algorithm, runner, output = config.algorithm, config.runner, config.output
+    record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
+    claim_output_dir(output_dir, config.overwrite)
     torch.manual_seed(config.seed)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
@@ -136,6 +103,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         raise ConfigError(str(error)) from error
     finally:
         probe.close()
+    atomic_write_text(output_dir / CONFIG_YAML, OmegaConf.to_yaml(OmegaConf.create(record)))
 
     hub = EventHub()
     train_stats = StatsAggregator("train")  # every interface: the learner's, the actors' and the env's own
@@ -153,44 +121,61 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         algorithm.rollout_evaluator.deterministic,
         config.seed,
         eval_hub,
-        keep_raw_events=runner.event_logs != "none",
+        keep_raw_events=output.event_logs != "none",
     )
-    writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)] if runner.csv else []
-    if runner.console:
-        writers.append(ConsoleWriter(CONSOLE_PREFIXES))
-    if runner.tensorboard:
+    writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)] if output.csv else []
+    if output.console:
+        writers.append(ConsoleWriter(console_columns()))
+    if output.tensorboard:
         writers.append(TensorBoardWriter(output_dir / "tensorboard"))
     extras = {
-        "config": describe(config),
+        "config": record,
         "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
     }
-    event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, runner.event_logs) if runner.event_logs != "none" else None
-    progress = Progress(algorithm.n_epochs) if runner.progress else None
+    event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, output.event_logs) if output.event_logs != "none" else None
+    progress = Progress(algorithm.n_epochs) if output.progress else None
     return ImpalaTrainer(
         learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
-        learner_threads=learner_threads(algorithm, runner), event_logs=event_logs, progress=progress, plot=runner.plot,
+        learner_threads=learner_threads(algorithm, runner), event_logs=event_logs, progress=progress, plot=output.plot,
     )  # fmt: skip
+
+
+RUN_FILES = (LAST_MODEL, BEST_MODEL, STATS_CSV, KPI_CSV)
+"""Files whose presence means that a directory holds a run."""
+
+
+def claim_output_dir(output_dir: Path, overwrite: bool) -> None:
+    """Refuse to train into a directory holding another run's files, unless ``overwrite`` (then remove them)."""
+    found = [name for name in RUN_FILES if (output_dir / name).exists()]
+    if found and not overwrite:
+        raise ConfigError(
+            f"{output_dir} holds another run ({', '.join(found)}); training there would replace it. Choose another "
+            "directory (hydra.run.dir=... or train(output_dir=...)), or pass overwrite=true (train(..., "
+            "overwrite=True)) to replace that run"
+        )
+    for name in (*found, KPI_SUMMARY_CSV, CURVES_PNG):
+        (output_dir / name).unlink(missing_ok=True)
+    if found:
+        shutil.rmtree(output_dir / "tensorboard", ignore_errors=True)
+        shutil.rmtree(output_dir / EVENT_LOG_DIR, ignore_errors=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
 
 
 def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig) -> int | None:
     """With actor processes (one core each), the learner gets the cores they leave, at least one, so that
     no process fights another for a core; in-process actors leave torch's default."""
-    if runner.type != "subprocess" or algorithm.device != "cpu":
+    if runner.type != "local" or algorithm.device != "cpu":
         return None
     return max(1, (os.cpu_count() or 1) - algorithm.num_actors)
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:
-    """A plain-dict record of the run's config; an env callable becomes ``{"_target_": "module.name"}``.
+    """The run's config as plain data (``config.yaml``, checkpoints), from which :func:`load_policy` rebuilds the env.
 
-    That record rebuilds the env (see :func:`load_policy`) whenever the callable is
-    importable by name, e.g. an env class or a module-level factory function.
+    An env factory is recorded as a ``_target_`` config (see :func:`~maze_impala.envs.factory.env_record`); one
+    that cannot be raises :class:`ConfigError` here, before training.
     """
-    record = dataclasses.asdict(config)
-    if callable(config.env):
-        name = getattr(config.env, "__qualname__", type(config.env).__qualname__)
-        record["env"] = {"_target_": f"{config.env.__module__}.{name}"}
-    return record
+    return to_record(config, env=env_record(config.env))
 
 
 def train(
@@ -200,18 +185,25 @@ def train(
     runner: RunnerConfig | None = None,
     seed: int = 1234,
     output_dir: str | Path | None = None,
+    output: OutputConfig | None = None,
+    overwrite: bool = False,
 ) -> TrainingResult:
-    """Train IMPALA from Python with the same components the CLI wires.
+    """Train IMPALA from Python with the same components and defaults as ``maze-run -cn conf_train``.
 
-    Writes ``config.yaml``, ``stats.csv``, TensorBoard events and the last and best
-    model into ``output_dir`` (default: ``outputs/train/<time>``).
+    Writes ``config.yaml``, ``stats.csv``, ``kpis.csv``, TensorBoard events and the last and best
+    model into ``output_dir`` (default: ``outputs/train/<time>``). Call it under
+    ``if __name__ == "__main__":`` in a script: the default ``runner=local`` starts actor processes.
     """
     config = TrainingConfig(
-        env, algorithm or ImpalaAlgorithmConfig(), model or ModelConfig(), runner or RunnerConfig(), seed
+        env,
+        algorithm or ImpalaAlgorithmConfig(),
+        model or ModelConfig(),
+        runner or RunnerConfig(),
+        output or OutputConfig(),
+        seed,
+        overwrite,
     )
     out = Path(output_dir) if output_dir else Path("outputs", "train", time.strftime("%Y-%m-%d_%H-%M-%S"))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(describe(config))))
     return build_trainer(config, out).train()
 
 
@@ -226,9 +218,9 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     state = read_checkpoint(checkpoint)
     record = state.get("config")
     if record is None:
-        raise ValueError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
+        raise ConfigError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
     env = make_env(record["env"])
-    policy = make_policy(env, ModelConfig(**record["model"]))
+    policy = make_policy(env, from_mapping(ModelConfig, record["model"], "model"))
     restore_modules(state, checkpoint, policy=policy)
     policy.eval()
     return policy, env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -13,10 +14,10 @@ import torch
 
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.core import ActorPool
-from maze_impala.events.api import EventHub
+from maze_impala.events.api import EventHub, mean
 from maze_impala.events.frames import StatsRow, to_dataframe
-from maze_impala.events.interfaces import RunEvents
-from maze_impala.events.stats import StatsAggregator, by_column
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.events.tables import KPI_CSV, KPI_SUMMARY_CSV, CsvTable, EventLogWriter, kpi_row, kpi_summary
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.learner import ImpalaLearner
@@ -28,6 +29,11 @@ from maze_impala.train.progress import Progress
 LAST_MODEL = "model_last.pt"
 BEST_MODEL = "model_best.pt"
 STATS_CSV = "stats.csv"
+CONFIG_YAML = "config.yaml"
+
+
+class TrainingError(RuntimeError):
+    """Training stopped on a failure of an env, an actor or the learner; the message names the epoch and the cause."""
 
 
 @dataclass
@@ -37,9 +43,9 @@ class TrainingResult:
     env_steps: int
     best_eval_return: float
     stopped_early: bool
-    history: list[dict[str, float]] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list, repr=False)
     """One row of statistics per epoch (the rows of the stats CSV)."""
-    stats: list[StatsRow] = field(default_factory=list)
+    stats: list[StatsRow] = field(default_factory=list, repr=False)
     """The same statistics, addressed by :class:`StatKey`."""
 
     def column(self, name: str) -> list[float]:
@@ -109,10 +115,13 @@ class ImpalaTrainer:
                 self._epoch = epoch
                 started, steps_before = time.perf_counter(), self.env_steps
                 train_policy = epoch > cfg.critic_burn_in_epochs
-                for _ in range(cfg.epoch_length):
-                    self._update(train_policy)
-                update_seconds = time.perf_counter() - started
-                results = self.evaluator.evaluate(self.learner.policy)
+                try:
+                    for _ in range(cfg.epoch_length):
+                        self._update(train_policy)
+                    update_seconds = time.perf_counter() - started
+                    results = self.evaluator.evaluate(self.learner.policy)
+                except Exception as error:  # an env, actor or learner failure: say when it happened
+                    raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
                 score = mean_return(results)
                 self._record_episodes(epoch, results)
                 self.run_events.env_steps(value=self.env_steps)
@@ -126,6 +135,7 @@ class ImpalaTrainer:
                 stats.append((epoch, self.env_steps, epoch_stats))
                 if self.progress is not None:
                     self.progress.update(epoch, self.env_steps, force=True)
+                    self.progress.end_line()
                 for writer in self.writers:
                     writer.write(epoch, self.env_steps, row)
                 self._save(LAST_MODEL, epoch, best=max(best, score))
@@ -136,6 +146,13 @@ class ImpalaTrainer:
                     since_best += 1
                 if cfg.patience and since_best >= cfg.patience:
                     break
+        except BaseException:
+            try:  # an interrupted or failed run still gets its KPI summary and curves, of what there is
+                self._finish(results, history, best)
+            except Exception as error:  # never hide the failure that got us here
+                logging.getLogger("maze_impala").warning("could not write the final outputs: %r", error)
+            raise
+        else:
             self._finish(results, history, best)
         finally:
             torch.set_num_threads(threads)
@@ -160,17 +177,20 @@ class ImpalaTrainer:
 
     def _finish(self, results: list[EpisodeResult], history: list[dict[str, float]], best: float) -> None:
         """KPI summary of the last evaluation, hparams for TensorBoard, the PNG of the training curves."""
+        if not results:
+            return
         final_rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis) for r in results]
         CsvTable(self.output_dir / KPI_SUMMARY_CSV).append(kpi_summary(final_rows))
         metrics = {"hparam/best_eval_return": best, "hparam/env_steps": float(self.env_steps)}
         if history:
-            metrics["hparam/final_train_return"] = history[-1].get("train/EpisodeEvents/episode_return/mean", math.nan)
+            final = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
+            metrics["hparam/final_train_return"] = history[-1].get(final, math.nan)
         for writer in self.writers:
             writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
-        if self.plot and history and (self.output_dir / "stats.csv").is_file():
+        if self.plot and history and (self.output_dir / STATS_CSV).is_file():
             from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when plotting
 
-            plot_training_curves(self.output_dir / "stats.csv", self.output_dir / CURVES_PNG)
+            plot_training_curves(self.output_dir / STATS_CSV, self.output_dir / CURVES_PNG)
 
     def _update(self, train_policy: bool) -> None:
         ev = self.learner.events

@@ -6,19 +6,15 @@ home; ``vtrace_lambda``, ``envs_per_actor`` and ``eps`` (named as in rllte) are 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+
+from maze_impala.config.base import check, finite
 
 LR_SCHEDULES = ("constant", "linear")
 
 
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field and how to fix it."""
-
-
 def _check(ok: bool, name: str, value: object, requirement: str) -> None:
-    if not ok:
-        raise ConfigError(f"algorithm.{name} must be {requirement}, got {value!r}")
+    check(ok, f"algorithm.{name}", value, requirement)
 
 
 @dataclass
@@ -114,13 +110,13 @@ class ImpalaAlgorithmConfig:
             self.critic_burn_in_epochs,
             f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
         )
-        _check(_finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
-        _check(_finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")
+        _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
+        _check(finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
-        _check(_finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
+        _check(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
         for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
             value = getattr(self, name)
-            _check(_finite(value) and value >= 0, name, value, "a finite float >= 0")
+            _check(finite(value) and value >= 0, name, value, "a finite float >= 0")
         _check(
             self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
             "device",
@@ -128,16 +124,16 @@ class ImpalaAlgorithmConfig:
             "'cpu' or 'cuda' (or 'cuda:N')",
         )
         _check(
-            _finite(self.queue_out_of_sync_factor) and self.queue_out_of_sync_factor > 0,
+            finite(self.queue_out_of_sync_factor) and self.queue_out_of_sync_factor > 0,
             "queue_out_of_sync_factor",
             self.queue_out_of_sync_factor,
             "a finite float > 0",
         )
         for name in ("vtrace_clip_rho_threshold", "vtrace_clip_pg_rho_threshold"):
             value = getattr(self, name)
-            _check(value is None or (_finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
+            _check(value is None or (finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
         _check(
-            _finite(self.vtrace_lambda) and 0 < self.vtrace_lambda <= 1,
+            finite(self.vtrace_lambda) and 0 < self.vtrace_lambda <= 1,
             "vtrace_lambda",
             self.vtrace_lambda,
             "in (0, 1]",
@@ -163,6 +159,3 @@ class ImpalaAlgorithmConfig:
         """The env-step budget of a full run (without early stopping)."""
         return self.total_updates * self.env_steps_per_update
 
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,42 @@
+"""Every config of maze_impala, one dataclass per concern, validated at construction.
+
+The YAML files under ``maze_impala/conf`` are these dataclasses' values; the CLI builds
+them with :func:`from_mapping`, which refuses unknown keys. Every invalid value raises
+:class:`ConfigError`, whose message names the key and what it must be.
+"""
+
+from maze_impala.config.algorithm import LR_SCHEDULES, ImpalaAlgorithmConfig, RolloutEvaluatorConfig
+from maze_impala.config.base import ConfigError, from_mapping
+from maze_impala.config.model import ACTIVATIONS, CRITIC_TYPES, ModelConfig
+from maze_impala.config.run import POLICY_TYPES, PolicyConfig, RolloutConfig, TrainingConfig
+from maze_impala.config.runner import (
+    BACKEND_ALIASES,
+    BACKENDS,
+    EVENT_LOG_FORMATS,
+    OutputConfig,
+    RolloutRunnerConfig,
+    RunnerConfig,
+    backend,
+)
+
+__all__ = [
+    "ACTIVATIONS",
+    "BACKENDS",
+    "BACKEND_ALIASES",
+    "CRITIC_TYPES",
+    "EVENT_LOG_FORMATS",
+    "LR_SCHEDULES",
+    "POLICY_TYPES",
+    "ConfigError",
+    "ImpalaAlgorithmConfig",
+    "ModelConfig",
+    "OutputConfig",
+    "PolicyConfig",
+    "RolloutConfig",
+    "RolloutEvaluatorConfig",
+    "RolloutRunnerConfig",
+    "RunnerConfig",
+    "TrainingConfig",
+    "backend",
+    "from_mapping",
+]

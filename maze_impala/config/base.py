@@ -1,0 +1,92 @@
+"""What every config shares: one error type, value checks, and building a dataclass from a mapping."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and how to fix it."""
+
+
+def check(ok: bool, name: str, value: object, requirement: str) -> None:
+    """Raise a :class:`ConfigError` saying that ``name`` must be ``requirement`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"{name} must be {requirement}, got {value!r}")
+
+
+def finite(value: object) -> bool:
+    """A real number (not a bool) that is neither infinite nor NaN."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    check(value in choices, name, value, f"one of {choices}")
+
+
+def valid_keys(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def check_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
+    """Refuse keys that ``cls`` (a config dataclass) does not have, recursively, naming the valid ones."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        name = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            raise ConfigError(
+                f"unknown key {name!r}: {cls.__name__} has no such field. Valid keys{' of ' + path if path else ''}: "
+                f"{', '.join(fields)}"
+            )
+        nested = _dataclass_type(cls, key)
+        if nested is not None and isinstance(value, Mapping):
+            check_keys(nested, value, name)
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
+    """Build the config dataclass ``cls`` from plain data (e.g. a composed Hydra node).
+
+    Unknown keys raise a :class:`ConfigError` naming the key and the valid ones; values are
+    converted to the declared types where OmegaConf can (``"1e-3"`` to a float), and a value
+    of the wrong type names its full key.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path or cls.__name__} must be a mapping of {cls.__name__}'s fields, got {data!r}")
+    check_keys(cls, data, path)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cls), dict(data))
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None)
+        where = f"{path}.{key}" if path and key else (key or path)
+        message = str(error).splitlines()[0]
+        raise ConfigError(f"{where}: {message}" if where else message) from None
+
+
+def _dataclass_type(cls: type, name: str) -> type | None:
+    import typing
+
+    hint = typing.get_type_hints(cls).get(name)
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
+
+
+def to_record(config: Any, **values: Any) -> dict[str, Any]:
+    """``config`` (a config dataclass) as plain data, with ``values`` in place of some fields (e.g. a recorded env)."""
+    record: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        if f.name in values:
+            record[f.name] = values[f.name]
+        else:
+            value = getattr(config, f.name)
+            record[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return record

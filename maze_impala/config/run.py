@@ -1,0 +1,74 @@
+"""Whole runs: a training run (``conf_train``) and a rollout (``conf_rollout``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from maze_impala.config.algorithm import ImpalaAlgorithmConfig
+from maze_impala.config.base import ConfigError, check, check_choice
+from maze_impala.config.model import ModelConfig
+from maze_impala.config.runner import EVENT_LOG_FORMATS, OutputConfig, RolloutRunnerConfig, RunnerConfig
+
+POLICY_TYPES = ("torch", "random")
+
+
+@dataclass
+class TrainingConfig:
+    """A whole training run: what ``maze-run -cn conf_train`` composes and what :func:`~maze_impala.train` takes."""
+
+    env: Any = "CartPole-v1"
+    """A Gymnasium id, a config with ``_target_``, or a factory (see :mod:`maze_impala.envs.factory`)."""
+    algorithm: ImpalaAlgorithmConfig = field(default_factory=ImpalaAlgorithmConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    seed: int = 1234
+    """The run's seed: model initialisation, actor and evaluation env seeds derive from it."""
+    overwrite: bool = False
+    """Train into an output directory that holds another run's files, replacing them."""
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.seed, int) and not isinstance(self.seed, bool), "seed", self.seed, "an int")
+
+
+@dataclass
+class PolicyConfig:
+    """Which policy a rollout plays."""
+
+    type: str = "torch"
+    """torch: a trained policy (``input_dir``/``checkpoint``); random: uniformly random over the allowed actions."""
+    checkpoint: str = "model_best.pt"
+    """The checkpoint of ``input_dir`` that policy=torch_policy plays."""
+
+    def __post_init__(self) -> None:
+        check_choice("policy.type", self.type, POLICY_TYPES)
+
+
+@dataclass
+class RolloutConfig:
+    """A rollout: ``maze-run -cn conf_rollout``, or :func:`maze_impala.train.rollout.rollout`."""
+
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    runner: RolloutRunnerConfig = field(default_factory=RolloutRunnerConfig)
+    env: Any = None
+    """The env to play; None: the training run's env (policy=torch_policy)."""
+    input_dir: str | None = None
+    """A training output directory (config.yaml and checkpoints); needed by policy=torch_policy."""
+    n_episodes: int = 16
+    deterministic: bool = True
+    """Greedy actions (true) or actions sampled from the policy (false); a random policy always samples."""
+    seed: int = 1234
+    """Episode ``i`` runs with a seed derived from (seed, i), whatever the runner."""
+    progress: bool = True
+    """A live status line: episodes done, env steps, steps/s, mean return so far."""
+    event_logs: str = "none"
+    """none, csv or parquet: every event of every episode, one table per event type."""
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.n_episodes, int) and self.n_episodes >= 1, "n_episodes", self.n_episodes, "an int >= 1")
+        check_choice("event_logs", self.event_logs, EVENT_LOG_FORMATS)
+        if self.policy.type == "torch" and not self.input_dir:
+            raise ConfigError("policy=torch_policy needs input_dir=<a training output dir>")
+        if self.policy.type == "random" and self.env is None:
+            raise ConfigError("policy=random_policy needs an env, e.g. env=gym_env env.name=CartPole-v1")

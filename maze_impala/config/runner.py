@@ -1,0 +1,81 @@
+"""Where actors run (the backend) and where a training run's statistics go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from maze_impala.config.base import check, check_choice
+
+BACKENDS = ("dev", "local")
+"""dev: in the learner's process, one actor after another; local: one process per actor (or rollout worker)."""
+BACKEND_ALIASES = {"sequential": "dev", "subprocess": "local", "parallel": "local"}
+"""Other names of the backends, accepted everywhere (Maze-RL's rollout runners and the class names)."""
+START_METHODS = ("spawn", "forkserver", "fork")
+EVENT_LOG_FORMATS = ("none", "csv", "parquet")
+
+
+def backend(name: str, field: str = "runner.type") -> str:
+    """The backend's one name for ``name`` or one of its aliases."""
+    name = BACKEND_ALIASES.get(name, name)
+    check_choice(field, name, BACKENDS)
+    return name
+
+
+@dataclass
+class RunnerConfig:
+    """The actor backend of a training run: ``runner=local`` (the default) or ``runner=dev``."""
+
+    type: str = "local"
+    """local: one process per actor; dev: actors take turns in the learner's process (breakpoints work)."""
+    start_method: str = "spawn"
+    """multiprocessing start method of local actors (spawn, forkserver or fork)."""
+    failure_timeout: float = 120.0
+    """Seconds without any rollout, all actors alive, before training fails as stuck."""
+
+    def __post_init__(self) -> None:
+        self.type = backend(self.type)
+        check_choice("runner.start_method", self.start_method, START_METHODS)
+        check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
+
+
+@dataclass
+class RolloutRunnerConfig:
+    """The backend of a rollout (``maze-run -cn conf_rollout``): ``runner=dev`` (the default) or ``runner=local``."""
+
+    type: str = "dev"
+    """dev: the episodes in this process; local: spread over ``n_processes`` worker processes."""
+    start_method: str = "spawn"
+    """multiprocessing start method of local workers (spawn, forkserver or fork)."""
+    n_processes: int = 0
+    """Worker processes with runner=local (0: one per CPU core, at most one per episode)."""
+    envs_per_process: int = 16
+    """Episodes each process (or the dev runner) plays side by side, one batched forward pass per step."""
+
+    def __post_init__(self) -> None:
+        self.type = backend(self.type)
+        check_choice("runner.start_method", self.start_method, START_METHODS)
+        check(isinstance(self.n_processes, int) and self.n_processes >= 0, "runner.n_processes", self.n_processes,
+              "an int >= 0 (0: one per core)")  # fmt: skip
+        check(isinstance(self.envs_per_process, int) and self.envs_per_process >= 1, "runner.envs_per_process",
+              self.envs_per_process, "an int >= 1")  # fmt: skip
+
+
+@dataclass
+class OutputConfig:
+    """What a training run writes besides its checkpoints (``output.<field>=...`` on the command line)."""
+
+    console: bool = True
+    """Print a table of the main statistics after every epoch."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars (and hparams at the end) into the output directory."""
+    csv: bool = True
+    """Write stats.csv (one row per epoch); the training-curve PNG is drawn from it."""
+    progress: bool = True
+    """A live status line (epoch, env steps, steps/s, latest return); a line every 10 s when not a terminal."""
+    plot: bool = True
+    """Write training_curves.png into the output directory at the end of training."""
+    event_logs: str = "none"
+    """none, csv or parquet: every event of every evaluation episode, one table per event type."""
+
+    def __post_init__(self) -> None:
+        check_choice("output.event_logs", self.event_logs, EVENT_LOG_FORMATS)

@@ -1,0 +1,35 @@
+"""The suite tests what users install: the package in site-packages, complete, with its configs and scripts."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import maze_impala
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALLED = Path(maze_impala.__file__).resolve().parent
+
+
+def test_the_suite_imports_the_installed_package_not_the_source_tree():
+    assert not INSTALLED.is_relative_to(ROOT), (
+        f"maze_impala was imported from {INSTALLED}, inside the source tree: install it (pip install -c "
+        "constraints/cpu.txt '.[dev]', not editable) and run the tests from another directory, e.g. bash .ci/run"
+    )
+
+
+def test_every_subpackage_and_config_file_of_the_source_tree_is_installed():
+    source = ROOT / "maze_impala"
+    wanted = [p.relative_to(source) for p in source.rglob("*") if p.suffix in (".py", ".yaml")]
+    wanted = [p for p in wanted if "__pycache__" not in p.parts]
+    assert any(p.parts[0] == "conf" for p in wanted) and Path("envs/examples/__init__.py") in wanted
+    missing = [str(p) for p in wanted if not (INSTALLED / p).is_file()]
+    assert missing == [], f"the installed package lacks {missing}"
+
+
+def test_console_scripts_are_installed_and_run():
+    for script in ("maze-run", "maze-plot"):
+        assert shutil.which(script), f"{script} is not on PATH"
+    proc = subprocess.run(["maze-run", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "conf_train" in proc.stdout and "schema" not in proc.stdout
+    bare = subprocess.run(["maze-run", "algorithm=impala"], capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 2 and "usage: maze-run -cn CONFIG" in bare.stderr
