@@ -26,7 +26,7 @@ RETURN = "train/EpisodeEvents/episode_return/mean"
 
 
 CARTPOLE = {"eps": 1e-3}
-"""What ``configs/algorithm/impala_cartpole.yaml`` changes."""
+"""What ``maze_impala/conf/algorithm/impala_cartpole.yaml`` changes."""
 
 
 def run_once(runner: str, seed: int, overrides: dict[str, str] | None = None) -> dict:

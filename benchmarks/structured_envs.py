@@ -5,7 +5,7 @@
 For each env: the mean return of a uniformly random policy (2,000 episodes), and per
 seed the wall-clock seconds (actor start-up included) until the mean training return
 first reaches the threshold, the best training return and the final evaluation return,
-with the shipped algorithm settings (``configs/algorithm/impala.yaml``) and
+with the shipped algorithm settings (``maze_impala/conf/algorithm/impala.yaml``) and
 ``epoch_length=25``.
 """
 

@@ -156,6 +156,9 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
     assert [pid for pid in actors if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)] == []
     policy, _ = load_policy(out / "model_last.pt")
     assert policy is not None
+    # what there is of the run is summed up: the curves of its finished epochs and the last evaluation's KPIs
+    assert (out / "training_curves.png").stat().st_size > 10_000
+    assert (out / "kpis_summary.csv").is_file()
 
 
 def _state(pid):

@@ -118,5 +118,11 @@ def test_an_env_target_replaces_the_default_env_config():
 
 
 def test_a_value_of_the_wrong_type_names_its_key():
-    with pytest.raises(ConfigError, match=r"algorithm\.n_epochs"):
-        to_training_config(_compose("algorithm.n_epochs=many"))
+    from hydra.errors import ConfigCompositionException
+
+    from maze_impala.config import TrainingConfig, from_mapping
+
+    with pytest.raises(ConfigCompositionException, match=r"algorithm\.n_epochs=many"):  # Hydra knows the schema
+        _compose("algorithm.n_epochs=many")
+    with pytest.raises(ConfigError, match=r"algorithm\.n_epochs: Value 'many' of type 'str' could not be converted"):
+        from_mapping(TrainingConfig, {"algorithm": {"n_epochs": "many"}})

@@ -117,7 +117,8 @@ def read_event_logs(directory: str | Path) -> dict[str, Any]:
     if (directory / EVENT_LOG_DIR).is_dir():
         directory = directory / EVENT_LOG_DIR
     if not directory.is_dir():
-        raise FileNotFoundError(f"no event logs in {directory}; were they enabled (runner.event_logs=csv)?")
+        raise FileNotFoundError(f"no event logs in {directory}; were they enabled (output.event_logs=csv in training, "
+                                "event_logs=csv in rollouts)?")  # fmt: skip
     tables = {}
     for path in sorted(directory.iterdir()):
         if path.suffix == ".csv":

@@ -2,7 +2,7 @@
 
 Writes into its output dir: ``kpis.csv`` (one row per episode: id, seed, steps,
 return, each KPI), ``kpis_summary.csv`` (mean, std, min, max), ``stats.csv`` (the
-aggregated statistics, env events included) and, with ``runner.event_logs``, the raw
+aggregated statistics, env events included) and, with ``event_logs``, the raw
 event logs. ``runner=local`` spreads the episodes over worker processes. Each process
 plays ``runner.envs_per_process`` episodes side by side with one batched forward pass
 per step; episode ``i`` always runs with the same seed (and, for sampled actions, its own
