@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys
+from maze_impala.files import RunDirInUseError
 
 CONFIGS = {"conf_train": TrainingConfig, "conf_rollout": RolloutConfig}
 """The primary configs and the dataclass whose fields are their keys."""
@@ -152,6 +153,8 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         trainer = build_trainer(config, output_dir)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
         _fail(error)
+    except RunDirInUseError as error:
+        _fail(error, 1)
     say(f"maze-run: training; outputs go to {output_dir}")
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption
@@ -246,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     # ignored, and Python then installs no KeyboardInterrupt handler of its own.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
+    resume = [a.split("=", 1)[1] for a in argv if a.startswith("resume=")]
+    if resume and not any(a.startswith("hydra.run.dir=") for a in argv):
+        argv.append(f"hydra.run.dir={resume[-1]}")  # a resumed run's log and outputs continue in its directory
     register_schemas()
     sys.argv = [sys.argv[0], *argv]
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()

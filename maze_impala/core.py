@@ -1,20 +1,24 @@
 """The core interfaces of maze_impala: who acts, what travels, and who learns.
 
-Everything else is an implementation of these few contracts. The training loop,
-whatever backend runs the actors, reads like this::
+Everything else is an implementation of these few contracts. With an
+:class:`~maze_impala.actors.actor.ActorSpec` ``spec`` (env, model, rollout length) and a
+:class:`Learner` ``learner``, the training loop reads like this, whatever backend runs
+the actors (``tests/test_core.py`` runs this very code)::
 
-    source = make_weight_source(policy)           # versioned weights, learner side
-    pool = SubprocessActors(spec, source, ...)    # or SequentialActors: same components
-    pool.start()
-    while training:
-        rollouts = pool.collect(batch_size)        # each stamped with its policy version
-        metrics = learner.step(rollouts)           # V-trace update
-        source.publish(learner.policy)             # version += 1
-    pool.close()
+    from maze_impala.actors.subprocess import SubprocessActors
+    from maze_impala.actors.weights import SharedWeights
 
-An :class:`Actor` knows nothing about the learner except a :class:`WeightSource`;
-a :class:`Learner` knows nothing about processes. That keeps the actor side free
-of backend details, so a Ray backend only needs another :class:`ActorPool`.
+    weights = SharedWeights(learner.policy)  # a WeightPublisher here, a WeightSource in the actors
+    with SubprocessActors(spec, weights, num_actors=2, queue_size_limit=1) as pool:  # or SequentialActors
+        for _ in range(4):
+            rollouts = pool.collect(1)  # each rollout stamped with the policy version that made it
+            learner.step(rollouts)  # one V-trace update: learner.version += 1
+            weights.publish(learner.policy, learner.version)
+
+An :class:`Actor` knows nothing about the learner except a :class:`WeightSource`; a
+:class:`Learner` knows nothing about processes; the training loop knows pools, learners
+and publishers only through these interfaces. A Ray backend is another
+:class:`ActorPool` with another :class:`WeightPublisher`.
 """
 
 from __future__ import annotations
@@ -140,6 +144,35 @@ class WeightSource(ABC):
         """Copy the newest weights into ``module`` and return their version."""
 
 
+class WeightPublisher(ABC):
+    """The learner's side of the weights: makes a module's weights the newest, for every actor."""
+
+    @abstractmethod
+    def publish(self, module: torch.nn.Module, version: int) -> None:
+        """Make ``module``'s weights the newest, stamped with ``version`` (actors skip versions they missed)."""
+
+
+class Learner(ABC):
+    """Turns batches of rollouts into updates of :attr:`policy`; everything a resume needs is in its state dict."""
+
+    policy: torch.nn.Module
+    """The policy the actors act with (what the :class:`WeightPublisher` publishes)."""
+    version: int
+    """The number of updates made so far: the version of :attr:`policy`."""
+
+    @abstractmethod
+    def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
+        """One update on ``rollouts``; ``train_policy=False`` trains the critics only (burn-in)."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, optimizer and schedule state, and the version: tensors and plain data only."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+
 class Actor(ABC):
     """Steps environments with the newest policy it has and returns rollouts."""
 
@@ -178,6 +211,10 @@ class ActorPool(ABC):
     @abstractmethod
     def close(self) -> None:
         """Stop every actor and release every resource; safe to call twice."""
+
+    def learner_threads(self) -> int | None:
+        """How many threads a CPU learner should use beside these actors (None: leave torch's default)."""
+        return None
 
     def __enter__(self) -> ActorPool:
         self.start()

@@ -79,7 +79,7 @@ def test_composed_bad_value_is_a_config_error():
         to_training_config(_compose("algorithm.gamma=2.0"))
 
 
-@pytest.mark.parametrize("override", ["+model.recurrent=true", "+algorithm.obs_normalization=true", "+resume=true",
+@pytest.mark.parametrize("override", ["+model.recurrent=true", "+algorithm.obs_normalization=true", "+resume_from=x",
                                       "+runner.n_processes=2", "+output.nothing=1", "+algorithm.rollout_evaluator.x=1"])
 def test_an_unknown_key_is_refused_naming_it_and_the_valid_ones(override):
     key = override.lstrip("+").split("=")[0]

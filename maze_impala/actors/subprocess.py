@@ -211,6 +211,10 @@ class SubprocessActors(ActorPool):
                     "a negative code is the signal that killed it (e.g. -9: out of memory or killed)"
                 )
 
+    def learner_threads(self) -> int | None:
+        """The cores the actor processes (one core each) leave, at least one: no process fights another."""
+        return max(1, (os.cpu_count() or 1) - self.num_actors)
+
     def queue_size(self) -> int:
         try:
             return self.rollouts.qsize()

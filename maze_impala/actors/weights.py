@@ -14,13 +14,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from maze_impala.core import WeightSource
+from maze_impala.core import WeightPublisher, WeightSource
 
 
-class SharedWeights(WeightSource):
+class SharedWeights(WeightSource, WeightPublisher):
     """Learner side: :meth:`publish`; actor side: :meth:`version` and :meth:`load_into`."""
 
-    def __init__(self, module: nn.Module, ctx: Any = None):
+    def __init__(self, module: nn.Module, ctx: Any = None, version: int = 0):
         state = module.state_dict()
         for name, tensor in state.items():
             if not tensor.is_floating_point():
@@ -30,7 +30,7 @@ class SharedWeights(WeightSource):
         self._flat = torch.zeros(total, dtype=torch.float32).share_memory_()
         self._version = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._lock = (ctx or mp.get_context("spawn")).Lock()
-        self.publish(module, version=0)
+        self.publish(module, version=version)
 
     def publish(self, module: nn.Module, version: int) -> None:
         """Make ``module``'s weights the newest, stamped with ``version``."""

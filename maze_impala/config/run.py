@@ -27,6 +27,8 @@ class TrainingConfig:
     """The run's seed: model initialisation, actor and evaluation env seeds derive from it."""
     overwrite: bool = False
     """Train into an output directory that holds another run's files, replacing them."""
+    resume: str | None = None
+    """A run directory to continue from its last checkpoint (its outputs continue there too)."""
 
     def __post_init__(self) -> None:
         check(isinstance(self.seed, int) and not isinstance(self.seed, bool), "seed", self.seed, "an int")

@@ -76,6 +76,11 @@ class OutputConfig:
     """Write training_curves.png into the output directory at the end of training."""
     event_logs: str = "none"
     """none, csv or parquet: every event of every evaluation episode, one table per event type."""
+    checkpoint_every: int = 1
+    """Save model_last.pt (what a resume continues from) every this many epochs, and at the end;
+    model_best.pt is saved whenever the evaluation improves."""
 
     def __post_init__(self) -> None:
         check_choice("output.event_logs", self.event_logs, EVENT_LOG_FORMATS)
+        check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1, "output.checkpoint_every",
+              self.checkpoint_every, "an int >= 1")  # fmt: skip

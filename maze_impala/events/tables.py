@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from maze_impala.events.api import EventRecord
+from maze_impala.files import append_text, atomic_write, atomic_write_text
 
 KPI_CSV = "kpis.csv"
 KPI_SUMMARY_CSV = "kpis_summary.csv"
@@ -19,35 +19,70 @@ EVENT_LOG_DIR = "event_logs"
 EVENT_LOG_FORMATS = ("csv", "parquet")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a crash leaves either the old or the new file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def write_csv(path: Path, rows: Iterable[dict[str, Any]], columns: Iterable[str] = ()) -> None:
+    """A whole table at once, atomically (e.g. ``kpis_summary.csv``); columns in order of first appearance."""
+    rows = list(rows)
+    names = list(columns)
+    for row in rows:
+        names += [c for c in row if c not in names]
+    atomic_write_text(path, _csv_text(names, rows, header=True))
+
+
+def _csv_text(columns: list[str], rows: Iterable[dict[str, Any]], header: bool) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
 
 
 class CsvTable:
-    """A CSV file of rows with stable columns (in order of first appearance; a missing value is an empty cell).
+    """A CSV file that grows by rows (``stats.csv``, ``kpis.csv``), with stable columns in order of first appearance.
 
-    The file is rewritten atomically on every :meth:`append`, so its header always
-    lists every column seen so far and a crash never leaves a half-written row.
+    :meth:`append` appends the new rows and fsyncs them, so a row costs the same at epoch 10 as
+    at epoch 50,000. A row with a column the file has not seen rewrites the file once,
+    atomically, with the wider header (a missing value is an empty cell). An existing file
+    is continued (a resumed run); :meth:`truncate` first drops rows a checkpoint does not cover.
     """
 
     def __init__(self, path: Path, columns: Iterable[str] = ()):
-        self.path = path
+        self.path = Path(path)
         self.columns: list[str] = list(columns)
-        self.rows: list[dict[str, Any]] = []
+        self._written = False
+        """The file on disk has the header of :attr:`columns`."""
+        if self.path.is_file():
+            with open(self.path, newline="") as file:
+                header = next(csv.reader(file), [])
+            self.columns = header + [c for c in self.columns if c not in header]
+            self._written = self.columns == header
+
+    def rows(self) -> list[dict[str, str]]:
+        """The rows on disk (values as text)."""
+        if not self.path.is_file():
+            return []
+        with open(self.path, newline="") as file:
+            return list(csv.DictReader(file))
+
+    def truncate(self, keep: Callable[[dict[str, str]], bool]) -> int:
+        """Keep only the rows on disk for which ``keep(row)`` holds; returns how many were dropped."""
+        rows = self.rows()
+        kept = [row for row in rows if keep(row)]
+        if len(kept) != len(rows):
+            atomic_write_text(self.path, _csv_text(self.columns, kept, header=True))
+            self._written = True
+        return len(rows) - len(kept)
 
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
-        for row in rows:
-            self.columns += [c for c in row if c not in self.columns]
-            self.rows.append(row)
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.columns, restval="", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.rows)
+        rows = list(rows)
+        new = [c for row in rows for c in row if c not in self.columns]
+        self.columns += list(dict.fromkeys(new))
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path, buffer.getvalue())
+        if self._written and not new:
+            append_text(self.path, _csv_text(self.columns, rows, header=False))
+            return
+        atomic_write_text(self.path, _csv_text(self.columns, [*self.rows(), *rows], header=True))
+        self._written = True
 
 
 def kpi_row(episode_id: int, seed: int, steps: int, episode_return: float, kpis: dict[str, float]) -> dict[str, Any]:
@@ -87,6 +122,7 @@ class EventLogWriter:
                 raise ValueError("parquet event logs need pyarrow (pip install pyarrow); or use csv") from None
         self.directory, self.fmt = directory, fmt
         self.tables: dict[str, list[dict[str, Any]]] = {}
+        """Rows not yet on disk (csv), or every row (parquet, which cannot be appended to)."""
 
     def add(self, episode_id: int, raw: list[tuple[int, EventRecord]], **extra: Any) -> None:
         """The raw events of one episode (``(step, record)`` pairs, as :class:`EpisodeEventLog` keeps them)."""
@@ -95,18 +131,29 @@ class EventLogWriter:
             self.tables.setdefault(f"{record.interface}.{record.event}", []).append(row)
 
     def flush(self) -> None:
-        import pandas as pd
-
+        """Write what was added: appended to each csv table, or each parquet table rewritten whole."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for name, rows in self.tables.items():
             path = self.directory / f"{name}.{self.fmt}"
-            tmp = path.with_name(f".{path.name}.tmp")
-            frame = pd.DataFrame(rows)
             if self.fmt == "csv":
-                frame.to_csv(tmp, index=False)
+                CsvTable(path).append(rows)
             else:
-                frame.to_parquet(tmp, index=False)
-            os.replace(tmp, path)
+                import pandas as pd
+
+                frame = pd.DataFrame(rows)
+                atomic_write(path, lambda file, frame=frame: frame.to_parquet(file, index=False))
+        if self.fmt == "csv":
+            self.tables = {}
+
+    def truncate(self, keep: Callable[[dict[str, str]], bool]) -> None:
+        """Continue the tables on disk without the rows ``keep`` rejects (a resumed run: epochs past its checkpoint)."""
+        for path in self.directory.glob(f"*.{self.fmt}"):
+            if self.fmt == "csv":
+                CsvTable(path).truncate(keep)
+            else:
+                import pandas as pd
+
+                self.tables[path.stem] = [row for row in pd.read_parquet(path).to_dict("records") if keep(row)]
 
 
 def read_event_logs(directory: str | Path) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from maze_impala.events.tables import CsvTable, atomic_write_text  # noqa: F401 - re-exported
+from maze_impala.events.tables import CsvTable
 
 
 class StatsWriter(ABC):
@@ -47,10 +47,11 @@ class ConsoleWriter(StatsWriter):
 class TensorBoardWriter(StatsWriter):
     """One scalar series per column, indexed by environment steps."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, purge_step: int | None = None):
+        """``purge_step``: a resumed run's first step; TensorBoard hides what an earlier run logged from it on."""
         from torch.utils.tensorboard import SummaryWriter
 
-        self.summary = SummaryWriter(log_dir=str(log_dir))
+        self.summary = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
         for name, value in row.items():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from maze_impala.core import StepKey
-from maze_impala.events.api import EventInterface, epoch_stats, max_, mean, min_
+from maze_impala.events.api import EventInterface, epoch_stats, last, max_, mean, min_
 
 
 class MultiStepIMPALAEvents(EventInterface):
@@ -32,6 +32,10 @@ class MultiStepIMPALAEvents(EventInterface):
     @epoch_stats(mean, max_)
     def estimated_queue_sizes(self, before: int, after: int):
         """Rollouts waiting in the queue before and after taking a batch."""
+
+    @epoch_stats(last)
+    def learning_rate(self, value: float):
+        """The learning rate the latest update used (it follows algorithm.lr_schedule)."""
 
     @epoch_stats(mean, min_, max_)
     def policy_lag(self, value: float):

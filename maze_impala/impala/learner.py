@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from maze_impala.config import ImpalaAlgorithmConfig
-from maze_impala.core import NonFiniteError, Rollout, StepKey
+from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import impala_step_loss
 from maze_impala.nn.critics import StructuredCritic
@@ -67,7 +67,7 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
     )
 
 
-class ImpalaLearner:
+class ImpalaLearner(Learner):
     """Owns the policy, the critics and the optimizer; :meth:`step` performs one update.
 
     Gradient norms are measured per step key, separately for each policy and each
@@ -163,6 +163,7 @@ class ImpalaLearner:
             for key in keys:
                 metrics.append((ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key])))
         self.optimizer.step()
+        ev.learning_rate(value=self.optimizer.param_groups[0]["lr"])
         self.scheduler.step()
         self.version += 1
         on_host = torch.stack([value.detach().float().reshape(()) for _, _, value in metrics]).tolist()

@@ -7,13 +7,14 @@ unpickling would import or call anything is refused before it can run.
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from maze_impala.files import save_torch
 
 
 class CheckpointMismatchError(ValueError):
@@ -30,10 +31,8 @@ def model_signature(module: nn.Module) -> dict[str, tuple[int, ...]]:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Save so that a crash mid-write leaves the previous checkpoint intact."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    """Save atomically and fsynced: a crash mid-write leaves the previous checkpoint intact."""
+    save_torch(path, state)
 
 
 def read_checkpoint(path: Path | str) -> dict[str, Any]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import pandas as pd
+
+from maze_impala.files import atomic_write
 
 CURVES_PNG = "training_curves.png"
 
@@ -66,10 +67,10 @@ def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
         if len(columns) > 1:
             ax.legend(fontsize=7)
     png = Path(png)
-    tmp = png.with_name(f".{png.stem}.tmp.png")
-    fig.savefig(tmp, dpi=80)
-    plt.close(fig)
-    os.replace(tmp, png)
+    try:
+        atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
+    finally:
+        plt.close(fig)
     return png
 
 

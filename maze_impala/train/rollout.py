@@ -32,13 +32,13 @@ from maze_impala.events.tables import (
     EVENT_LOG_DIR,
     KPI_CSV,
     KPI_SUMMARY_CSV,
-    CsvTable,
     EventLogWriter,
-    atomic_write_text,
     kpi_row,
     kpi_summary,
+    write_csv,
 )
 from maze_impala.events.writers import CsvWriter
+from maze_impala.files import atomic_write_text
 from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.episodes import EpisodeResult, episode_slots, run_episodes
@@ -153,9 +153,9 @@ def _play_in_processes(
 
 def _write(config: RolloutConfig, results: list[EpisodeResult], output_dir: Path) -> None:
     rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis) for r in results]
-    CsvTable(output_dir / KPI_CSV).append(rows)
+    write_csv(output_dir / KPI_CSV, rows)
     summary = kpi_summary(rows)
-    CsvTable(output_dir / KPI_SUMMARY_CSV).append(summary)
+    write_csv(output_dir / KPI_SUMMARY_CSV, summary)
     hub = EventHub()
     stats = StatsAggregator("rollout")
     hub.listeners.append(stats)

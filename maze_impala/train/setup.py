@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -11,10 +10,9 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
-from maze_impala.actors.transport import estimate_rollout_bytes
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import (
     ConfigError,
@@ -32,16 +30,27 @@ from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
-from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV, EventLogWriter, atomic_write_text
+from maze_impala.events.tables import EVENT_LOG_DIR, EventLogWriter
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
+from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
+from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
-from maze_impala.train.plots import CURVES_PNG
 from maze_impala.train.progress import Progress
-from maze_impala.train.trainer import BEST_MODEL, CONFIG_YAML, LAST_MODEL, STATS_CSV, ImpalaTrainer, TrainingResult
+from maze_impala.train.rundir import (
+    CONFIG_YAML,
+    LAST_MODEL,
+    STATS_CSV,
+    TENSORBOARD_DIR,
+    check_resumable,
+    claim_output_dir,
+    continue_tables,
+)
+from maze_impala.train.state import TrainerState
+from maze_impala.train.trainer import ImpalaTrainer, TrainingResult
 
 
 def console_columns() -> list[str]:
@@ -62,12 +71,9 @@ def console_columns() -> list[str]:
 
 
 def make_pool(
-    spec: ActorSpec,
-    weights: SharedWeights,
-    algorithm: ImpalaAlgorithmConfig,
-    runner: RunnerConfig,
-    slot_bytes: int | None = None,
+    spec: ActorSpec, weights: SharedWeights, algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig
 ) -> ActorPool:
+    """The actor backend ``runner.type`` names, running ``spec``'s actors."""
     if runner.type == "dev":
         return SequentialActors(spec, weights, algorithm.num_actors)
     return SubprocessActors(
@@ -78,32 +84,64 @@ def make_pool(
         runner.start_method,
         runner.failure_timeout,
         batch_size=algorithm.actors_batch_size,
-        slot_bytes=slot_bytes,
     )
 
 
 def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     """Wire env, models, weights, actors, learner, evaluator, events and writers; writes ``config.yaml``.
 
+    With ``config.resume`` (a run directory) the run continues from its ``model_last.pt``:
+    learner, loop state and RNG state restored, tables continued after the checkpoint's epoch.
     Raises :class:`ConfigError` before anything starts if the env cannot be recorded in the
-    run's config, the env does not fit the model, or ``output_dir`` holds another run.
+    run's config, the env does not fit the model, ``output_dir`` holds another run, or a
+    resume changes what the run learns; :class:`RunDirInUseError` if another run trains there.
     """
-    algorithm, runner, output = config.algorithm, config.runner, config.output
     record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
-    claim_output_dir(output_dir, config.overwrite)
+    output_dir = Path(config.resume) if config.resume else Path(output_dir)
+    lock = RunDirLock(output_dir).acquire()
+    try:
+        remove_stray_temp_files(output_dir)
+        checkpoint = _resume_from(output_dir, record) if config.resume else None
+        if checkpoint is None:
+            claim_output_dir(output_dir, config.overwrite)
+        return _wire(config, record, output_dir, checkpoint, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _resume_from(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint a resume continues from, after checking that the config changes nothing it learns."""
+    path = run_dir / LAST_MODEL
+    if not path.is_file():
+        raise ConfigError(f"cannot resume {run_dir}: it holds no {LAST_MODEL} (was it a training run's directory?)")
+    checkpoint = read_checkpoint(path)
+    changes = check_resumable(checkpoint["config"], record, run_dir)
+    described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
+    logging.getLogger("maze_impala").info(
+        "resuming %s after epoch %d%s", run_dir, checkpoint["epoch"], f"; changed: {described}" if described else ""
+    )
+    return checkpoint
+
+
+def _wire(
+    config: TrainingConfig,
+    record: dict[str, Any],
+    output_dir: Path,
+    checkpoint: dict[str, Any] | None,
+    lock: RunDirLock,
+) -> ImpalaTrainer:
+    algorithm, output = config.algorithm, config.output
     torch.manual_seed(config.seed)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
-    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, config.seed)
     try:
         policy = make_policy(probe, config.model)
         critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
-        slot_bytes = estimate_rollout_bytes(probe, spec)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     finally:
         probe.close()
-    atomic_write_text(output_dir / CONFIG_YAML, OmegaConf.to_yaml(OmegaConf.create(record)))
 
     hub = EventHub()
     train_stats = StatsAggregator("train")  # every interface: the learner's, the actors' and the env's own
@@ -111,10 +149,19 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     eval_hub = EventHub()
     eval_stats = StatsAggregator("eval")
     eval_hub.listeners.append(eval_stats)
-
     learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
-    weights = SharedWeights(learner.policy)
-    pool = make_pool(spec, weights, algorithm, runner, slot_bytes)
+    state = TrainerState()
+    if checkpoint is not None:
+        restore_modules(checkpoint, output_dir / LAST_MODEL, policy=policy, critic=critic)
+        learner.load_state_dict(checkpoint)
+        state = TrainerState.from_checkpoint(checkpoint)  # the RNG state too
+        state.history = continue_tables(output_dir, state.epoch)
+    atomic_write_text(output_dir / CONFIG_YAML, OmegaConf.to_yaml(OmegaConf.create(record)))
+    # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
+    actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
+    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
+    weights = SharedWeights(learner.policy, version=learner.version)
+    pool = make_pool(spec, weights, algorithm, config.runner)
     evaluator = RolloutEvaluator(
         config.env,
         algorithm.rollout_evaluator.n_episodes,
@@ -126,47 +173,16 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)] if output.csv else []
     if output.console:
         writers.append(ConsoleWriter(console_columns()))
-    if output.tensorboard:
-        writers.append(TensorBoardWriter(output_dir / "tensorboard"))
-    extras = {
-        "config": record,
-        "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
-    }
+    if output.tensorboard:  # a resumed run drops the events logged after its checkpoint
+        writers.append(TensorBoardWriter(output_dir / TENSORBOARD_DIR, purge_step=state.env_steps + 1))
+    extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)}}
     event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, output.event_logs) if output.event_logs != "none" else None
     progress = Progress(algorithm.n_epochs) if output.progress else None
     return ImpalaTrainer(
-        learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
-        learner_threads=learner_threads(algorithm, runner), event_logs=event_logs, progress=progress, plot=output.plot,
+        algorithm, learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
+        state=state, event_logs=event_logs, progress=progress, plot=output.plot,
+        checkpoint_every=output.checkpoint_every, on_close=[lock.release],
     )  # fmt: skip
-
-
-RUN_FILES = (LAST_MODEL, BEST_MODEL, STATS_CSV, KPI_CSV)
-"""Files whose presence means that a directory holds a run."""
-
-
-def claim_output_dir(output_dir: Path, overwrite: bool) -> None:
-    """Refuse to train into a directory holding another run's files, unless ``overwrite`` (then remove them)."""
-    found = [name for name in RUN_FILES if (output_dir / name).exists()]
-    if found and not overwrite:
-        raise ConfigError(
-            f"{output_dir} holds another run ({', '.join(found)}); training there would replace it. Choose another "
-            "directory (hydra.run.dir=... or train(output_dir=...)), or pass overwrite=true (train(..., "
-            "overwrite=True)) to replace that run"
-        )
-    for name in (*found, KPI_SUMMARY_CSV, CURVES_PNG):
-        (output_dir / name).unlink(missing_ok=True)
-    if found:
-        shutil.rmtree(output_dir / "tensorboard", ignore_errors=True)
-        shutil.rmtree(output_dir / EVENT_LOG_DIR, ignore_errors=True)
-    output_dir.mkdir(parents=True, exist_ok=True)
-
-
-def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig) -> int | None:
-    """With actor processes (one core each), the learner gets the cores they leave, at least one, so that
-    no process fights another for a core; in-process actors leave torch's default."""
-    if runner.type != "local" or algorithm.device != "cpu":
-        return None
-    return max(1, (os.cpu_count() or 1) - algorithm.num_actors)
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:
@@ -187,11 +203,13 @@ def train(
     output_dir: str | Path | None = None,
     output: OutputConfig | None = None,
     overwrite: bool = False,
+    resume_from: str | Path | None = None,
 ) -> TrainingResult:
     """Train IMPALA from Python with the same components and defaults as ``maze-run -cn conf_train``.
 
     Writes ``config.yaml``, ``stats.csv``, ``kpis.csv``, TensorBoard events and the last and best
-    model into ``output_dir`` (default: ``outputs/train/<time>``). Call it under
+    model into ``output_dir`` (default: ``outputs/train/<time>``); ``resume_from`` (a run
+    directory) continues that run from its last checkpoint instead. Call it under
     ``if __name__ == "__main__":`` in a script: the default ``runner=local`` starts actor processes.
     """
     config = TrainingConfig(
@@ -202,6 +220,7 @@ def train(
         output or OutputConfig(),
         seed,
         overwrite,
+        str(resume_from) if resume_from is not None else None,
     )
     out = Path(output_dir) if output_dir else Path("outputs", "train", time.strftime("%Y-%m-%d_%H-%M-%S"))
     return build_trainer(config, out).train()
@@ -213,8 +232,6 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     The env and model are rebuilt from the config stored in the checkpoint, so this
     works for any run whose env is given by an id or a ``_target_`` config.
     """
-    from maze_impala.train.checkpoint import read_checkpoint, restore_modules
-
     state = read_checkpoint(checkpoint)
     record = state.get("config")
     if record is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,24 +13,29 @@ from typing import Any
 import pandas as pd
 import torch
 
-from maze_impala.actors.weights import SharedWeights
-from maze_impala.core import ActorPool
+from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.events.api import EventHub, mean
 from maze_impala.events.frames import StatsRow, to_dataframe
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
-from maze_impala.events.tables import KPI_CSV, KPI_SUMMARY_CSV, CsvTable, EventLogWriter, kpi_row, kpi_summary
+from maze_impala.events.tables import (
+    KPI_CSV,
+    KPI_SUMMARY_CSV,
+    CsvTable,
+    EventLogWriter,
+    kpi_row,
+    kpi_summary,
+    write_csv,
+)
 from maze_impala.events.writers import StatsWriter
-from maze_impala.impala.learner import ImpalaLearner
+from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.episodes import EpisodeResult
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 from maze_impala.train.progress import Progress
-
-LAST_MODEL = "model_last.pt"
-BEST_MODEL = "model_best.pt"
-STATS_CSV = "stats.csv"
-CONFIG_YAML = "config.yaml"
+from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV
+from maze_impala.train.state import TrainerState
 
 
 class TrainingError(RuntimeError):
@@ -58,13 +64,21 @@ class TrainingResult:
 
 
 class ImpalaTrainer:
-    """Runs the epochs; every component is built elsewhere (:func:`maze_impala.train.setup.build_trainer`)."""
+    """Runs the epochs; every component is built elsewhere (:func:`maze_impala.train.setup.build_trainer`).
+
+    Per epoch: ``epoch_length`` updates (collect, learn, publish), an evaluation, the
+    epoch's statistics to every writer, then ``model_last.pt`` (every
+    ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on a better
+    evaluation). Loop state lives in :attr:`state`, which every checkpoint saves and a
+    resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
+    """
 
     def __init__(
         self,
-        learner: ImpalaLearner,
+        config: ImpalaAlgorithmConfig,
+        learner: Learner,
         pool: ActorPool,
-        weights: SharedWeights,
+        publisher: WeightPublisher,
         evaluator: RolloutEvaluator,
         hub: EventHub,
         train_stats: StatsAggregator,
@@ -72,98 +86,105 @@ class ImpalaTrainer:
         writers: list[StatsWriter],
         output_dir: Path,
         checkpoint_extras: dict[str, Any],
-        learner_threads: int | None = None,
+        state: TrainerState | None = None,
         event_logs: EventLogWriter | None = None,
         progress: Progress | None = None,
         plot: bool = True,
+        checkpoint_every: int = 1,
+        on_close: list[Callable[[], None]] | None = None,
     ):
+        self.config = config
         self.learner = learner
-        self.config = learner.config
         self.pool = pool
-        self.weights = weights
+        self.publisher = publisher
         self.evaluator = evaluator
         self.hub = hub
         self.run_events = hub.publisher(RunEvents)
+        self.queue_events = hub.publisher(MultiStepIMPALAEvents)
         self.train_stats = train_stats
         self.eval_stats = eval_stats
         self.writers = writers
         self.output_dir = output_dir
         self.checkpoint_extras = checkpoint_extras
-        self.learner_threads = learner_threads
-        """Torch intra-op threads while training (None: leave as is); the cores the actor processes leave."""
-        self.env_steps = 0
+        self.state = state or TrainerState()
         self.kpis = CsvTable(output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
         self.event_logs = event_logs
         self.progress = progress
         if progress is not None:
             hub.listeners.append(progress)
         self.plot = plot
-        self._epoch = 0
+        self.checkpoint_every = checkpoint_every
+        self.on_close = on_close or []
+        """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
 
     def train(self) -> TrainingResult:
-        """Train for ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
-        cfg = self.config
-        best, since_best, history, stats, epoch = -math.inf, 0, [], [], 0
+        """Train until ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
+        cfg, state = self.config, self.state
+        stats: list[StatsRow] = []
         results: list[EpisodeResult] = []
-        training_started = time.perf_counter()
+        first_epoch, training_started = state.epoch + 1, time.perf_counter()
         threads = torch.get_num_threads()
-        if self.learner_threads is not None:
-            torch.set_num_threads(self.learner_threads)
+        learner_threads = self.pool.learner_threads() if cfg.device == "cpu" else None
+        if learner_threads is not None:
+            torch.set_num_threads(learner_threads)
         try:
             self.pool.start()
-            for epoch in range(1, cfg.n_epochs + 1):
-                self._epoch = epoch
-                started, steps_before = time.perf_counter(), self.env_steps
-                train_policy = epoch > cfg.critic_burn_in_epochs
+            for epoch in range(first_epoch, cfg.n_epochs + 1):
+                started, steps_before = time.perf_counter(), state.env_steps
                 try:
                     for _ in range(cfg.epoch_length):
-                        self._update(train_policy)
+                        self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
                     update_seconds = time.perf_counter() - started
                     results = self.evaluator.evaluate(self.learner.policy)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
-                score = mean_return(results)
                 self._record_episodes(epoch, results)
-                self.run_events.env_steps(value=self.env_steps)
-                self.run_events.env_steps_per_second(value=(self.env_steps - steps_before) / update_seconds)
+                self.run_events.env_steps(value=state.env_steps)
+                self.run_events.env_steps_per_second(value=(state.env_steps - steps_before) / update_seconds)
                 self.run_events.updates_per_second(value=cfg.epoch_length / update_seconds)
                 self.run_events.epoch_seconds(value=time.perf_counter() - started)
                 self.run_events.elapsed_seconds(value=time.perf_counter() - training_started)
                 epoch_stats = self.train_stats.reduce() | self.eval_stats.reduce()
                 row = by_column(epoch_stats)
-                history.append(row)
-                stats.append((epoch, self.env_steps, epoch_stats))
+                stats.append((epoch, state.env_steps, epoch_stats))
+                improved = state.record(epoch, mean_return(results), row)
                 if self.progress is not None:
-                    self.progress.update(epoch, self.env_steps, force=True)
+                    self.progress.update(epoch, state.env_steps, force=True)
                     self.progress.end_line()
                 for writer in self.writers:
-                    writer.write(epoch, self.env_steps, row)
-                self._save(LAST_MODEL, epoch, best=max(best, score))
-                if score > best:
-                    best, since_best = score, 0
-                    self._save(BEST_MODEL, epoch, best=best)
-                else:
-                    since_best += 1
-                if cfg.patience and since_best >= cfg.patience:
+                    writer.write(epoch, state.env_steps, row)
+                stopping = epoch == cfg.n_epochs or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
+                if stopping or epoch % self.checkpoint_every == 0:
+                    self._save(LAST_MODEL)
+                if improved:
+                    self._save(BEST_MODEL)
+                if stopping:
                     break
         except BaseException:
             try:  # an interrupted or failed run still gets its KPI summary and curves, of what there is
-                self._finish(results, history, best)
+                self._finish(results)
             except Exception as error:  # never hide the failure that got us here
                 logging.getLogger("maze_impala").warning("could not write the final outputs: %r", error)
             raise
         else:
-            self._finish(results, history, best)
+            self._finish(results)
         finally:
             torch.set_num_threads(threads)
-            self.pool.close()
-            self.evaluator.close()
-            if self.progress is not None:
-                self.progress.close()
-            for writer in self.writers:
-                writer.close()
-        stopped_early = epoch < cfg.n_epochs
-        return TrainingResult(self.output_dir, epoch, self.env_steps, best, stopped_early, history, stats)
+            self._close()
+        stopped_early = state.epoch < cfg.n_epochs
+        return TrainingResult(
+            self.output_dir, state.epoch, state.env_steps, state.best_eval_return, stopped_early, state.history, stats
+        )
+
+    def _close(self) -> None:
+        self.pool.close()
+        self.evaluator.close()
+        if self.progress is not None:
+            self.progress.close()
+        for writer in self.writers:
+            writer.close()
+        for callback in self.on_close:
+            callback()
 
     def _record_episodes(self, epoch: int, results: list[EpisodeResult]) -> None:
         """The evaluation episodes' rows of ``kpis.csv``, and their raw events if event logs are on."""
@@ -175,44 +196,42 @@ class ImpalaTrainer:
                 self.event_logs.add(result.episode_id, result.raw, epoch=epoch)
             self.event_logs.flush()
 
-    def _finish(self, results: list[EpisodeResult], history: list[dict[str, float]], best: float) -> None:
+    def _finish(self, results: list[EpisodeResult]) -> None:
         """KPI summary of the last evaluation, hparams for TensorBoard, the PNG of the training curves."""
         if not results:
             return
+        history = self.state.history
         final_rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis) for r in results]
-        CsvTable(self.output_dir / KPI_SUMMARY_CSV).append(kpi_summary(final_rows))
-        metrics = {"hparam/best_eval_return": best, "hparam/env_steps": float(self.env_steps)}
+        write_csv(self.output_dir / KPI_SUMMARY_CSV, kpi_summary(final_rows))
+        metrics = {"hparam/best_eval_return": self.state.best_eval_return, "hparam/env_steps": self.state.env_steps}
         if history:
             final = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
             metrics["hparam/final_train_return"] = history[-1].get(final, math.nan)
         for writer in self.writers:
             writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
         if self.plot and history and (self.output_dir / STATS_CSV).is_file():
-            from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when plotting
+            from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when drawing
 
             plot_training_curves(self.output_dir / STATS_CSV, self.output_dir / CURVES_PNG)
 
-    def _update(self, train_policy: bool) -> None:
-        ev = self.learner.events
+    def _update(self, epoch: int, train_policy: bool) -> None:
         before = self.pool.queue_size()
         started = time.perf_counter()
         rollouts = self.pool.collect(self.config.actors_batch_size)
         dequeue_seconds = time.perf_counter() - started
-        ev.estimated_queue_sizes(before=before, after=self.pool.queue_size())
+        self.queue_events.estimated_queue_sizes(before=before, after=self.pool.queue_size())
         for rollout in rollouts:
             self.hub.replay(rollout.events)
-            self.env_steps += rollout.env_steps
+            self.state.env_steps += rollout.env_steps
         self.learner.step(rollouts, train_policy, dequeue_seconds)
-        self.weights.publish(self.learner.policy, self.learner.version)
+        self.publisher.publish(self.learner.policy, self.learner.version)
         if self.progress is not None:
-            self.progress.update(self._epoch, self.env_steps)
+            self.progress.update(epoch, self.state.env_steps)
 
-    def _save(self, name: str, epoch: int, best: float) -> None:
+    def _save(self, name: str) -> None:
         state = {
             **self.learner.state_dict(),
-            "epoch": epoch,
-            "env_steps": self.env_steps,
-            "best_eval_return": best,
+            **self.state.state_dict(),
             "policy_signature": model_signature(self.learner.policy),
             **self.checkpoint_extras,
         }

@@ -1,0 +1,93 @@
+"""A run's directory: one run per directory, never overwritten by surprise, and resumed where its checkpoint stands."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from maze_impala.config import ConfigError
+from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV, CsvTable
+from maze_impala.train.plots import CURVES_PNG
+
+LAST_MODEL = "model_last.pt"
+BEST_MODEL = "model_best.pt"
+STATS_CSV = "stats.csv"
+CONFIG_YAML = "config.yaml"
+TENSORBOARD_DIR = "tensorboard"
+RUN_FILES = (LAST_MODEL, BEST_MODEL, STATS_CSV, KPI_CSV)
+"""Files whose presence means that a directory holds a run."""
+
+
+def claim_output_dir(output_dir: Path, overwrite: bool) -> None:
+    """Refuse to train into a directory holding another run's files, unless ``overwrite`` (then remove them)."""
+    found = [name for name in RUN_FILES if (output_dir / name).exists()]
+    if found and not overwrite:
+        raise ConfigError(
+            f"{output_dir} holds another run ({', '.join(found)}); training there would replace it. Resume it "
+            f"(resume={output_dir}, or train(..., resume_from=...)), choose another directory (hydra.run.dir=... or "
+            "train(output_dir=...)), or pass overwrite=true (train(..., overwrite=True)) to replace that run"
+        )
+    for name in (*found, KPI_SUMMARY_CSV, CURVES_PNG):
+        (output_dir / name).unlink(missing_ok=True)
+    if found:
+        shutil.rmtree(output_dir / TENSORBOARD_DIR, ignore_errors=True)
+        shutil.rmtree(output_dir / EVENT_LOG_DIR, ignore_errors=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+SAFE_TO_CHANGE = (
+    "algorithm.n_epochs",
+    "algorithm.patience",
+    "algorithm.num_actors",
+    "algorithm.device",
+    "runner.",
+    "output.",
+    "overwrite",
+    "resume",
+)
+"""Keys a resumed run may change: how long it runs and where; not what it learns (the env, the model, the
+algorithm's other fields, the seed). ``n_epochs`` stretches or shrinks the learning-rate schedule from
+the current update on."""
+
+
+def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The keys whose values differ: ``{key: (saved, current)}``."""
+    old, new = flatten(saved), flatten(current)
+    return {k: (old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)}
+
+
+def check_resumable(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> dict[str, tuple[Any, Any]]:
+    """The safe changes of a resume; raises :class:`ConfigError` naming every unsafe one."""
+    changes = config_changes(saved, current)
+    unsafe = {k: v for k, v in changes.items() if not k.startswith(SAFE_TO_CHANGE)}
+    if unsafe:
+        listed = "; ".join(f"{k}: {old!r} in the run, {new!r} now" for k, (old, new) in unsafe.items())
+        raise ConfigError(
+            f"cannot resume {run_dir} with another config ({listed}). Resume with the run's config (only "
+            f"{', '.join(k.rstrip('.') for k in SAFE_TO_CHANGE[:-2])} may change), or start a new run"
+        )
+    return changes
+
+
+def continue_tables(output_dir: Path, epoch: int) -> list[dict[str, float]]:
+    """Drop the rows of epochs after ``epoch`` (written after the checkpoint a run resumes from) from
+    ``stats.csv``, ``kpis.csv`` and the event logs, so that no row is duplicated when those epochs run again;
+    returns the statistics of the epochs kept (the run's history)."""
+    covered = lambda row: int(float(row["epoch"])) <= epoch  # noqa: E731
+    stats = CsvTable(output_dir / STATS_CSV)
+    stats.truncate(covered)
+    CsvTable(output_dir / KPI_CSV).truncate(covered)
+    for path in (output_dir / EVENT_LOG_DIR).glob("*.csv"):
+        CsvTable(path).truncate(covered)
+    ignored = ("epoch", "env_steps")
+    return [{k: float(v) for k, v in row.items() if k not in ignored and v != ""} for row in stats.rows()]

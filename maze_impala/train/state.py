@@ -1,0 +1,58 @@
+"""The training loop's state: everything a resume restores besides the learner, in one object the checkpoint saves."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class TrainerState:
+    """Where a run stands after an epoch; :meth:`state_dict` goes into every checkpoint."""
+
+    epoch: int = 0
+    """Epochs completed."""
+    env_steps: int = 0
+    """Structured env steps consumed by the learner so far."""
+    best_eval_return: float = -math.inf
+    """The best mean evaluation return so far (the one ``model_best.pt`` holds)."""
+    epochs_since_best: int = 0
+    """Epochs since the best evaluation: the patience counter."""
+    history: list[dict[str, float]] = field(default_factory=list, repr=False)
+    """One row of statistics per completed epoch. Not in the checkpoint: a resume reads it back from
+    ``stats.csv``, the durable record, so that checkpoints do not grow with the run."""
+
+    def record(self, epoch: int, score: float, row: dict[str, float]) -> bool:
+        """Count an epoch that evaluated to ``score``; True if it is the best so far."""
+        self.epoch = epoch
+        self.history.append(row)
+        if score > self.best_eval_return:
+            self.best_eval_return, self.epochs_since_best = score, 0
+            return True
+        self.epochs_since_best += 1
+        return False
+
+    def state_dict(self) -> dict[str, Any]:
+        """Numbers and the torch RNG state: what ``torch.load(weights_only=True)`` reads back."""
+        return {
+            "epoch": self.epoch,
+            "env_steps": self.env_steps,
+            "best_eval_return": self.best_eval_return,
+            "epochs_since_best": self.epochs_since_best,
+            "torch_rng_state": torch.get_rng_state(),
+        }
+
+    @classmethod
+    def from_checkpoint(cls, state: dict[str, Any]) -> TrainerState:
+        """The state a checkpoint saved; restores the torch RNG state too."""
+        if "torch_rng_state" in state:
+            torch.set_rng_state(state["torch_rng_state"])
+        return cls(
+            epoch=int(state["epoch"]),
+            env_steps=int(state["env_steps"]),
+            best_eval_return=float(state["best_eval_return"]),
+            epochs_since_best=int(state.get("epochs_since_best", 0)),
+        )

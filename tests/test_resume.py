@@ -1,0 +1,133 @@
+"""Resume: a run continues from its last checkpoint, with its optimizer, schedule, counters and tables; one run per
+directory; a SIGKILL at any moment leaves loadable checkpoints and a run that resumes without a gap or a duplicate."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from clitools import run_cli
+
+from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala.events.api import last
+from maze_impala.events.stats import StatKey
+from maze_impala.files import RunDirInUseError, RunDirLock
+from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.train.checkpoint import read_checkpoint
+
+SMALL = dict(epoch_length=4, envs_per_actor=2, n_rollout_steps=8, num_actors=1)
+QUIET = OutputConfig(console=False, tensorboard=True, progress=False, plot=False)
+DEV = RunnerConfig("dev")
+LR = StatKey.of(MultiStepIMPALAEvents.learning_rate, last).column()
+
+
+def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_path):
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
+    train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=5, output_dir=tmp_path)
+    first = read_checkpoint(tmp_path / "model_last.pt")
+    longer = ImpalaAlgorithmConfig(n_epochs=5, **SMALL)  # n_epochs may change: the schedule stretches
+    result = train("CartPole-v1", longer, runner=DEV, output=QUIET, seed=5, resume_from=tmp_path)
+    last_checkpoint = read_checkpoint(tmp_path / "model_last.pt")
+    assert result.epochs == 5 and len(result.history) == 5
+    assert last_checkpoint["version"] == 5 * 4 and last_checkpoint["epoch"] == 5
+    # Adam's step count continues from the first run's, not from zero
+    steps = [s["step"] for s in last_checkpoint["optimizer"]["state"].values()]
+    assert all(int(step) == 20 for step in steps) and int(next(iter(first["optimizer"]["state"].values()))["step"]) == 8
+    stats = pd.read_csv(tmp_path / "stats.csv")
+    assert stats["epoch"].tolist() == [1, 2, 3, 4, 5]
+    per_epoch = 4 * 2 * 8
+    assert stats["env_steps"].tolist() == [per_epoch * e for e in range(1, 6)]
+    # the learning rate continues from update 8 (the resumed schedule spans 5 epochs of 4 updates)
+    expected = [0.002 * (1 - (4 * e - 1) / 8) for e in (1, 2)] + [0.002 * (1 - (4 * e - 1) / 20) for e in (3, 4, 5)]
+    assert stats[LR].tolist() == pytest.approx(expected)
+    kpis = pd.read_csv(tmp_path / "kpis.csv")
+    assert sorted(set(kpis["epoch"])) == [1, 2, 3, 4, 5] and len(kpis) == 5 * 8
+
+
+def test_a_resume_that_changes_what_the_run_learns_is_refused(tmp_path):
+    train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
+    changed = ImpalaAlgorithmConfig(n_epochs=2, **SMALL | {"epoch_length": 5}, lr=0.01)
+    with pytest.raises(ConfigError, match=r"algorithm.epoch_length: 4 in the run, 5 now; algorithm.lr: 0.002 in the"):
+        train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path)
+    with pytest.raises(ConfigError, match=r"holds no model_last\.pt"):
+        train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path / "nothing")
+
+
+def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_path):
+    with RunDirLock(tmp_path):
+        with pytest.raises(RunDirInUseError, match=rf"in use by another run \(pid {os.getpid()}\)"):
+            train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET,
+                  output_dir=tmp_path)  # fmt: skip
+    train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
+
+
+def test_a_lock_of_a_killed_run_does_not_block_the_next(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", f"from maze_impala.files import RunDirLock; import time; "
+                               f"RunDirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirInUseError, match=f"pid {holder.pid}"):
+            RunDirLock(tmp_path).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    RunDirLock(tmp_path).acquire().release()
+
+
+CARTPOLE = ["-cn", "conf_train", "algorithm=impala_cartpole", "runner=dev", "seed=1", "output.console=false",
+            "output.tensorboard=false", "output.plot=false"]  # fmt: skip
+
+
+def _kill_during_training(out, rng, resume):
+    """Start (or resume) the run, SIGKILL it at a random moment after its first checkpoint, or while it writes one."""
+    args = [*CARTPOLE, f"resume={out}"] if resume else [*CARTPOLE, f"hydra.run.dir={out}"]
+    proc = subprocess.Popen([sys.executable, "-m", "maze_impala", *args], cwd=out.parent,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        epoch0 = read_checkpoint(out / "model_last.pt")["epoch"] if resume else 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "model_last.pt").exists() and read_checkpoint(out / "model_last.pt")["epoch"] > epoch0:
+                break
+            time.sleep(0.05)
+        writing = False
+        until = time.monotonic() + rng.uniform(0.0, 3.0)
+        while time.monotonic() < until and proc.poll() is None:  # kill at once if a checkpoint write is seen
+            if any(p.name.startswith(".model_") for p in out.iterdir()):
+                writing = True
+                break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    return writing
+
+
+@pytest.mark.slow
+def test_sigkill_and_resume_continue_the_run_as_if_uninterrupted(tmp_path):
+    out, rng = tmp_path / "run", random.Random(7)
+    out.mkdir()
+    for kill in range(3):
+        _kill_during_training(out, rng, resume=kill > 0)
+        for name in ("model_last.pt", "model_best.pt"):  # whatever the moment, both always load
+            assert read_checkpoint(out / name)["version"] >= 0
+    proc = run_cli([*CARTPOLE, f"resume={out}"], cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    stats = pd.read_csv(out / "stats.csv")
+    algorithm = ImpalaAlgorithmConfig(eps=1e-3)
+    epochs = list(range(1, algorithm.n_epochs + 1))
+    assert stats["epoch"].tolist() == epochs  # no gap, no duplicate
+    assert stats["env_steps"].tolist() == [e * algorithm.epoch_length * 32 * 32 for e in epochs]
+    lr = [algorithm.lr * (1 - (e * algorithm.epoch_length - 1) / algorithm.total_updates) for e in epochs]
+    assert stats[LR].tolist() == pytest.approx(lr)  # the schedule continued across every resume
+    returns = stats["train/EpisodeEvents/episode_return/mean"]
+    assert returns.max() >= 475, f"mean training return per epoch: {returns.round().tolist()}"
+    assert read_checkpoint(out / "model_last.pt")["version"] == algorithm.total_updates
+    kpis = pd.read_csv(out / "kpis.csv")
+    assert kpis.groupby("epoch").size().tolist() == [8] * algorithm.n_epochs
