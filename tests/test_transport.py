@@ -1,7 +1,6 @@
 """Rollouts through shared-memory slots: exact round trips, slot reuse, the pickled fallback."""
 
 import dataclasses
-import multiprocessing as mp
 
 import numpy as np
 import pytest
@@ -49,26 +48,20 @@ def _cutting_rollouts(n: int, critic: str = "delta") -> list[Rollout]:
 def test_a_structured_rollout_reads_back_exactly_as_views_of_its_slot():
     model = ModelConfig(hidden_units=[8], critic="delta")
     size = estimate_rollout_bytes(CuttingEnv(), ActorSpec(CuttingEnv, model, 12, 3, seed=1))
-    slots = RolloutSlots(2, size, mp.get_context("spawn"))
-    try:
-        rollouts = _cutting_rollouts(4)
-        assert any(r.events for r in rollouts) and any(tr.ancestors for tr in rollouts[0].trajectories.values())
-        for i, rollout in enumerate(rollouts):
-            assert slots.write(i % 2, rollout)
-            back = slots.read(i % 2)
-            _assert_same(rollout, back)
-            observations = back.trajectories["cut"].observations["piece"]
-            assert np.shares_memory(observations, slots.memory.numpy()), "arrays are read in place, not copied"
-    finally:
-        slots.close()
+    slots = RolloutSlots(2, size)
+    rollouts = _cutting_rollouts(4)
+    assert any(r.events for r in rollouts) and any(tr.ancestors for tr in rollouts[0].trajectories.values())
+    for i, rollout in enumerate(rollouts):
+        assert slots.write(i % 2, rollout)
+        back = slots.read(i % 2)
+        _assert_same(rollout, back)
+        observations = back.trajectories["cut"].observations["piece"]
+        assert np.shares_memory(observations, slots.memory.numpy()), "arrays are read in place, not copied"
 
 
 def test_a_rollout_larger_than_its_slot_is_refused_whole():
-    slots = RolloutSlots(1, 512, mp.get_context("spawn"))
-    try:
-        assert not slots.write(0, _cutting_rollouts(1)[0])
-    finally:
-        slots.close()
+    slots = RolloutSlots(1, 512)
+    assert not slots.write(0, _cutting_rollouts(1)[0])
 
 
 def _pool(**kwargs) -> SubprocessActors:

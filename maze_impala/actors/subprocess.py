@@ -1,117 +1,82 @@
-"""The one-machine backend: each actor in its own process, rollouts through shared memory and a bounded queue."""
+"""The one-machine backend: each actor in its own process, rollouts through shared memory, restarts on failure.
+
+Each actor process has a duplex pipe of its own (see :mod:`maze_impala.actors.worker`);
+the learner grants slots, reads which slot holds a new rollout, and watches every
+process' sentinel. Nothing else is shared but the shared-memory slots and weights and
+a stop flag, none of which has a lock, so no actor can block the learner or another
+actor, whatever state it dies in.
+
+Failures: an actor that dies (any signal, e.g. SIGKILL or a segfault), raises, or holds
+a granted slot for longer than its deadline (hung, e.g. SIGSTOPped) is killed and
+restarted with a fresh env seed, up to ``max_restarts`` restarts within
+``restart_window_s``; then, or when an actor fails before its first rollout (a broken
+env fails alike in every restart), :class:`ActorFailedError` ends the run.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
-import queue
-import signal
 import time
-import traceback
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait
 from typing import Any
 
 import torch
 import torch.multiprocessing as tmp
 
-from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
+from maze_impala.actors.worker import actor_main
 from maze_impala.core import ActorFailedError, ActorPool, Rollout, WeightSource
 from maze_impala.envs.factory import make_env
-
-POLL_SECONDS = 0.1
-"""How often blocked calls look at the stop flag, the other side's liveness and errors."""
+from maze_impala.events.interfaces import ActorEvents
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The environment actor processes start with: one core each, for numpy's BLAS as for torch. A BLAS
 that threads its (small) matrix products across cores other actors are using runs several times slower."""
-
-
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the processes started inside the block (spawn reads them at start)."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+WAIT_SECONDS = 0.05
+"""How long a blocked :meth:`SubprocessActors.collect` waits between checks of the deadlines."""
+log = logging.getLogger("maze_impala")
 
 
 @dataclass
-class _ActorCrash:
-    index: int
-    message: str
+class RestartPolicy:
+    """When a failed actor is restarted, and when a silent one counts as hung."""
+
+    max_restarts: int = 5
+    """Restarts allowed within ``window_s`` (all actors together); 0: the first failure ends the run."""
+    window_s: float = 600.0
+    actor_timeout_s: float | None = None
+    """Seconds a granted slot may wait for its rollout; None: 10x the actor's median rollout time, at
+    least ``min_timeout_s`` (``startup_timeout_s`` until its first rollout)."""
+    min_timeout_s: float = 3.0
+    startup_timeout_s: float = 120.0
 
 
 @dataclass
-class _Inline:
-    """A rollout too large for a slot, pickled through the pipe instead."""
+class _Actor:
+    """The learner's view of one actor process."""
 
-    rollout: Rollout
-
-
-def _actor_main(
-    spec: ActorSpec,
-    index: int,
-    weights: WeightSource,
-    slots: RolloutSlots,
-    rollouts: Any,
-    errors: Any,
-    stop: Any,
-    parent: int,
-) -> None:
-    """Entry point of an actor process: produce rollouts until told to stop or orphaned."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle; it stops us.
-    torch.set_num_threads(1)  # one core per actor; the processes must not fight over cores
-    stopping = lambda: stop.is_set() or os.getppid() != parent  # noqa: E731
-    actor, slot, warned = None, None, False
-    try:
-        actor = spec.build(index, weights)
-        while not stop.is_set():
-            rollout = actor.rollout()
-            while slot is None:
-                slot = slots.acquire(POLL_SECONDS)
-                if slot is None and stopping():
-                    return
-            message: int | _Inline
-            if slots.write(slot, rollout):
-                message, slot = slot, None  # the slot is the learner's once the message is queued
-            else:
-                message = _Inline(rollout)
-                if not warned:
-                    warnings.warn(f"actor {index}: a rollout exceeds the shared-memory slot size "
-                                  f"({slots.slot_bytes} bytes) and travels pickled", stacklevel=1)  # fmt: skip
-                    warned = True
-            while True:
-                try:
-                    rollouts.put(message, timeout=POLL_SECONDS)
-                    break
-                except queue.Full:
-                    if stopping():
-                        return
-    except BaseException as error:  # report every failure, then exit non-zero
-        errors.put(_ActorCrash(index, f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
-        raise SystemExit(1) from None
-    finally:
-        rollouts.cancel_join_thread()  # never block exit on a queue nobody reads any more
-        if actor is not None:
-            actor.close()
+    process: Any
+    conn: Any
+    generation: int
+    granted: int | None = None
+    """The slot this actor may write into (at most one)."""
+    granted_at: float = 0.0
+    delivered: int = 0
+    started_at: float = 0.0
+    durations: deque[float] = field(default_factory=lambda: deque(maxlen=32))
+    """Seconds from a grant to its rollout, recently."""
 
 
 class SubprocessActors(ActorPool):
-    """``num_actors`` actor processes feeding a queue bounded at ``queue_size_limit`` rollouts.
+    """``num_actors`` actor processes; at most ``queue_size_limit`` rollouts wait for the learner.
 
-    Rollouts travel through shared-memory slots (:mod:`maze_impala.actors.transport`):
-    ``queue_size_limit + num_actors + batch_size`` of them, enough for a full queue,
-    one being written by every actor and a batch held by the learner. The rollouts
-    :meth:`collect` returns view their slots and stay valid until the next ``collect``.
+    Slots: ``queue_size_limit + num_actors + batch_size``, enough for a full queue, one
+    granted to every actor and a batch held by the learner. The rollouts :meth:`collect`
+    returns view their slots and stay valid until the next ``collect``.
     """
 
     def __init__(
@@ -121,22 +86,48 @@ class SubprocessActors(ActorPool):
         num_actors: int,
         queue_size_limit: int,
         start_method: str = "spawn",
-        failure_timeout: float = 120.0,
+        failure_timeout: float | None = None,
         batch_size: int | None = None,
         slot_bytes: int | None = None,
+        restarts: RestartPolicy | None = None,
+        events: ActorEvents | None = None,
     ):
         """``batch_size``: the most rollouts one ``collect`` takes (default ``queue_size_limit``);
-        ``slot_bytes``: the size of a slot (default: a bound estimated from the env's spaces)."""
+        ``slot_bytes``: the size of a slot (default: a bound estimated from the env's spaces);
+        ``failure_timeout``: seconds an actor may take to its first rollout (overrides ``restarts``);
+        ``events``: where restarts are published (an :class:`ActorEvents` publisher)."""
         self.spec = spec
         self.weights = weights
         self.num_actors = num_actors
         self.queue_size_limit = queue_size_limit
         self.ctx = tmp.get_context(start_method)
-        self.failure_timeout = failure_timeout
         self.batch_size = batch_size or queue_size_limit
         self.slot_bytes = slot_bytes
-        self.processes: list[Any] = []
+        self.policy = restarts or RestartPolicy(max_restarts=0)
+        if failure_timeout is not None:
+            self.policy = replace(self.policy, startup_timeout_s=failure_timeout)
+        self.events = events
+        self.actors: list[_Actor] = []
+        self._free: deque[int] = deque()
+        """Slots the learner may grant, oldest freed first (so every slot is used in turn)."""
+        self._ready: deque[tuple[int, Rollout]] = deque()
+        """Delivered rollouts: (slot or -1 for an inlined one, rollout)."""
         self._held: list[int] = []
+        self._restarts: deque[float] = deque()
+
+    @property
+    def processes(self) -> list[Any]:
+        return [a.process for a in self.actors]
+
+    def start(self) -> None:
+        if self.actors:
+            return
+        n_slots = self.queue_size_limit + self.num_actors + self.batch_size
+        self.slots = RolloutSlots(n_slots, self.slot_bytes or self._estimate_slot_bytes())
+        self._free = deque(range(n_slots))
+        self._stop = torch.zeros(1, dtype=torch.int32).share_memory_()
+        self.actors = [self._spawn(index, generation=0) for index in range(self.num_actors)]
+        self._grant()
 
     def _estimate_slot_bytes(self) -> int:
         env = make_env(self.spec.env)
@@ -145,99 +136,182 @@ class SubprocessActors(ActorPool):
         finally:
             env.close()
 
-    def start(self) -> None:
-        if self.processes:
-            return
-        n_slots = self.queue_size_limit + self.num_actors + self.batch_size
-        self.slots = RolloutSlots(n_slots, self.slot_bytes or self._estimate_slot_bytes(), self.ctx)
-        self.rollouts = self.ctx.Queue(maxsize=self.queue_size_limit)
-        self.errors = self.ctx.Queue()
-        self.stop = self.ctx.Event()
-        with _environment(ONE_THREAD):
-            for index in range(self.num_actors):
-                self._start_actor(index)
-
-    def _start_actor(self, index: int) -> None:
-        process = self.ctx.Process(
-            target=_actor_main,
-            args=(self.spec, index, self.weights, self.slots, self.rollouts, self.errors, self.stop, os.getpid()),
-            name=f"maze-actor-{index}",
-            daemon=True,
-        )
-        process.start()
-        self.processes.append(process)
+    def _spawn(self, index: int, generation: int) -> _Actor:
+        learner_end, actor_end = self.ctx.Pipe(duplex=True)
+        spec = self.spec if generation == 0 else replace(self.spec, seed=seed_for(self.spec.seed, index, generation))
+        saved = {name: os.environ.get(name) for name in ONE_THREAD}
+        os.environ.update(ONE_THREAD)  # spawn reads the environment at start
+        try:
+            process = self.ctx.Process(
+                target=actor_main,
+                args=(spec, index, self.weights, self.slots, actor_end, self._stop, os.getpid()),
+                name=f"maze-actor-{index}",
+                daemon=True,
+            )
+            process.start()
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        actor_end.close()  # the actor's end lives in the actor only: its death closes the pipe
+        now = time.monotonic()
+        return _Actor(process, learner_end, generation, granted_at=now, started_at=now)
 
     def collect(self, n: int) -> list[Rollout]:
-        if not self.processes:
+        if not self.actors:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
         if n > self.batch_size:
             raise ValueError(
                 f"collect({n}): this pool was made for batches of at most {self.batch_size} rollouts "
                 "(its shared-memory slots hold a full queue plus one batch); raise its batch_size"
             )
-        self.slots.release(self._held)  # the previous batch is done with
+        self._free.extend(self._held)  # the previous batch is done with
         self._held = []
-        batch: list[Rollout] = []
-        waited_since = time.monotonic()
-        while len(batch) < n:
-            self._raise_on_failure()
-            try:
-                message = self.rollouts.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                if time.monotonic() - waited_since > self.failure_timeout:
-                    raise ActorFailedError(
-                        f"no rollout arrived for {self.failure_timeout:.0f} s although all actors are alive"
-                    ) from None
-                continue
-            if isinstance(message, _Inline):
-                batch.append(message.rollout)
-            else:
-                self._held.append(message)
-                batch.append(self.slots.read(message))
-            waited_since = time.monotonic()
-        return batch
+        while len(self._ready) < n:
+            self._poll(WAIT_SECONDS, room=max(n, self.queue_size_limit))
+        batch = [self._ready.popleft() for _ in range(n)]
+        self._held = [slot for slot, _ in batch if slot >= 0]
+        self._grant()  # the queue has room again: let waiting actors deliver while the learner learns
+        return [rollout for _, rollout in batch]
 
-    def _raise_on_failure(self) -> None:
-        try:
-            crash = self.errors.get_nowait()
-        except queue.Empty:
-            crash = None
-        if crash is not None:
-            raise ActorFailedError(f"actor {crash.index} failed: {crash.message}")
-        for index, process in enumerate(self.processes):
-            if process.exitcode is not None:
-                raise ActorFailedError(
-                    f"actor {index} (pid {process.pid}) died with exit code {process.exitcode}; "
-                    "a negative code is the signal that killed it (e.g. -9: out of memory or killed)"
-                )
+    def queue_size(self) -> int:
+        if self.actors:
+            self._poll(0.0)
+        return len(self._ready)
 
     def learner_threads(self) -> int | None:
         """The cores the actor processes (one core each) leave, at least one: no process fights another."""
         return max(1, (os.cpu_count() or 1) - self.num_actors)
 
-    def queue_size(self) -> int:
+    def _grant(self, room: int | None = None) -> None:
+        """Grant a slot to every actor without one while the delivered and granted rollouts fit into ``room``:
+        the queue's bound, or a whole batch while the learner waits for one. Longest waiting first."""
+        room = self.queue_size_limit if room is None else room
+        waiting = sorted((a for a in self.actors if a.granted is None), key=lambda a: a.granted_at)
+        for actor in waiting:
+            granted = sum(a.granted is not None for a in self.actors)
+            if len(self._ready) + granted >= room or not self._free:
+                return
+            slot = self._free.popleft()
+            try:
+                actor.conn.send(slot)
+            except OSError:  # it died; its sentinel says so at the next poll
+                self._free.append(slot)
+                continue
+            actor.granted, actor.granted_at = slot, time.monotonic()
+
+    def _poll(self, timeout: float, room: int | None = None) -> None:
+        """Take delivered rollouts, handle dead and hung actors; wait up to ``timeout`` for something to happen."""
+        by_handle = {a.conn: a for a in self.actors} | {a.process.sentinel: a for a in self.actors}
+        for handle in wait(list(by_handle), timeout):
+            actor = by_handle[handle]
+            if actor not in self.actors:
+                continue  # replaced while handling an earlier handle
+            if handle is actor.conn:
+                self._receive(actor)
+            else:
+                self._drain(actor)
+                if actor in self.actors:
+                    actor.process.join(timeout=1.0)
+                    self._failed(actor, f"died with exit code {actor.process.exitcode} (a negative code is the "
+                                        "signal that killed it, e.g. -9: killed or out of memory)")  # fmt: skip
+        now = time.monotonic()
+        for actor in list(self.actors):
+            if actor.granted is not None and now - actor.granted_at > self._deadline(actor):
+                self._failed(actor, f"hung: no rollout for {now - actor.granted_at:.1f} s (deadline "
+                                    f"{self._deadline(actor):.1f} s)", hung=True)  # fmt: skip
+        self._grant(room)
+
+    def _receive(self, actor: _Actor) -> None:
         try:
-            return self.rollouts.qsize()
-        except NotImplementedError:  # macOS has no sem_getvalue
-            return -1
+            message = actor.conn.recv()
+        except (EOFError, OSError):
+            return  # the pipe closed: the process is dying, and its sentinel will say how
+        self._handle(actor, message)
+
+    def _drain(self, actor: _Actor) -> None:
+        """Take the complete messages a dead actor left in its pipe (a rollout it delivered is valid)."""
+        while actor in self.actors and actor.conn.poll(0):
+            try:
+                message = actor.conn.recv()
+            except (EOFError, OSError):
+                return
+            self._handle(actor, message)
+
+    def _handle(self, actor: _Actor, message: tuple) -> None:
+        kind, payload = message[0], message[1]
+        if kind == "error":
+            self._failed(actor, f"raised {payload}", raised=True)
+            return
+        rollout = self.slots.read(payload) if kind == "slot" else message[2]
+        if kind == "inline":
+            self._free.append(payload)
+        now = time.monotonic()
+        actor.durations.append(now - actor.granted_at)
+        actor.granted, actor.granted_at, actor.delivered = None, now, actor.delivered + 1
+        self._ready.append((payload if kind == "slot" else -1, rollout))
+        if actor.delivered == 1 and actor.generation > 0:
+            log.info("actor %d (pid %s) is back: first rollout %.2f s after its restart", self.actors.index(actor),
+                     actor.process.pid, now - actor.started_at)  # fmt: skip
+            if self.events is not None:
+                self.events.recovery_seconds(value=now - actor.started_at)
+
+    def _deadline(self, actor: _Actor) -> float:
+        if not actor.durations:
+            return self.policy.startup_timeout_s
+        if self.policy.actor_timeout_s is not None:
+            return self.policy.actor_timeout_s
+        median = sorted(actor.durations)[len(actor.durations) // 2]
+        return max(self.policy.min_timeout_s, 10 * median)
+
+    def _failed(self, actor: _Actor, cause: str, raised: bool = False, hung: bool = False) -> None:
+        """Restart a failed actor, or raise :class:`ActorFailedError` when that is not allowed."""
+        index = self.actors.index(actor)
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] > self.policy.window_s:
+            self._restarts.popleft()
+        reason = "hung" if hung else "raised" if raised else "died"
+        first_rollout = actor.delivered == 0
+        if len(self._restarts) >= self.policy.max_restarts or first_rollout:
+            if first_rollout and self.policy.max_restarts:
+                why = "before its first rollout, so a restart would fail alike"
+            else:
+                why = f"{len(self._restarts)} restarts in {self.policy.window_s:.0f} s already, runner.max_restarts="
+                why += str(self.policy.max_restarts)
+            first, _, rest = cause.partition("\n")
+            details = f"\n{rest}" if rest else ""
+            raise ActorFailedError(f"actor {index} (pid {actor.process.pid}) {first} ({why}){details}")
+        self._restarts.append(now)
+        log.warning("actor %d (pid %s) %s; restarting it (%d of %d restarts in %.0f s)", index, actor.process.pid,
+                    cause, len(self._restarts), self.policy.max_restarts, self.policy.window_s)  # fmt: skip
+        if self.events is not None:
+            self.events.restarted(cause=reason, value=1)
+        self._stop_process(actor)
+        if actor.granted is not None:
+            self._free.append(actor.granted)  # the slot it was granted is the learner's again
+        self.actors[index] = self._spawn(index, actor.generation + 1)
+
+    def _stop_process(self, actor: _Actor) -> None:
+        if actor.process.is_alive():
+            actor.process.kill()
+        actor.process.join(timeout=5.0)
+        actor.conn.close()
 
     def close(self) -> None:
-        if not self.processes:
+        if not self.actors:
             return
-        # Actors never block on a full queue (they put with a timeout and look at the stop flag) and never
-        # wait for their queue's feeder thread at exit, so they stop on their own. The queue is not drained:
-        # an actor that exits (or is killed) halfway through writing a rollout leaves a partial message in
-        # the pipe, and reading it would block forever.
-        self.stop.set()
+        # Actors look at the stop flag whenever they wait for a slot, and never block on anything the learner
+        # holds; one that does not exit in time is killed.
+        self._stop[0] = 1
+        for actor in self.actors:
+            actor.conn.close()  # an actor waiting on its pipe sees EOF and exits
         deadline = time.monotonic() + 5.0
-        for process in self.processes:
-            process.join(timeout=max(0.0, deadline - time.monotonic()))
-        for process in self.processes:
-            if process.is_alive():
-                process.kill()
-            process.join(timeout=1.0)
-        for q in (self.rollouts, self.errors):
-            q.cancel_join_thread()
-            q.close()
-        self.slots.close()
-        self.processes, self._held = [], []
+        for actor in self.actors:
+            actor.process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for actor in self.actors:
+            if actor.process.is_alive():
+                actor.process.kill()
+            actor.process.join(timeout=1.0)
+        self.actors, self._held, self._ready, self._free = [], [], deque(), deque()

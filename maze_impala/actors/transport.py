@@ -1,8 +1,9 @@
 """Rollouts from actor processes to the learner through preallocated shared memory.
 
-The learner allocates ``n_slots`` byte arenas ("slots") in shared memory before
-any actor starts, and keeps a queue of the free ones. An actor takes a free slot,
-writes its rollout into it and puts the slot's number on the rollout queue:
+The learner allocates ``n_slots`` byte arenas ("slots") in shared memory before any
+actor starts and keeps the list of free ones itself. It grants an actor one free slot
+at a time; the actor writes its next rollout into it and answers with the slot's number
+(see :mod:`maze_impala.actors.worker`):
 
 * every numpy array of the rollout is copied into the slot once (one ``memcpy``),
   at a 64-byte aligned offset;
@@ -13,13 +14,11 @@ The learner reads the rollout back as numpy views of the slot: nothing is
 unpickled but the small skeleton, and no array is copied until the learner stacks
 the batch. It frees the slots of a batch when it takes the next one, so the
 rollouts that :meth:`SubprocessActors.collect` returns stay valid until the next
-``collect``.
-
-Only slot numbers travel through the pipe: each message is a few bytes, written
-in one atomic ``write``, so an actor killed at any moment can never leave half a
-message behind for the learner to block on. A rollout larger than a slot (an env
-whose agent count grows beyond the estimate) travels pickled instead, and a
-warning says so once.
+``collect``. A slot belongs to the learner or to exactly one actor: when an actor
+dies, the slot it was granted goes back to the free list (unless its message
+arrived), so repeated deaths never lose slots. A rollout larger than a slot (an env
+whose agent count grows beyond the estimate) travels pickled instead, and a warning
+says so once.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import pickle
-import queue
 from typing import Any
 
 import gymnasium as gym
@@ -84,21 +82,18 @@ class _SlotUnpickler(pickle.Unpickler):
 
 
 class RolloutSlots:
-    """``n_slots`` shared byte arenas of ``slot_bytes`` each and the queue of free ones.
+    """``n_slots`` shared byte arenas of ``slot_bytes`` each.
 
     Made by the learner's process; pickles (as shared-memory handles) to the actor
-    processes, which call :meth:`acquire` and :meth:`write`. The learner calls
-    :meth:`read` and :meth:`release`.
+    processes, which :meth:`write` into the slots they are granted. The learner
+    :meth:`read`\ s them; which slots are free is the learner's bookkeeping.
     """
 
-    def __init__(self, n_slots: int, slot_bytes: int, ctx: Any):
+    def __init__(self, n_slots: int, slot_bytes: int):
         if n_slots < 1 or slot_bytes <= HEADER:
             raise ValueError(f"need at least one slot of more than {HEADER} bytes, got {n_slots} x {slot_bytes}")
         self.n_slots, self.slot_bytes = n_slots, _align(slot_bytes)
         self.memory = torch.zeros((n_slots, self.slot_bytes), dtype=torch.uint8).share_memory_()
-        self.free = ctx.Queue()
-        for slot in range(n_slots):
-            self.free.put(slot)
         self._view: np.ndarray | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -108,13 +103,6 @@ class RolloutSlots:
         if self._view is None:
             self._view = self.memory.numpy()
         return self._view[slot]
-
-    def acquire(self, timeout: float) -> int | None:
-        """A free slot, or None if none was freed within ``timeout`` seconds."""
-        try:
-            return int(self.free.get(timeout=timeout))
-        except queue.Empty:
-            return None
 
     def write(self, slot: int, rollout: Rollout) -> bool:
         """Write ``rollout`` into ``slot``; False (slot untouched but for scratch) if it does not fit."""
@@ -142,13 +130,6 @@ class RolloutSlots:
         rollout.events = [EventRecord(*record) for record in rollout.events]
         return rollout
 
-    def release(self, slots: list[int]) -> None:
-        for slot in slots:
-            self.free.put(slot)
-
-    def close(self) -> None:
-        self.free.cancel_join_thread()
-        self.free.close()
 
 
 def space_bytes(space: gym.spaces.Dict) -> int:

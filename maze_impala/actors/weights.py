@@ -1,26 +1,30 @@
-"""Versioned policy weights in shared memory: the learner publishes, actors pull.
+"""Versioned policy weights in shared memory: the learner publishes, actors pull, nobody locks.
 
-The weights live in one flat float32 tensor in shared memory plus a version
-counter, so publishing costs one copy and an actor that is up to date pays one
-integer read; nothing is pickled per update. The same object works in-process
-(sequential backend) and across processes (it pickles as shared-memory handles).
+The weights live in one flat float32 tensor in shared memory plus a sequence counter
+(a seqlock): the learner, the only writer, makes the counter odd, copies, and makes it
+even again with the new version; an actor copies the weights and keeps the copy only if
+the counter was the same even number before and after. Nothing can be held by an actor,
+so an actor killed while it reads blocks nobody, and an actor that is up to date pays
+one integer read. The same object works in-process (sequential backend) and across
+processes (it pickles as shared-memory handles).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-from typing import Any
+import time
 
 import torch
 from torch import nn
 
 from maze_impala.core import WeightPublisher, WeightSource
 
+RETRY_SECONDS = 1e-4
+
 
 class SharedWeights(WeightSource, WeightPublisher):
     """Learner side: :meth:`publish`; actor side: :meth:`version` and :meth:`load_into`."""
 
-    def __init__(self, module: nn.Module, ctx: Any = None, version: int = 0):
+    def __init__(self, module: nn.Module, version: int = 0):
         state = module.state_dict()
         for name, tensor in state.items():
             if not tensor.is_floating_point():
@@ -28,8 +32,8 @@ class SharedWeights(WeightSource, WeightPublisher):
         self._layout = [(name, tuple(t.shape), t.numel()) for name, t in state.items()]
         total = sum(n for _, _, n in self._layout)
         self._flat = torch.zeros(total, dtype=torch.float32).share_memory_()
-        self._version = torch.zeros(1, dtype=torch.int64).share_memory_()
-        self._lock = (ctx or mp.get_context("spawn")).Lock()
+        self._meta = torch.zeros(2, dtype=torch.int64).share_memory_()
+        """[sequence (odd while the learner writes), version]"""
         self.publish(module, version=version)
 
     def publish(self, module: nn.Module, version: int) -> None:
@@ -38,17 +42,22 @@ class SharedWeights(WeightSource, WeightPublisher):
             flat = torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
         if flat.numel() != self._flat.numel():
             raise ValueError("publish: the module does not have the layout these shared weights were made for")
-        with self._lock:
-            self._flat.copy_(flat)
-            self._version[0] = version
+        self._meta[0] += 1  # odd: a write is under way
+        self._flat.copy_(flat)
+        self._meta[1] = version
+        self._meta[0] += 1  # even: consistent again
 
     def version(self) -> int:
-        return int(self._version[0])
+        return int(self._meta[1])
 
     def load_into(self, module: nn.Module) -> int:
-        with self._lock:
-            flat = self._flat.clone()
-            version = int(self._version[0])
+        while True:
+            before = int(self._meta[0])
+            if before % 2 == 0:
+                flat, version = self._flat.clone(), int(self._meta[1])
+                if int(self._meta[0]) == before:
+                    break
+            time.sleep(RETRY_SECONDS)  # the learner is writing: a copy takes microseconds
         state, offset = {}, 0
         for name, shape, numel in self._layout:
             state[name] = flat[offset : offset + numel].view(shape)

@@ -85,6 +85,9 @@ class ImpalaAlgorithmConfig:
     """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
     vtrace_lambda: float = 1.0
     """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
+    max_policy_lag: int | None = 100
+    """Drop (and count) rollouts made by a policy more than this many updates older than the learner's, e.g.
+    from an actor that was stopped for a while; None keeps every rollout."""
     rollout_evaluator: RolloutEvaluatorConfig = field(default_factory=RolloutEvaluatorConfig)
     """Evaluation after every epoch."""
 
@@ -132,6 +135,12 @@ class ImpalaAlgorithmConfig:
         for name in ("vtrace_clip_rho_threshold", "vtrace_clip_pg_rho_threshold"):
             value = getattr(self, name)
             _check(value is None or (finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
+        _check(
+            self.max_policy_lag is None or (isinstance(self.max_policy_lag, int) and self.max_policy_lag >= 0),
+            "max_policy_lag",
+            self.max_policy_lag,
+            "None (keep every rollout) or an int >= 0",
+        )
         _check(
             finite(self.vtrace_lambda) and 0 < self.vtrace_lambda <= 1,
             "vtrace_lambda",

@@ -30,12 +30,25 @@ class RunnerConfig:
     start_method: str = "spawn"
     """multiprocessing start method of local actors (spawn, forkserver or fork)."""
     failure_timeout: float = 120.0
-    """Seconds without any rollout, all actors alive, before training fails as stuck."""
+    """Seconds an actor may take to start and deliver its first rollout before it counts as hung."""
+    max_restarts: int = 5
+    """Restarts of failed actors (died, raised or hung) allowed within restart_window_s, all actors together;
+    0: the first failure ends the run. An actor that fails before its first rollout ends the run at once."""
+    restart_window_s: float = 600.0
+    """The window in which max_restarts counts."""
+    actor_timeout_s: float | None = None
+    """Seconds an actor may hold a granted slot without delivering a rollout before it counts as hung and is
+    restarted; None: 10x its median rollout time, at least 3 s."""
 
     def __post_init__(self) -> None:
         self.type = backend(self.type)
         check_choice("runner.start_method", self.start_method, START_METHODS)
         check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
+        check(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "runner.max_restarts",
+              self.max_restarts, "an int >= 0")  # fmt: skip
+        check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
+        check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",
+              self.actor_timeout_s, "None (derived) or > 0 seconds")  # fmt: skip
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from maze_impala.core import StepKey
-from maze_impala.events.api import EventInterface, count, epoch_stats, last, max_, mean, min_, std
+from maze_impala.events.api import EventInterface, count, epoch_stats, last, max_, mean, min_, std, sum_
 
 
 class EpisodeEvents(EventInterface):
@@ -44,3 +44,20 @@ class RunEvents(EventInterface):
     @epoch_stats(last)
     def epoch_seconds(self, value: float):
         """Wall-clock seconds of this epoch, evaluation included."""
+
+
+class ActorEvents(EventInterface):
+    """What happens to the actor processes."""
+
+    @epoch_stats(sum_, group_by="cause")
+    def restarted(self, cause: str, value: int):
+        """An actor was restarted; cause: died (a signal or a crash), raised (its env or policy), hung (no rollout
+        within its deadline)."""
+
+    @epoch_stats(mean, max_)
+    def recovery_seconds(self, value: float):
+        """Seconds from a restart to the restarted actor's first rollout."""
+
+    @epoch_stats(sum_)
+    def dropped_stale_rollout(self, value: int):
+        """A rollout older than algorithm.max_policy_lag updates was dropped, not learned from."""

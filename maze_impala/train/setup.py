@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.sequential import SequentialActors
-from maze_impala.actors.subprocess import SubprocessActors
+from maze_impala.actors.subprocess import RestartPolicy, SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import (
     ConfigError,
@@ -28,7 +28,7 @@ from maze_impala.core import ActorPool
 from maze_impala.envs.factory import EnvSpec, env_record, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub, last, mean
-from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
 from maze_impala.events.tables import EVENT_LOG_DIR, EventLogWriter
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
@@ -71,19 +71,30 @@ def console_columns() -> list[str]:
 
 
 def make_pool(
-    spec: ActorSpec, weights: SharedWeights, algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig
+    spec: ActorSpec,
+    weights: SharedWeights,
+    algorithm: ImpalaAlgorithmConfig,
+    runner: RunnerConfig,
+    events: ActorEvents | None = None,
 ) -> ActorPool:
-    """The actor backend ``runner.type`` names, running ``spec``'s actors."""
+    """The actor backend ``runner.type`` names, running ``spec``'s actors; restarts are published to ``events``."""
     if runner.type == "dev":
         return SequentialActors(spec, weights, algorithm.num_actors)
+    restarts = RestartPolicy(
+        max_restarts=runner.max_restarts,
+        window_s=runner.restart_window_s,
+        actor_timeout_s=runner.actor_timeout_s,
+        startup_timeout_s=runner.failure_timeout,
+    )
     return SubprocessActors(
         spec,
         weights,
         algorithm.num_actors,
         algorithm.queue_size_limit,
         runner.start_method,
-        runner.failure_timeout,
         batch_size=algorithm.actors_batch_size,
+        restarts=restarts,
+        events=events,
     )
 
 
@@ -161,7 +172,7 @@ def _wire(
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
     weights = SharedWeights(learner.policy, version=learner.version)
-    pool = make_pool(spec, weights, algorithm, config.runner)
+    pool = make_pool(spec, weights, algorithm, config.runner, hub.publisher(ActorEvents))
     evaluator = RolloutEvaluator(
         config.env,
         algorithm.rollout_evaluator.n_episodes,

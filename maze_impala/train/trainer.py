@@ -17,7 +17,7 @@ from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.events.api import EventHub, mean
 from maze_impala.events.frames import StatsRow, to_dataframe
-from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.events.tables import (
     KPI_CSV,
@@ -101,6 +101,7 @@ class ImpalaTrainer:
         self.hub = hub
         self.run_events = hub.publisher(RunEvents)
         self.queue_events = hub.publisher(MultiStepIMPALAEvents)
+        self.actor_events = hub.publisher(ActorEvents)
         self.train_stats = train_stats
         self.eval_stats = eval_stats
         self.writers = writers
@@ -132,8 +133,9 @@ class ImpalaTrainer:
             for epoch in range(first_epoch, cfg.n_epochs + 1):
                 started, steps_before = time.perf_counter(), state.env_steps
                 try:
-                    for _ in range(cfg.epoch_length):
-                        self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
+                    updates = 0
+                    while updates < cfg.epoch_length:
+                        updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
                     update_seconds = time.perf_counter() - started
                     results = self.evaluator.evaluate(self.learner.policy)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
@@ -214,19 +216,26 @@ class ImpalaTrainer:
 
             plot_training_curves(self.output_dir / STATS_CSV, self.output_dir / CURVES_PNG)
 
-    def _update(self, epoch: int, train_policy: bool) -> None:
+    def _update(self, epoch: int, train_policy: bool) -> bool:
+        """Collect a batch and learn from it; False if every rollout of it was too stale to learn from."""
         before = self.pool.queue_size()
         started = time.perf_counter()
         rollouts = self.pool.collect(self.config.actors_batch_size)
         dequeue_seconds = time.perf_counter() - started
         self.queue_events.estimated_queue_sizes(before=before, after=self.pool.queue_size())
-        for rollout in rollouts:
+        for rollout in rollouts:  # their episodes happened and their env steps were taken, stale or not
             self.hub.replay(rollout.events)
             self.state.env_steps += rollout.env_steps
-        self.learner.step(rollouts, train_policy, dequeue_seconds)
-        self.publisher.publish(self.learner.policy, self.learner.version)
+        max_lag, version = self.config.max_policy_lag, self.learner.version
+        fresh = [r for r in rollouts if max_lag is None or version - r.policy_version <= max_lag]
+        if len(fresh) < len(rollouts):
+            self.actor_events.dropped_stale_rollout(value=len(rollouts) - len(fresh))
+        if fresh:
+            self.learner.step(fresh, train_policy, dequeue_seconds)
+            self.publisher.publish(self.learner.policy, self.learner.version)
         if self.progress is not None:
             self.progress.update(epoch, self.state.env_steps)
+        return bool(fresh)
 
     def _save(self, name: str) -> None:
         state = {

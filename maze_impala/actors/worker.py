@@ -1,0 +1,83 @@
+"""The actor process: build the actor, then produce rollouts into the slots the learner grants, until told to stop.
+
+It talks to the learner through one duplex pipe of its own: the learner sends a slot
+number (permission to deliver one rollout into that shared-memory slot), the actor
+answers ``("slot", n)`` once the rollout is in it, ``("inline", rollout)`` for one too
+large for a slot, or ``("error", text)`` before it exits on a failure. No lock, queue or
+semaphore is shared with other processes: an actor killed at any moment can damage only
+its own pipe, which the learner then discards with the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import traceback
+import warnings
+from typing import Any
+
+import torch
+
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.transport import RolloutSlots
+from maze_impala.core import WeightSource
+
+POLL_SECONDS = 0.1
+"""How often a waiting actor looks at the stop flag and at its parent."""
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (elsewhere the parent pid is watched)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def actor_main(
+    spec: ActorSpec,
+    index: int,
+    weights: WeightSource,
+    slots: RolloutSlots,
+    conn: Any,
+    stop: torch.Tensor,
+    parent: int,
+) -> None:
+    """Entry point of an actor process (``spec.seed`` already includes its restart count)."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle; it stops us.
+    torch.set_num_threads(1)  # one core per actor; the processes must not fight over cores
+    stopping = lambda: bool(stop[0]) or os.getppid() != parent  # noqa: E731
+    actor, warned = None, False
+    try:
+        actor = spec.build(index, weights)
+        while not stopping():
+            rollout = actor.rollout()
+            slot = _wait_for_grant(conn, stopping)
+            if slot is None:
+                return
+            if slots.write(slot, rollout):
+                conn.send(("slot", slot))
+                continue
+            conn.send(("inline", slot, rollout))
+            if not warned:
+                warnings.warn(f"actor {index}: a rollout exceeds the shared-memory slot size ({slots.slot_bytes} "
+                              "bytes) and travels pickled", stacklevel=1)  # fmt: skip
+                warned = True
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        return  # the learner closed our pipe: it is stopping or replacing us
+    except BaseException as error:  # report every failure, then exit non-zero
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
+        raise SystemExit(1) from None
+    finally:
+        if actor is not None:
+            actor.close()
+
+
+def _wait_for_grant(conn: Any, stopping: Any) -> int | None:
+    while not conn.poll(POLL_SECONDS):
+        if stopping():
+            return None
+    return int(conn.recv())
