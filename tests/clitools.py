@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 TINY = [
     "algorithm.n_epochs=2",
@@ -15,3 +16,28 @@ TINY = [
 def run_cli(args, cwd, command=(sys.executable, "-m", "maze_impala"), timeout=300):
     """``maze-run ARGS`` in ``cwd``: the installed package (the suite runs from outside the source tree)."""
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def children(pid):
+    """The pids of the processes whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def process_state(pid):
+    """The /proc state letter of ``pid``; "Z" for a zombie or a process that is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def alive(pids):
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists() and process_state(pid) != "Z"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from clitools import TINY, run_cli
+from clitools import TINY, alive, children, run_cli
 from omegaconf import OmegaConf
 
 from maze_impala.train.setup import load_policy
@@ -102,16 +102,6 @@ def test_installed_maze_run_finds_its_configs_from_any_directory(tmp_path):
     assert (tmp_path / "out" / "model_best.pt").is_file()
 
 
-def _children(pid):
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
@@ -144,7 +134,7 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
         deadline = time.monotonic() + 120
         while not (out / "model_last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
-        actors = _children(proc.pid)
+        actors = children(proc.pid)
         assert len(actors) >= 2, "two actor processes (plus the resource tracker) run"
         proc.send_signal(getattr(signal, signal_name))
         _, stderr = proc.communicate(timeout=30)
@@ -153,16 +143,9 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
     assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[signal_name], stderr
     assert "interrupted" in stderr
     time.sleep(0.5)
-    assert [pid for pid in actors if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)] == []
+    assert alive(actors) == []
     policy, _ = load_policy(out / "model_last.pt")
     assert policy is not None
     # what there is of the run is summed up: the curves of its finished epochs and the last evaluation's KPIs
     assert (out / "training_curves.png").stat().st_size > 10_000
     assert (out / "kpis_summary.csv").is_file()
-
-
-def _state(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "Z"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from clitools import alive, children
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.subprocess import RestartPolicy, SubprocessActors
@@ -133,27 +134,10 @@ def _shm():
     return {p.name for p in Path("/dev/shm").iterdir()} if Path("/dev/shm").is_dir() else set()
 
 
-def _alive(pids):
-    return [pid for pid in pids if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
 
 
-def _state(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "Z"
 
 
-def _children(pid):
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
 
 
 @pytest.mark.slow
@@ -172,7 +156,7 @@ def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind
         deadline = time.monotonic() + 120
         while not (out / "model_last.pt").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        actors = [pid for pid in _children(proc.pid) if "maze-actor" in Path(f"/proc/{pid}/cmdline").read_text()
+        actors = [pid for pid in children(proc.pid) if "maze-actor" in Path(f"/proc/{pid}/cmdline").read_text()
                   or "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]  # fmt: skip
         assert len(actors) >= 3
         if whole_group:
@@ -181,9 +165,9 @@ def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind
             proc.kill()
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
-        while _alive(actors) and time.monotonic() < deadline:
+        while alive(actors) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _alive(actors) == [], "actors die with their parent"
+        assert alive(actors) == [], "actors die with their parent"
     finally:
         proc.kill()
     assert _shm() - before == set(), "nothing of the run is left in /dev/shm"

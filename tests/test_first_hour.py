@@ -196,7 +196,8 @@ def test_a_users_own_env_trains_from_the_cli_as_the_docs_say(tmp_path):
 def test_a_failing_env_ends_the_cli_with_one_line_and_the_traceback_in_the_log(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["-cn", "conf_train", "env._target_=maze_impala.testing.FaultyEnv", "+env.fault=nan_reward",
-                    "+env.after=40", "runner=local", "runner.max_restarts=0", *TINY, f"hydra.run.dir={out}"], cwd=tmp_path)  # fmt: skip
+                    "+env.after=40", "runner=local", "runner.max_restarts=0", *TINY, f"hydra.run.dir={out}"],
+                   cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -7,14 +7,16 @@ import torch
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
+from maze_impala.impala.batch import stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.learner import ImpalaLearner, stack_step
+from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.losses import impala_step_loss
 from maze_impala.nn.critics import StepStateCritic
-from maze_impala.nn.models import StructuredPolicy
+from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.testing import CounterEnv
 from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
 
@@ -174,3 +176,52 @@ def test_an_update_moves_its_metrics_to_the_host_once(monkeypatch):
         assert np.isfinite(row[f"{PREFIX}{name}/mean/step_key=0"]), name
     for name in ("critic_value", "critic_value_loss", "critic_grad_norm"):
         assert np.isfinite(row[f"{PREFIX}{name}/mean/critic_key=0"]), name
+
+
+def _step_data(T=5, N=3, seed=0):
+    from maze_impala.impala.batch import StepBatch
+    from maze_impala.impala.losses import StepForward
+
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.ones(T, N, dtype=torch.bool)
+    mask[3:, 0] = False  # column 0 holds 3 decisions: padding after them
+    terminated = torch.zeros(T, N, dtype=torch.bool)
+    terminated[1, 1] = True
+    empty = torch.zeros(0)
+    batch = StepBatch(
+        observations={}, actions={"action": torch.randint(0, 2, (T, N), generator=g)},
+        behaviour_log_probs=-torch.rand(T, N, generator=g), rewards=empty, terminated=terminated,
+        truncated=torch.zeros(T, N, dtype=torch.bool), truncated_observations={},
+        truncated_index=torch.zeros(0, 2, dtype=torch.int64), mask=mask, agent_ids=torch.zeros(N), ancestors={},
+    )  # fmt: skip
+    forward = StepForward(torch.randn(T, N, 2, generator=g), torch.randn(T + 1, N, generator=g),
+                          torch.randn(T, N, generator=g))  # fmt: skip
+    return batch, forward
+
+
+def test_impala_loss_weights_each_step_keys_losses_by_hand():
+    from maze_impala.impala.losses import impala_loss
+
+    distribution = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
+    config = ImpalaAlgorithmConfig(gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1)
+    batches, forward = {}, {}
+    for key, seed in (("a", 0), ("b", 1)):
+        batches[key], forward[key] = _step_data(seed=seed)
+    total, losses = impala_loss(batches, forward, {"a": distribution, "b": distribution}, config)
+    expected = 0.0
+    for key in ("a", "b"):
+        batch, step = batches[key], forward[key]
+        discounts = torch.where(batch.mask, 0.9 * (~batch.terminated).float(), 1.0)
+        loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values,
+                                torch.where(batch.mask, step.rewards, 0.0), discounts, 1.0, 1.0, 1.0, batch.mask)
+        assert torch.allclose(losses[key].policy_loss, loss.policy_loss)
+        expected += 0.25 * loss.value_loss + 2.0 * loss.policy_loss - 0.1 * loss.entropy
+    assert torch.allclose(total, expected)
+    critic_only, _ = impala_loss(batches, forward, {"a": distribution, "b": distribution}, config, train_policy=False)
+    assert torch.allclose(critic_only, 0.25 * (losses["a"].value_loss + losses["b"].value_loss))
+    # what lies in the padding (after a column's last decision) changes nothing
+    padded = forward["a"]._replace(rewards=forward["a"].rewards.clone())
+    padded.rewards[3:, 0] = 1e6
+    again, _ = impala_loss({"a": batches["a"]}, {"a": padded}, {"a": distribution}, config)
+    alone, _ = impala_loss({"a": batches["a"]}, {"a": forward["a"]}, {"a": distribution}, config)
+    assert torch.allclose(again, alone)

@@ -12,8 +12,9 @@ from maze_impala.envs.examples import CoordinationEnv
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
+from maze_impala.impala.batch import stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.learner import ImpalaLearner, stack_step
+from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.critics import DeltaStateCritic, SharedStateCritic, make_critic
 from maze_impala.nn.models import PerAgentNet, StructuredPolicy, make_policy

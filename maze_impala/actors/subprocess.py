@@ -9,7 +9,7 @@ actor, whatever state it dies in.
 Failures: an actor that dies (any signal, e.g. SIGKILL or a segfault), raises, or holds
 a granted slot for longer than its deadline (hung, e.g. SIGSTOPped) is killed and
 restarted with a fresh env seed, up to ``max_restarts`` restarts within
-``restart_window_s``; then, or when an actor fails before its first rollout (a broken
+``restart_window_s``; then, or when an actor raises before its first rollout (a broken
 env fails alike in every restart), :class:`ActorFailedError` ends the run.
 """
 
@@ -273,9 +273,9 @@ class SubprocessActors(ActorPool):
         while self._restarts and now - self._restarts[0] > self.policy.window_s:
             self._restarts.popleft()
         reason = "hung" if hung else "raised" if raised else "died"
-        first_rollout = actor.delivered == 0
-        if len(self._restarts) >= self.policy.max_restarts or first_rollout:
-            if first_rollout and self.policy.max_restarts:
+        broken = raised and actor.delivered == 0  # its env or policy raises before any rollout: no restart helps
+        if len(self._restarts) >= self.policy.max_restarts or broken:
+            if broken and self.policy.max_restarts:
                 why = "before its first rollout, so a restart would fail alike"
             else:
                 why = f"{len(self._restarts)} restarts in {self.policy.window_s:.0f} s already, runner.max_restarts="

@@ -33,7 +33,7 @@ class RunnerConfig:
     """Seconds an actor may take to start and deliver its first rollout before it counts as hung."""
     max_restarts: int = 5
     """Restarts of failed actors (died, raised or hung) allowed within restart_window_s, all actors together;
-    0: the first failure ends the run. An actor that fails before its first rollout ends the run at once."""
+    0: the first failure ends the run. An actor whose env raises before its first rollout ends the run at once."""
     restart_window_s: float = 600.0
     """The window in which max_restarts counts."""
     actor_timeout_s: float | None = None

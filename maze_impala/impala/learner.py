@@ -4,67 +4,18 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
+from maze_impala.impala.batch import StepBatch, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.losses import impala_step_loss
+from maze_impala.impala.losses import StepForward, impala_loss
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.models import StructuredPolicy
-
-
-@dataclass
-class StepBatch:
-    """The data of one step key across a batch of rollouts, ``N`` columns in all, on the device."""
-
-    observations: dict[str, torch.Tensor]  # [T + 1, N, ...]
-    actions: dict[str, torch.Tensor]  # [T, N, ...]
-    behaviour_log_probs: torch.Tensor  # [T, N]
-    rewards: torch.Tensor  # [T, N]
-    terminated: torch.Tensor  # [T, N]
-    truncated: torch.Tensor  # [T, N]
-    truncated_observations: dict[str, torch.Tensor]  # [K, ...]
-    truncated_index: torch.Tensor  # [K, 2] (t, column)
-    mask: torch.Tensor  # [T, N] bool
-    agent_ids: torch.Tensor  # [N]
-    ancestors: dict[StepKey, dict[str, torch.Tensor]]  # [T + 1, N, ...] per earlier sub-step key
-
-
-def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
-    """Concatenate one step key's trajectories along the column axis, padded to a common length."""
-    trajectories = [r.trajectories[step_key] for r in rollouts if step_key in r.trajectories]
-    n_steps = max(tr.n_steps for tr in trajectories)
-    trajectories = [tr.padded(n_steps) for tr in trajectories]
-
-    def cat(arrays: list[np.ndarray], axis: int = 1) -> torch.Tensor:
-        array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=axis)
-        return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
-
-    def cat_nested(nested: list[dict[str, np.ndarray]], axis: int = 1) -> dict[str, torch.Tensor]:
-        return {k: cat([n[k] for n in nested], axis) for k in nested[0]}
-
-    offsets = np.cumsum([0, *(tr.n_columns for tr in trajectories[:-1])])
-    shifted = [tr.truncated_index + np.array([0, off]) for tr, off in zip(trajectories, offsets)]
-    first = trajectories[0]
-    return StepBatch(
-        observations=cat_nested([tr.observations for tr in trajectories]),
-        actions=cat_nested([tr.actions for tr in trajectories]),
-        behaviour_log_probs=cat([tr.behaviour_log_probs for tr in trajectories]),
-        rewards=cat([tr.rewards for tr in trajectories]),
-        terminated=cat([tr.terminated for tr in trajectories]),
-        truncated=cat([tr.truncated for tr in trajectories]),
-        truncated_observations=cat_nested([tr.truncated_observations for tr in trajectories], axis=0),
-        truncated_index=torch.from_numpy(np.concatenate(shifted)).to(device),
-        mask=cat([tr.mask for tr in trajectories]),
-        agent_ids=cat([tr.agent_ids for tr in trajectories], axis=0),
-        ancestors={key: cat_nested([tr.ancestors[key] for tr in trajectories]) for key in first.ancestors},
-    )
 
 
 class ImpalaLearner(Learner):
@@ -116,36 +67,14 @@ class ImpalaLearner(Learner):
         batches = {k: stack_step(rollouts, k, self.device) for k in keys}
         t1 = time.perf_counter()
 
-        forward: dict[StepKey, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-        for key, batch in batches.items():
-            obs = {k: v[:-1] for k, v in batch.observations.items()}
-            logits = self.policy.logits(key, obs, batch_dims=2, agent_ids=batch.agent_ids)
-            values = self.critic.values(key, batch.observations, batch_dims=2, ancestors=batch.ancestors)
-            forward[key] = (logits, values, self._rewards_with_truncation(key, batch))
+        forward = {key: self._forward(key, batch) for key, batch in batches.items()}
         t2 = time.perf_counter()
 
+        distributions = {key: self.policy.distribution(key) for key in batches}
+        total, losses = impala_loss(batches, forward, distributions, cfg, train_policy)
         # Metrics stay on the device until the update is done: one host transfer for all of them.
         metrics: list[tuple[Any, dict[str, Any], torch.Tensor]] = []
-        total = torch.zeros((), device=self.device)
-        for key, batch in batches.items():
-            logits, values, rewards = forward[key]
-            done = batch.terminated | batch.truncated
-            loss = impala_step_loss(
-                self.policy.distribution(key),
-                logits,
-                batch.actions,
-                batch.behaviour_log_probs,
-                values,
-                torch.where(batch.mask, rewards, 0.0),
-                discounts=torch.where(batch.mask, cfg.gamma * (~done).float(), 1.0),
-                clip_rho_threshold=cfg.vtrace_clip_rho_threshold,
-                clip_pg_rho_threshold=cfg.vtrace_clip_pg_rho_threshold,
-                lambda_=cfg.vtrace_lambda,
-                mask=batch.mask,
-            )
-            total = total + cfg.value_loss_coef * loss.value_loss
-            if train_policy:
-                total = total + cfg.policy_loss_coef * loss.policy_loss - cfg.entropy_coef * loss.entropy
+        for key, loss in losses.items():
             metrics += [
                 (ev.policy_loss, {"step_key": key}, loss.policy_loss),
                 (ev.policy_entropy, {"step_key": key}, loss.entropy),
@@ -182,6 +111,14 @@ class ImpalaLearner(Learner):
         ev.time_learner_rollout(time=t2 - t1, percent=share(t2 - t1))
         ev.time_loss_computation(time=t3 - t2, percent=share(t3 - t2))
         ev.time_backprop(time=t4 - t3, percent=share(t4 - t3))
+
+    def _forward(self, key: StepKey, batch: StepBatch) -> StepForward:
+        """The target policy's logits on x_0..x_{T-1}, the critic's values on x_0..x_T, and the rewards with the
+        value of the final observation of each truncated episode added (see :meth:`_rewards_with_truncation`)."""
+        obs = {k: v[:-1] for k, v in batch.observations.items()}
+        logits = self.policy.logits(key, obs, batch_dims=2, agent_ids=batch.agent_ids)
+        values = self.critic.values(key, batch.observations, batch_dims=2, ancestors=batch.ancestors)
+        return StepForward(logits, values, self._rewards_with_truncation(key, batch))
 
     def _lr_factor(self, updates: int) -> float:
         if self.config.lr_schedule == "linear":

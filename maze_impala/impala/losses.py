@@ -1,13 +1,30 @@
-"""IMPALA's losses for one step key, given the learner's forward pass over a batch."""
+"""IMPALA's losses: pure functions of a batch and the learner's forward pass over it."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.core import StepKey
 from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.distributions import DictActionDistribution
+
+if TYPE_CHECKING:
+    from maze_impala.impala.batch import StepBatch
+
+
+class StepForward(NamedTuple):
+    """The learner's forward pass over one step key's batch."""
+
+    logits: torch.Tensor
+    """The target policy's logits, ``[T, N, L]``."""
+    values: torch.Tensor
+    """The critic's V(x_t) for ``t = 0..T``, ``[T + 1, N]``."""
+    rewards: torch.Tensor
+    """r_t, plus gamma * V(final observation) where a time limit cut the episode off, ``[T, N]``."""
 
 
 class StepLoss(NamedTuple):
@@ -74,3 +91,43 @@ def impala_step_loss(
         entropy=average(distribution.entropy(logits)),
         mean_value=average(values[:-1].detach()),
     )
+
+
+def impala_loss(
+    batches: Mapping[StepKey, StepBatch],
+    forward: Mapping[StepKey, StepForward],
+    distributions: Mapping[StepKey, DictActionDistribution],
+    config: ImpalaAlgorithmConfig,
+    train_policy: bool = True,
+) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
+    """The loss of one update and its parts per step key.
+
+    Per step key: ``value_loss_coef`` x the value loss and, when the policy trains (after the
+    critic burn-in), ``policy_loss_coef`` x the policy loss minus ``entropy_coef`` x the entropy.
+    Discounts are ``gamma``, 0 after a decision that ended its actor's episode (terminated or
+    truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
+    reward 0 and discount 1 (see :func:`impala_step_loss`).
+    """
+    total = torch.zeros((), device=next(iter(forward.values())).values.device)
+    losses: dict[StepKey, StepLoss] = {}
+    for key, batch in batches.items():
+        step = forward[key]
+        done = batch.terminated | batch.truncated
+        loss = impala_step_loss(
+            distributions[key],
+            step.logits,
+            batch.actions,
+            batch.behaviour_log_probs,
+            step.values,
+            torch.where(batch.mask, step.rewards, 0.0),
+            discounts=torch.where(batch.mask, config.gamma * (~done).float(), 1.0),
+            clip_rho_threshold=config.vtrace_clip_rho_threshold,
+            clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
+            lambda_=config.vtrace_lambda,
+            mask=batch.mask,
+        )
+        total = total + config.value_loss_coef * loss.value_loss
+        if train_policy:
+            total = total + config.policy_loss_coef * loss.policy_loss - config.entropy_coef * loss.entropy
+        losses[key] = loss
+    return total, losses

@@ -1,0 +1,58 @@
+"""Rollouts stacked for the learner: one step key's trajectories of a batch as ``[T, N]`` tensors on the device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from maze_impala.core import Rollout, StepKey
+
+
+@dataclass
+class StepBatch:
+    """The data of one step key across a batch of rollouts, ``N`` columns in all, on the device."""
+
+    observations: dict[str, torch.Tensor]  # [T + 1, N, ...]
+    actions: dict[str, torch.Tensor]  # [T, N, ...]
+    behaviour_log_probs: torch.Tensor  # [T, N]
+    rewards: torch.Tensor  # [T, N]
+    terminated: torch.Tensor  # [T, N]
+    truncated: torch.Tensor  # [T, N]
+    truncated_observations: dict[str, torch.Tensor]  # [K, ...]
+    truncated_index: torch.Tensor  # [K, 2] (t, column)
+    mask: torch.Tensor  # [T, N] bool
+    agent_ids: torch.Tensor  # [N]
+    ancestors: dict[StepKey, dict[str, torch.Tensor]]  # [T + 1, N, ...] per earlier sub-step key
+
+
+def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
+    """Concatenate one step key's trajectories along the column axis, padded to a common length."""
+    trajectories = [r.trajectories[step_key] for r in rollouts if step_key in r.trajectories]
+    n_steps = max(tr.n_steps for tr in trajectories)
+    trajectories = [tr.padded(n_steps) for tr in trajectories]
+
+    def cat(arrays: list[np.ndarray], axis: int = 1) -> torch.Tensor:
+        array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=axis)
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
+
+    def cat_nested(nested: list[dict[str, np.ndarray]], axis: int = 1) -> dict[str, torch.Tensor]:
+        return {k: cat([n[k] for n in nested], axis) for k in nested[0]}
+
+    offsets = np.cumsum([0, *(tr.n_columns for tr in trajectories[:-1])])
+    shifted = [tr.truncated_index + np.array([0, off]) for tr, off in zip(trajectories, offsets)]
+    first = trajectories[0]
+    return StepBatch(
+        observations=cat_nested([tr.observations for tr in trajectories]),
+        actions=cat_nested([tr.actions for tr in trajectories]),
+        behaviour_log_probs=cat([tr.behaviour_log_probs for tr in trajectories]),
+        rewards=cat([tr.rewards for tr in trajectories]),
+        terminated=cat([tr.terminated for tr in trajectories]),
+        truncated=cat([tr.truncated for tr in trajectories]),
+        truncated_observations=cat_nested([tr.truncated_observations for tr in trajectories], axis=0),
+        truncated_index=torch.from_numpy(np.concatenate(shifted)).to(device),
+        mask=cat([tr.mask for tr in trajectories]),
+        agent_ids=cat([tr.agent_ids for tr in trajectories], axis=0),
+        ancestors={key: cat_nested([tr.ancestors[key] for tr in trajectories]) for key in first.ancestors},
+    )
