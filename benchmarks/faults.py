@@ -106,8 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[1])
     parser.add_argument("--every", type=float, default=2.0, help="seconds between kills")
+    parser.add_argument("--faults", nargs="+", default=["kill", "stop"], choices=["kill", "stop"])
     args = parser.parse_args()
-    rows = [run(seed, fault, args.every) for seed in args.seeds for fault in ("none", "kill", "stop")]
+    rows = [run(seed, fault, args.every) for seed in args.seeds for fault in ("none", *args.faults)]
     print(f"{'seed':>4} {'fault':>5} {'475':>5} {'steps/s':>9} {'faults':>6} {'restarts':>8} {'detect s':>9} "
           f"{'first rollout s':>15}")  # fmt: skip
     for r in rows:
@@ -115,7 +116,7 @@ def main() -> None:
               f"{r['restarts']:>8} {r['detect_s']:>9.2f} {r['recover_s']:>15.2f}")  # fmt: skip
     for seed in args.seeds:
         base = next(r for r in rows if r["seed"] == seed and r["fault"] == "none")["env_steps_per_s"]
-        for fault in ("kill", "stop"):
+        for fault in args.faults:
             rate = next(r for r in rows if r["seed"] == seed and r["fault"] == fault)["env_steps_per_s"]
             print(f"seed {seed}, {fault}: {100 * (1 - rate / base):.1f}% of the undisturbed throughput lost")
 
