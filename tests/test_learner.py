@@ -225,3 +225,21 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
     again, _ = impala_loss({"a": batches["a"]}, {"a": padded}, {"a": distribution}, config)
     alone, _ = impala_loss({"a": batches["a"]}, {"a": forward["a"]}, {"a": distribution}, config)
     assert torch.allclose(again, alone)
+
+
+def test_the_collapse_diagnostics_by_hand():
+    from maze_impala.impala.vtrace import vtrace
+
+    batch, step = _step_data(seed=2)
+    distribution = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
+    mask = batch.mask
+    discounts = torch.where(mask, 0.9 * (~batch.terminated).float(), 1.0)
+    rewards = torch.where(mask, step.rewards, 0.0)
+    loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values, rewards,
+                            discounts, 1.0, 1.0, 1.0, mask)  # fmt: skip
+    log_rhos = (distribution.log_prob(step.logits, batch.actions) - batch.behaviour_log_probs) * mask
+    assert torch.isclose(loss.clipped_rho_fraction, (log_rhos.exp() > 1.0)[mask].float().mean())
+    assert torch.isclose(loss.max_abs_logit, step.logits.abs().max())
+    returns = vtrace(log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=step.values[:-1],
+                     bootstrap_value=step.values[-1], clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0)  # fmt: skip
+    assert torch.isclose(loss.advantage_std, returns.pg_advantages[mask].std(unbiased=False), atol=1e-6)

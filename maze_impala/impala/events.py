@@ -53,6 +53,18 @@ class MultiStepIMPALAEvents(EventInterface):
     def policy_grad_norm(self, step_key: StepKey, value: float):
         """The gradient norm of one step key's policy network, before clipping."""
 
+    @epoch_stats(mean, max_, group_by="step_key")
+    def policy_clipped_rho_fraction(self, step_key: StepKey, value: float):
+        """Share of one step key's importance weights clipped at rho-bar (vtrace_clip_rho_threshold)."""
+
+    @epoch_stats(max_, group_by="step_key")
+    def policy_max_abs_logit(self, step_key: StepKey, value: float):
+        """The largest |logit| of an allowed action: large values mean a saturated, nearly deterministic policy."""
+
+    @epoch_stats(mean, group_by="step_key")
+    def policy_advantage_std(self, step_key: StepKey, value: float):
+        """The standard deviation of one step key's V-trace policy-gradient advantages."""
+
     @epoch_stats(mean, group_by="critic_key")
     def critic_value(self, critic_key: StepKey, value: float):
         """The mean value estimate of one critic."""

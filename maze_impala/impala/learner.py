@@ -80,6 +80,9 @@ class ImpalaLearner(Learner):
                 (ev.policy_entropy, {"step_key": key}, loss.entropy),
                 (ev.critic_value, {"critic_key": key}, loss.mean_value),
                 (ev.critic_value_loss, {"critic_key": key}, loss.value_loss),
+                (ev.policy_clipped_rho_fraction, {"step_key": key}, loss.clipped_rho_fraction),
+                (ev.policy_max_abs_logit, {"step_key": key}, loss.max_abs_logit),
+                (ev.policy_advantage_std, {"step_key": key}, loss.advantage_std),
             ]
         t3 = time.perf_counter()
 

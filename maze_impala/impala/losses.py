@@ -36,6 +36,12 @@ class StepLoss(NamedTuple):
     """mean entropy of pi(.|x_t)."""
     mean_value: torch.Tensor
     """mean V(x_t), for monitoring."""
+    clipped_rho_fraction: torch.Tensor
+    """Share of the importance weights rho_t clipped at rho-bar (diagnostics: a stale or diverged policy)."""
+    max_abs_logit: torch.Tensor
+    """Largest |logit| of an allowed action (diagnostics: a saturating softmax has no gradient left)."""
+    advantage_std: torch.Tensor
+    """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
 
 
 def impala_step_loss(
@@ -85,11 +91,18 @@ def impala_step_loss(
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         lambda_=lambda_,
     )
+    advantages = returns.pg_advantages
+    mean_advantage = average(advantages)
+    rho_bar = clip_rho_threshold if clip_rho_threshold is not None else float("inf")
+    allowed = logits.detach().abs() < 1e8  # masked actions carry a huge negative logit
     return StepLoss(
-        policy_loss=-average(returns.pg_advantages * target_log_probs),
+        policy_loss=-average(advantages * target_log_probs),
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
         entropy=average(distribution.entropy(logits)),
         mean_value=average(values[:-1].detach()),
+        clipped_rho_fraction=average((log_rhos.exp() > rho_bar).to(values.dtype)),
+        max_abs_logit=torch.where(allowed, logits.detach().abs(), 0.0).amax(),
+        advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
     )
 
 
