@@ -29,10 +29,6 @@ def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     check(value in choices, name, value, f"one of {choices}")
 
 
-def valid_keys(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
-
-
 def check_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
     """Refuse keys that ``cls`` (a config dataclass) does not have, recursively, naming the valid ones."""
     fields = {f.name: f for f in dataclasses.fields(cls)}

@@ -51,6 +51,7 @@ the current update on."""
 
 
 def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algorithm": {"lr": 0.002}}`` -> ``{"algorithm.lr": 0.002}``."""
     flat: dict[str, Any] = {}
     for key, value in record.items():
         if isinstance(value, dict):

@@ -34,7 +34,7 @@ from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.episodes import EpisodeResult
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 from maze_impala.train.progress import Progress
-from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV
+from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, flatten
 from maze_impala.train.state import TrainerState
 
 
@@ -210,7 +210,9 @@ class ImpalaTrainer:
             final = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
             metrics["hparam/final_train_return"] = history[-1].get(final, math.nan)
         for writer in self.writers:
-            writer.hparams(_flatten(self.checkpoint_extras.get("config", {})), metrics)
+            config = flatten(self.checkpoint_extras.get("config", {}))  # lists and other values as text
+            writer.hparams({k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in config.items()},
+                           metrics)  # fmt: skip
         if self.plot and history and (self.output_dir / STATS_CSV).is_file():
             from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when drawing
 
@@ -245,15 +247,3 @@ class ImpalaTrainer:
             **self.checkpoint_extras,
         }
         save_checkpoint(self.output_dir / name, state)
-
-
-def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"algorithm": {"lr": 0.002}}`` -> ``{"algorithm.lr": 0.002}`` (lists and other values as text)."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value if isinstance(value, int | float | str | bool) else str(value)
-    return flat
