@@ -91,6 +91,9 @@ class EnvBatch:
         self.logs[e].records.clear()
         self.logs[e].step = 0
         obs, _ = self.envs[e].reset(seed=seed)
+        if self.checks_left[e] > 0:
+            key = check_actor_id(self.envs[e]).step_key
+            check_observation(obs, self.envs[e].observation_spaces_dict[key], key)
         self._observe(e, obs)
         self._times[e] = self.envs[e].get_env_time()
         self._returns[e] = 0.0
@@ -153,8 +156,6 @@ class EnvBatch:
         actor = self.envs[e].actor_id()
         if not isinstance(actor, ActorID):
             actor = ActorID(*actor)
-        if self.checks_left[e] > 0:
-            check_observation(obs, self.envs[e].observation_spaces_dict[actor.step_key], actor.step_key)
         if actor.step_key not in self.agent_counts:
             raise ValueError(
                 f"{type(self.envs[e]).__name__}.actor_id() returned step key {actor.step_key!r}, which is not "

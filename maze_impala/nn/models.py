@@ -263,16 +263,8 @@ class RandomPolicy(StructuredPolicy):
     It always samples: a greedy "random" policy would pick the first allowed action every time.
     """
 
-    @torch.no_grad()
-    def act(
-        self,
-        step_key: StepKey,
-        obs: Mapping[str, torch.Tensor],
-        deterministic: bool = False,
-        generator: torch.Generator | None = None,
-        agent_ids: torch.Tensor | None = None,
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        return super().act(step_key, obs, False, generator, agent_ids)
+    def act(self, step_key: StepKey, obs: Mapping[str, torch.Tensor], deterministic: bool = False, *args, **kwargs):
+        return super().act(step_key, obs, False, *args, **kwargs)
 
     def raw_logits(
         self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None

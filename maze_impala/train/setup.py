@@ -109,6 +109,8 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     """
     record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
+    if config.resume and not (output_dir / LAST_MODEL).is_file():
+        raise ConfigError(f"cannot resume {output_dir}: it holds no {LAST_MODEL} (was it a training run's directory?)")
     lock = RunDirLock(output_dir).acquire()
     try:
         remove_stray_temp_files(output_dir)
@@ -123,10 +125,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
 
 def _resume_from(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     """The checkpoint a resume continues from, after checking that the config changes nothing it learns."""
-    path = run_dir / LAST_MODEL
-    if not path.is_file():
-        raise ConfigError(f"cannot resume {run_dir}: it holds no {LAST_MODEL} (was it a training run's directory?)")
-    checkpoint = read_checkpoint(path)
+    checkpoint = read_checkpoint(run_dir / LAST_MODEL)
     changes = check_resumable(checkpoint["config"], record, run_dir)
     described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
     logging.getLogger("maze_impala").info(
