@@ -22,6 +22,9 @@ def test_has_every_maze_field_plus_vtrace_lambda():
     [
         ("n_epochs", 0),
         ("epoch_length", -1),
+        ("n_sgd_passes", 0),
+        ("clip_range", 1.0),
+        ("clip_range", 0.0),
         ("n_rollout_steps", 0),
         ("n_rollout_steps", 2.5),
         ("lr", 0.0),

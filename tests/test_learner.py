@@ -213,7 +213,8 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
         batch, step = batches[key], forward[key]
         discounts = torch.where(batch.mask, 0.9 * (~batch.terminated).float(), 1.0)
         loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values,
-                                torch.where(batch.mask, step.rewards, 0.0), discounts, 1.0, 1.0, 1.0, batch.mask)
+                                torch.where(batch.mask, step.rewards, 0.0), discounts, 1.0, 1.0, 1.0, batch.mask,
+                                clip_range=0.2)  # fmt: skip
         assert torch.allclose(losses[key].policy_loss, loss.policy_loss)
         expected += 0.25 * loss.value_loss + 2.0 * loss.policy_loss - 0.1 * loss.entropy
     assert torch.allclose(total, expected)
@@ -243,3 +244,54 @@ def test_the_collapse_diagnostics_by_hand():
     returns = vtrace(log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=step.values[:-1],
                      bootstrap_value=step.values[-1], clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0)  # fmt: skip
     assert torch.isclose(loss.advantage_std, returns.pg_advantages[mask].std(unbiased=False), atol=1e-6)
+
+
+def test_clipped_surrogate_matches_a_hand_computation_and_on_policy_its_gradient_is_impalas():
+    dist = StructuredPolicy(*_spaces(), MODEL).distribution(0)
+    actions = {"action": torch.tensor([[1, 0], [0, 1]])}
+    behaviour = torch.log(torch.full((2, 2), 0.5))  # mu uniform
+    values, rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 2.0]]), torch.tensor([[1.0, -1.0], [1.0, 2.0]])
+    discounts = torch.tensor([[0.5, 0.5], [0.0, 0.5]])
+
+    def loss(logits, clip_range=0.2, anchor=None):
+        return impala_step_loss(dist, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
+                                anchor_log_probs=anchor, clip_range=clip_range)  # fmt: skip
+
+    # On-policy (pi = mu) the surrogate's gradient is IMPALA's.
+    clipped, plain = torch.zeros(2, 2, 2, requires_grad=True), torch.zeros(2, 2, 2, requires_grad=True)
+    loss(clipped).policy_loss.backward()
+    loss(plain, clip_range=None).policy_loss.backward()
+    torch.testing.assert_close(clipped.grad, plain.grad)
+
+    # Off-policy, by hand: -mean(min(r A, clip(r, 0.8, 1.2) A)) with r = pi/mu and A from the V-trace targets,
+    # whose importance weights come from the anchor (here uniform, as mu: on-policy n-step returns).
+    logits = torch.tensor([[[0.0, 1.0], [0.5, 0.0]], [[0.0, -0.2], [0.0, 0.1]]])
+    pi = torch.softmax(logits, -1).gather(-1, actions["action"].unsqueeze(-1)).squeeze(-1)
+    ratios = pi / 0.5
+    vs = torch.empty(2, 2)
+    vs[1] = rewards[1] + discounts[1] * values[2]
+    vs[0] = rewards[0] + discounts[0] * vs[1]
+    advantages = rewards + discounts * torch.stack([vs[1], values[2]]) - values[:2]
+    surrogate = torch.minimum(ratios * advantages, ratios.clamp(0.8, 1.2) * advantages)
+    result = loss(logits, anchor=behaviour)
+    torch.testing.assert_close(result.policy_loss, -surrogate.mean())
+    torch.testing.assert_close(result.clipped_ratio_fraction, ((ratios - 1).abs() > 0.2).float().mean())
+    torch.testing.assert_close(result.behaviour_kl, (ratios - 1 - ratios.log()).mean())
+    torch.testing.assert_close(result.value_loss, 0.5 * ((vs - values[:2]) ** 2).mean())
+    # Where the ratio left the clip in the advantage's direction, the sample passes no gradient.
+    far = logits.clone()
+    far[0, 0] = torch.tensor([0.0, 3.0])  # pi(a=1) = 0.95: r = 1.9 > 1.2, and A > 0 there
+    far.requires_grad_(True)
+    assert advantages[0, 0] > 0
+    loss(far, anchor=behaviour).policy_loss.backward()
+    assert far.grad[0, 0].abs().max() == 0.0 and far.grad[1].abs().max() > 0.0
+
+
+def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():
+    learner, actor, stats = _setup(n_sgd_passes=3, lr=1e-2)
+    rollout = actor.rollout()
+    learner.step([rollout])
+    assert learner.version == 1 and learner.scheduler.last_epoch == 1
+    assert learner.optimizer.state_dict()["state"][0]["step"] == 3
+    row = by_column(stats.reduce())
+    assert 0.0 <= row[PREFIX + "policy_clipped_ratio_fraction/mean/step_key=0"] <= 1.0

@@ -8,30 +8,38 @@ from pathlib import Path
 import pytest
 
 from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala.events.api import mean
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey
 
 pytestmark = pytest.mark.slow
-RETURN = "train/EpisodeEvents/episode_return/mean"
+RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
+EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
+STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 
 
-def test_cartpole_reaches_475_within_the_budget(tmp_path):
-    # runner=dev: the same seed gives the same run, so this test cannot pass or fail by chance. With
-    # subprocess actors the data depends on process timing, and 2 of 12 runs of this seed collapsed
-    # onto one action before reaching 475 (docs/getting_started.md); the example envs' learning
-    # tests train with runner=local as well as runner=dev (tests/test_structured_cli.py).
-    algorithm = ImpalaAlgorithmConfig(eps=1e-3)  # algorithm=impala_cartpole
-    assert algorithm.total_env_steps == 1_228_800, "the budget of env steps this test allows"
+def test_cartpole_with_subprocess_actors_reaches_475_and_holds_it(tmp_path):
+    # The shipped settings with epochs of 10 updates instead of 50 (the same 1,200 updates, learning-rate
+    # schedule and env-step budget), so that a relapse shows in the per-epoch returns.
+    shipped = ImpalaAlgorithmConfig()
+    algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=shipped.total_updates // 10)
+    assert algorithm.total_env_steps == shipped.total_env_steps == 1_228_800, "the budget this test allows"
     result = train(
         "CartPole-v1",
         algorithm,
-        runner=RunnerConfig(type="dev"),
-        output=OutputConfig(tensorboard=False, console=False),
+        runner=RunnerConfig(type="local"),
+        output=OutputConfig(tensorboard=False, console=False, progress=False, plot=False),
         seed=1,
         output_dir=tmp_path,
     )
-    returns = result.column(RETURN)
+    returns, steps = result.column(RETURN), result.column(STEPS)
+    shown = [round(r) for r in returns]
     assert result.env_steps <= algorithm.total_env_steps
-    assert max(returns) >= 475, f"mean training return per epoch: {[round(r) for r in returns]}"
-    assert result.best_eval_return >= 475
+    first = next((i for i, r in enumerate(returns) if r >= 475), None)
+    assert first is not None, f"never reached 475; mean training return per epoch: {shown}"
+    window = [r for r, s in zip(returns, steps) if steps[first] < s <= steps[first] + 200_000 and r == r]
+    assert min(window) >= 400, f"fell below 400 within 200,000 env steps of reaching 475: {shown}"
+    assert result.column(EVAL)[-1] >= 475, "the final policy, not only model_best.pt, must hold the return"
 
 
 def test_yaml_defaults_equal_the_dataclass_defaults():
@@ -45,7 +53,7 @@ def test_yaml_defaults_equal_the_dataclass_defaults():
     defaults = dataclasses.asdict(ImpalaAlgorithmConfig())
     assert {k: v for k, v in shipped.items() if k != "defaults"} == defaults
     cartpole = OmegaConf.to_container(OmegaConf.load(config_dir() / "algorithm" / "impala_cartpole.yaml"))
-    assert cartpole == {"defaults": ["impala", "_self_"], "eps": 1e-3}  # what the learning test trains with
+    assert cartpole == {"defaults": ["impala", "_self_"], "eps": 1e-3}
 
 
 def test_tutorial_runs(tmp_path, monkeypatch, capsys):

@@ -54,10 +54,8 @@ class ImpalaAlgorithmConfig:
     lr_schedule: str = "linear"
     """constant, or linear: anneal lr to 0 over n_epochs x epoch_length updates (as in the IMPALA paper)."""
     eps: float = 1e-8
-    """Adam's epsilon, a floor under each parameter's gradient scale. CartPole-v1 wants 1e-3
-    (``algorithm=impala_cartpole``): once it is solved its gradients shrink to noise, Adam still
-    steps by about lr, and the first failure's gradient moves critic and policy by many times lr, so
-    the policy can collapse. The floor stops that, but it slows envs whose gradients are small."""
+    """Adam's epsilon, a floor under each parameter's gradient scale (``algorithm=impala_cartpole`` sets
+    1e-3, which the one-pass IMPALA loss needed on CartPole; the clipped surrogate does not)."""
     gamma: float = 0.98
     """Discount factor."""
     policy_loss_coef: float = 1.0
@@ -85,6 +83,15 @@ class ImpalaAlgorithmConfig:
     """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
     vtrace_lambda: float = 1.0
     """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
+    n_sgd_passes: int = 4
+    """Optimizer steps on each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
+    weights stay those of the policy before the batch's first step. One policy version (and one
+    learning-rate step) per batch, whatever the passes."""
+    clip_range: float | None = 0.2
+    """The policy loss. A float eps: PPO's clipped surrogate of pi/mu, the ratio of the learner's policy to
+    the actors' (lag included), over the advantages of the V-trace targets: the update stops pushing an
+    action's probability once it moved eps away from the data's, which keeps stale rollouts and repeated
+    passes from overshooting. None: IMPALA's V-trace policy gradient (the paper's, without a trust region)."""
     max_policy_lag: int | None = 100
     """Drop (and count) rollouts made by a policy more than this many updates older than the learner's, e.g.
     from an actor that was stopped for a while; None keeps every rollout."""
@@ -101,6 +108,7 @@ class ImpalaAlgorithmConfig:
             "actors_batch_size",
             "num_actors",
             "envs_per_actor",
+            "n_sgd_passes",
         ):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")
@@ -135,6 +143,12 @@ class ImpalaAlgorithmConfig:
         for name in ("vtrace_clip_rho_threshold", "vtrace_clip_pg_rho_threshold"):
             value = getattr(self, name)
             _check(value is None or (finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
+        _check(
+            self.clip_range is None or (finite(self.clip_range) and 0 < self.clip_range < 1),
+            "clip_range",
+            self.clip_range,
+            "None (IMPALA's policy gradient) or a float in (0, 1)",
+        )
         _check(
             self.max_policy_lag is None or (isinstance(self.max_policy_lag, int) and self.max_policy_lag >= 0),
             "max_policy_lag",

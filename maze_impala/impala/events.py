@@ -11,23 +11,23 @@ class MultiStepIMPALAEvents(EventInterface):
 
     @epoch_stats(mean)
     def time_dequeuing_actors(self, time: float, percent: float):
-        """Seconds spent taking rollouts from the queue, and their share (%) of the update."""
+        """Seconds the trainer spent taking rollouts from the queue, and their share (%) of that plus the update."""
 
     @epoch_stats(mean)
     def time_collecting_actors(self, time: float, percent: float):
-        """Seconds spent collecting and stacking the batch, and their share (%) of the update."""
+        """Seconds spent stacking the batch onto the device, and their share (%) of the learner's step."""
 
     @epoch_stats(mean)
     def time_learner_rollout(self, time: float, percent: float):
-        """Seconds spent recomputing logits and values on the batch, and their share (%)."""
+        """Seconds spent recomputing logits and values on the batch (all passes), and their share (%) of the step."""
 
     @epoch_stats(mean)
     def time_loss_computation(self, time: float, percent: float):
-        """Seconds spent on V-trace and the losses, and their share (%) of the update."""
+        """Seconds spent on V-trace and the losses (all passes), and their share (%) of the learner's step."""
 
     @epoch_stats(mean)
     def time_backprop(self, time: float, percent: float):
-        """Seconds spent on backward pass and optimizer step, and their share (%) of the update."""
+        """Seconds spent on backward passes, clipping and optimizer steps, and their share (%) of the step."""
 
     @epoch_stats(mean, max_)
     def estimated_queue_sizes(self, before: int, after: int):
@@ -64,6 +64,14 @@ class MultiStepIMPALAEvents(EventInterface):
     @epoch_stats(mean, group_by="step_key")
     def policy_advantage_std(self, step_key: StepKey, value: float):
         """The standard deviation of one step key's V-trace policy-gradient advantages."""
+
+    @epoch_stats(mean, max_, group_by="step_key")
+    def policy_clipped_ratio_fraction(self, step_key: StepKey, value: float):
+        """Share of the ratios pi/mu outside 1 +- clip_range in a batch's last pass (held back by the trust region)."""
+
+    @epoch_stats(mean, max_, group_by="step_key")
+    def policy_behaviour_kl(self, step_key: StepKey, value: float):
+        """KL(actors' policy || learner's policy) on a batch's actions as it arrives: the policy lag's divergence."""
 
     @epoch_stats(mean, group_by="critic_key")
     def critic_value(self, critic_key: StepKey, value: float):

@@ -13,9 +13,29 @@ from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
 from maze_impala.impala.batch import StepBatch, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.losses import StepForward, impala_loss
+from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.models import StructuredPolicy
+
+Metric = tuple[Any, dict[str, Any], torch.Tensor]
+"""An event, its arguments other than ``value``, and the value still on the device."""
+
+
+class _PhaseClock:
+    """Seconds per phase of one learner step, accumulated over its passes."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(("stack", "forward", "loss", "apply"), 0.0)
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] += now - self._last
+        self._last = now
+
+    def share(self, phase: str) -> float:
+        whole = sum(self.seconds.values())
+        return 100.0 * self.seconds[phase] / whole if whole > 0 else 0.0
 
 
 class ImpalaLearner(Learner):
@@ -56,24 +76,71 @@ class ImpalaLearner(Learner):
         self.version = 0
         """The policy version: the number of updates made so far."""
 
-    def step(self, rollouts: list[Rollout], train_policy: bool = True, dequeue_seconds: float = 0.0) -> None:
-        """One update on a batch of rollouts; bumps :attr:`version`."""
+    def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
+        """One update on a batch of rollouts (``n_sgd_passes`` optimizer steps); bumps :attr:`version`."""
         cfg, ev = self.config, self.events
-        t0 = time.perf_counter()
+        clock = _PhaseClock()
         for rollout in rollouts:
             ev.policy_lag(value=self.version - rollout.policy_version)
         present = {k for r in rollouts for k in r.trajectories}
         keys = [k for k in self.policy.step_keys if k in present]
         batches = {k: stack_step(rollouts, k, self.device) for k in keys}
-        t1 = time.perf_counter()
-
-        forward = {key: self._forward(key, batch) for key, batch in batches.items()}
-        t2 = time.perf_counter()
-
         distributions = {key: self.policy.distribution(key) for key in batches}
-        total, losses = impala_loss(batches, forward, distributions, cfg, train_policy)
-        # Metrics stay on the device until the update is done: one host transfer for all of them.
-        metrics: list[tuple[Any, dict[str, Any], torch.Tensor]] = []
+        clock.lap("stack")
+
+        anchors: dict[StepKey, torch.Tensor] | None = None
+        metrics: list[Metric] = []
+        for sgd_pass in range(cfg.n_sgd_passes):
+            forward = {key: self._forward(key, batch) for key, batch in batches.items()}
+            clock.lap("forward")
+            total, losses = impala_loss(batches, forward, distributions, cfg, train_policy, anchors)
+            if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
+                metrics += self._loss_metrics(losses)
+                if cfg.n_sgd_passes > 1:
+                    anchors = {k: distributions[k].log_prob(forward[k].logits, batches[k].actions).detach()
+                               for k in batches}  # fmt: skip
+            clock.lap("loss")
+            metrics += self._apply(total, keys, train_policy)
+            clock.lap("apply")
+        if cfg.clip_range is not None:  # how much of the batch the trust region held back by the last pass
+            metrics += [(ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction)
+                        for key, loss in losses.items()]  # fmt: skip
+        ev.learning_rate(value=self.optimizer.param_groups[0]["lr"])
+        self.scheduler.step()
+        self.version += 1
+        self._publish(metrics)
+        clock.lap("apply")
+        share = clock.share
+        ev.time_collecting_actors(time=clock.seconds["stack"], percent=share("stack"))
+        ev.time_learner_rollout(time=clock.seconds["forward"], percent=share("forward"))
+        ev.time_loss_computation(time=clock.seconds["loss"], percent=share("loss"))
+        ev.time_backprop(time=clock.seconds["apply"], percent=share("apply"))
+
+    def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:
+        """Backward, clip each network's gradient (measuring its norm first) and take an optimizer step."""
+        ev, norms = self.events, []
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        for critic_key, network in self.critic.networks_by_key().items():
+            if any(p.grad is not None for p in network.parameters()):
+                norms.append((ev.critic_grad_norm, {"critic_key": critic_key}, self._clip(network)))
+        if train_policy:
+            norms += [(ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key])) for key in keys]
+        self.optimizer.step()
+        return norms
+
+    def _publish(self, metrics: list[Metric]) -> None:
+        """Record the update's metrics with one host transfer; a non-finite one stops training."""
+        on_host = torch.stack([value.detach().float().reshape(()) for _, _, value in metrics]).tolist()
+        for (event, args, _), value in zip(metrics, on_host):
+            if not math.isfinite(value):
+                what = ", ".join(f"{k} {v!r}" for k, v in args.items())
+                raise NonFiniteError(f"update {self.version}: {event.__name__} is {value} ({what}); the weights are "
+                                     "not published and the last checkpoint holds the last finite ones")  # fmt: skip
+            event(**args, value=value)
+
+    def _loss_metrics(self, losses: dict[StepKey, StepLoss]) -> list[Metric]:
+        ev, metrics = self.events, []
         for key, loss in losses.items():
             metrics += [
                 (ev.policy_loss, {"step_key": key}, loss.policy_loss),
@@ -83,37 +150,9 @@ class ImpalaLearner(Learner):
                 (ev.policy_clipped_rho_fraction, {"step_key": key}, loss.clipped_rho_fraction),
                 (ev.policy_max_abs_logit, {"step_key": key}, loss.max_abs_logit),
                 (ev.policy_advantage_std, {"step_key": key}, loss.advantage_std),
+                (ev.policy_behaviour_kl, {"step_key": key}, loss.behaviour_kl),
             ]
-        t3 = time.perf_counter()
-
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        for critic_key, network in self.critic.networks_by_key().items():
-            if any(p.grad is not None for p in network.parameters()):
-                metrics.append((ev.critic_grad_norm, {"critic_key": critic_key}, self._clip(network)))
-        if train_policy:
-            for key in keys:
-                metrics.append((ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key])))
-        self.optimizer.step()
-        ev.learning_rate(value=self.optimizer.param_groups[0]["lr"])
-        self.scheduler.step()
-        self.version += 1
-        on_host = torch.stack([value.detach().float().reshape(()) for _, _, value in metrics]).tolist()
-        for (event, args, _), value in zip(metrics, on_host):
-            if not math.isfinite(value):
-                what = ", ".join(f"{k} {v!r}" for k, v in args.items())
-                raise NonFiniteError(f"update {self.version}: {event.__name__} is {value} ({what}); the weights are "
-                                     "not published and the last checkpoint holds the last finite ones")  # fmt: skip
-            event(**args, value=value)
-        t4 = time.perf_counter()
-
-        whole = dequeue_seconds + (t4 - t0)
-        share = lambda seconds: 100.0 * seconds / whole if whole > 0 else 0.0  # noqa: E731
-        ev.time_dequeuing_actors(time=dequeue_seconds, percent=share(dequeue_seconds))
-        ev.time_collecting_actors(time=t1 - t0, percent=share(t1 - t0))
-        ev.time_learner_rollout(time=t2 - t1, percent=share(t2 - t1))
-        ev.time_loss_computation(time=t3 - t2, percent=share(t3 - t2))
-        ev.time_backprop(time=t4 - t3, percent=share(t4 - t3))
+        return metrics
 
     def _forward(self, key: StepKey, batch: StepBatch) -> StepForward:
         """The target policy's logits on x_0..x_{T-1}, the critic's values on x_0..x_T, and the rewards with the

@@ -42,6 +42,11 @@ class StepLoss(NamedTuple):
     """Largest |logit| of an allowed action (diagnostics: a saturating softmax has no gradient left)."""
     advantage_std: torch.Tensor
     """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
+    clipped_ratio_fraction: torch.Tensor
+    """Share of the ratios pi/mu outside ``1 +- clip_range``, where the surrogate passes no gradient (0 without)."""
+    behaviour_kl: torch.Tensor
+    """KL(mu || pi) on the batch's actions, estimated as mean(r - 1 - log r) with r = pi/mu: how far the learner
+    has moved from the policy that made the data (policy lag and earlier passes)."""
 
 
 def impala_step_loss(
@@ -56,6 +61,8 @@ def impala_step_loss(
     clip_pg_rho_threshold: float | None,
     lambda_: float,
     mask: torch.Tensor | None = None,
+    anchor_log_probs: torch.Tensor | None = None,
+    clip_range: float | None = None,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -72,14 +79,26 @@ def impala_step_loss(
             come with reward 0, discount 1 and ``values`` that repeat the column's
             bootstrap value (as :meth:`Trajectory.padded` lays them out): V-trace is
             then exact on the valid entries, and the means below skip the padding.
+        anchor_log_probs: log pi_0(a_t|x_t) of the learner's policy before its first pass over this batch,
+            ``[T, N]``; V-trace's importance weights are then pi_0/mu in every pass, so that the value
+            targets stay those of the batch. ``None``: the current policy's.
+        clip_range: ``None``: IMPALA's policy gradient, ``-mean(A_t log pi(a_t|x_t))`` with the V-trace
+            advantages ``A_t = min(rho_bar_pg, rho_t) (r_t + gamma_t v_{t+1} - V(x_t))``. A float eps:
+            PPO's clipped surrogate of the ratio to the behaviour policy, ``r_t = pi(a_t|x_t) / mu(a_t|x_t)``,
+            over the advantages ``A_t = r_t + gamma_t v_{t+1} - V(x_t)`` of the V-trace targets:
+            ``-mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))``. The ratio is the importance weight
+            of the actors' data, lag included, and the clip stops an update from pushing pi further from
+            mu than ``eps`` where the advantage already agrees (a trust region around the data's policy).
     """
     target_log_probs = distribution.log_prob(logits, actions)
-    log_rhos = target_log_probs.detach() - behaviour_log_probs
+    reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
+    log_rhos = reference - behaviour_log_probs
+    log_ratios = target_log_probs - behaviour_log_probs
     if mask is None:
         average = torch.mean
     else:
         weights = mask.to(values.dtype)
-        log_rhos = log_rhos * weights
+        log_rhos, log_ratios = log_rhos * weights, log_ratios * weights
         average = lambda x: (x * weights).sum() / weights.sum().clamp(min=1.0)  # noqa: E731
     returns = vtrace(
         log_rhos=log_rhos,
@@ -91,18 +110,31 @@ def impala_step_loss(
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         lambda_=lambda_,
     )
-    advantages = returns.pg_advantages
+    ratios = log_ratios.exp()
+    if clip_range is None:
+        advantages = returns.pg_advantages
+        policy_loss = -average(advantages * target_log_probs)
+        clipped_ratios = torch.zeros((), device=values.device)
+    else:
+        vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
+        advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
+        clipped = torch.clamp(ratios, 1.0 - clip_range, 1.0 + clip_range)
+        policy_loss = -average(torch.minimum(ratios * advantages, clipped * advantages))
+        clipped_ratios = average(((ratios.detach() - 1.0).abs() > clip_range).to(values.dtype))
     mean_advantage = average(advantages)
     rho_bar = clip_rho_threshold if clip_rho_threshold is not None else float("inf")
     allowed = logits.detach().abs() < 1e8  # masked actions carry a huge negative logit
+    log_ratios = log_ratios.detach()
     return StepLoss(
-        policy_loss=-average(advantages * target_log_probs),
+        policy_loss=policy_loss,
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
         entropy=average(distribution.entropy(logits)),
         mean_value=average(values[:-1].detach()),
         clipped_rho_fraction=average((log_rhos.exp() > rho_bar).to(values.dtype)),
         max_abs_logit=torch.where(allowed, logits.detach().abs(), 0.0).amax(),
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
+        clipped_ratio_fraction=clipped_ratios,
+        behaviour_kl=average(ratios.detach() - 1.0 - log_ratios),
     )
 
 
@@ -112,6 +144,7 @@ def impala_loss(
     distributions: Mapping[StepKey, DictActionDistribution],
     config: ImpalaAlgorithmConfig,
     train_policy: bool = True,
+    anchor_log_probs: Mapping[StepKey, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
     """The loss of one update and its parts per step key.
 
@@ -119,7 +152,8 @@ def impala_loss(
     critic burn-in), ``policy_loss_coef`` x the policy loss minus ``entropy_coef`` x the entropy.
     Discounts are ``gamma``, 0 after a decision that ended its actor's episode (terminated or
     truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
-    reward 0 and discount 1 (see :func:`impala_step_loss`).
+    reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and
+    ``config.clip_range``).
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
     losses: dict[StepKey, StepLoss] = {}
@@ -138,6 +172,8 @@ def impala_loss(
             clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
             lambda_=config.vtrace_lambda,
             mask=batch.mask,
+            anchor_log_probs=None if anchor_log_probs is None else anchor_log_probs[key],
+            clip_range=config.clip_range,
         )
         total = total + config.value_loss_coef * loss.value_loss
         if train_policy:

@@ -233,8 +233,12 @@ class ImpalaTrainer:
         if len(fresh) < len(rollouts):
             self.actor_events.dropped_stale_rollout(value=len(rollouts) - len(fresh))
         if fresh:
-            self.learner.step(fresh, train_policy, dequeue_seconds)
+            started = time.perf_counter()
+            self.learner.step(fresh, train_policy)
             self.publisher.publish(self.learner.policy, self.learner.version)
+            whole = dequeue_seconds + time.perf_counter() - started
+            percent = 100.0 * dequeue_seconds / whole if whole > 0 else 0.0
+            self.queue_events.time_dequeuing_actors(time=dequeue_seconds, percent=percent)
         if self.progress is not None:
             self.progress.update(epoch, self.state.env_steps)
         return bool(fresh)
