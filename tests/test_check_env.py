@@ -23,11 +23,20 @@ def faulty(fault, after=0):
     return functools.partial(FaultyEnv, fault, after)
 
 
-@pytest.mark.parametrize("env", ["CartPole-v1", CuttingEnv, CoordinationEnv, "pettingzoo_tictactoe"])
+@pytest.mark.parametrize(
+    "env", ["CartPole-v1", CuttingEnv, CoordinationEnv, "pettingzoo.classic.tictactoe_v3", "claims_parallel"]
+)
 def test_the_shipped_and_test_envs_pass(env):
-    if env == "pettingzoo_tictactoe":
+    if env == "pettingzoo.classic.tictactoe_v3":
+        env = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": env}
+    elif env == "claims_parallel":  # the shipped PettingZoo ParallelEnv example, also PettingZoo's own API test
+        from pettingzoo.test import parallel_api_test
+
+        from maze_impala.envs.examples.claims_parallel import parallel_env
+
+        parallel_api_test(parallel_env(), num_cycles=20)
         env = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-               "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+               "name": "maze_impala.envs.examples.claims_parallel", "api": "parallel"}  # fmt: skip
     check_env(env, n_steps=200)
 
 
