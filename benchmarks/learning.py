@@ -69,10 +69,9 @@ def _value(text: str, default: Any) -> Any:
     return type(default)(text) if default is not None else float(text)
 
 
-def algorithm_for(task: Task, epoch_length: int, changes: dict[str, str]) -> ImpalaAlgorithmConfig:
-    """The task's shipped settings with epochs of ``epoch_length`` updates and the same number of updates."""
+def algorithm_for(epoch_length: int, changes: dict[str, str]) -> ImpalaAlgorithmConfig:
+    """The shipped settings (the same for every env), epochs of ``epoch_length`` updates, the same updates."""
     defaults = ImpalaAlgorithmConfig()
-    del task  # every env trains with the same shipped settings
     settings = {k: _value(v, getattr(defaults, k)) for k, v in changes.items()}
     shipped = ImpalaAlgorithmConfig(**settings)
     return ImpalaAlgorithmConfig(
@@ -150,7 +149,7 @@ def main() -> None:
     summaries = []
     for name in args.envs:
         task = SUITE[name]
-        algorithm = algorithm_for(task, args.epoch_length, changes)
+        algorithm = algorithm_for(args.epoch_length, changes)
         for runner in args.runners:
             rows = []
             for seed in args.seeds:

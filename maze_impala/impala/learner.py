@@ -96,9 +96,7 @@ class ImpalaLearner(Learner):
             total, losses = impala_loss(batches, forward, distributions, cfg, train_policy, anchors)
             if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
                 metrics += self._loss_metrics(losses)
-                if cfg.n_sgd_passes > 1:
-                    anchors = {k: distributions[k].log_prob(forward[k].logits, batches[k].actions).detach()
-                               for k in batches}  # fmt: skip
+                anchors = {key: loss.log_probs for key, loss in losses.items()}
             clock.lap("loss")
             metrics += self._apply(total, keys, train_policy)
             clock.lap("apply")

@@ -44,6 +44,8 @@ class StepLoss(NamedTuple):
     """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
     clipped_ratio_fraction: torch.Tensor
     """Share of the ratios pi/mu outside ``1 +- clip_range``, where the surrogate passes no gradient (0 without)."""
+    log_probs: torch.Tensor
+    """log pi(a_t|x_t) of the actions taken, ``[T, N]``, without gradient (the anchor of later passes)."""
     behaviour_kl: torch.Tensor
     """KL(mu || pi) on the batch's actions, estimated as mean(r - 1 - log r) with r = pi/mu: how far the learner
     has moved from the policy that made the data (policy lag and earlier passes)."""
@@ -134,6 +136,7 @@ def impala_step_loss(
         max_abs_logit=torch.where(allowed, logits.detach().abs(), 0.0).amax(),
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
         clipped_ratio_fraction=clipped_ratios,
+        log_probs=target_log_probs.detach(),
         behaviour_kl=average(ratios.detach() - 1.0 - log_ratios),
     )
 
