@@ -66,6 +66,13 @@ class DyingEnv(CrashingEnv):
         return CounterEnv.step(self, action)
 
 
+class BrokenEnv(CounterEnv):
+    """Raises in ``__init__``: an env that cannot be built (a missing licence, a simulator that will not start)."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("BrokenEnv: the simulator would not start")
+
+
 class FaultyEnv(CounterEnv):
     """A :class:`CounterEnv` that breaks its contract from step ``after`` on (counted over all episodes).
 

@@ -15,11 +15,10 @@ env fails alike in every restart), :class:`ActorFailedError` ends the run.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -27,9 +26,10 @@ import torch
 import torch.multiprocessing as tmp
 
 from maze_impala.actors.actor import ActorSpec, seed_for
+from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
 from maze_impala.actors.worker import actor_main
-from maze_impala.core import ActorFailedError, ActorPool, Rollout, WeightSource
+from maze_impala.core import ActorPool, Rollout, WeightSource
 from maze_impala.envs.factory import make_env
 from maze_impala.events.interfaces import ActorEvents
 
@@ -38,37 +38,17 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 that threads its (small) matrix products across cores other actors are using runs several times slower."""
 WAIT_SECONDS = 0.05
 """How long a blocked :meth:`SubprocessActors.collect` waits between checks of the deadlines."""
-log = logging.getLogger("maze_impala")
+__all__ = ["RestartPolicy", "SubprocessActors"]
 
 
 @dataclass
-class RestartPolicy:
-    """When a failed actor is restarted, and when a silent one counts as hung."""
-
-    max_restarts: int = 5
-    """Restarts allowed within ``window_s`` (all actors together); 0: the first failure ends the run."""
-    window_s: float = 600.0
-    actor_timeout_s: float | None = None
-    """Seconds a granted slot may wait for its rollout; None: 10x the actor's median rollout time, at
-    least ``min_timeout_s`` (``startup_timeout_s`` until its first rollout)."""
-    min_timeout_s: float = 3.0
-    startup_timeout_s: float = 120.0
-
-
-@dataclass
-class _Actor:
+class _Actor(ActorRecord):
     """The learner's view of one actor process."""
 
-    process: Any
-    conn: Any
-    generation: int
+    process: Any = None
+    conn: Any = None
     granted: int | None = None
     """The slot this actor may write into (at most one)."""
-    granted_at: float = 0.0
-    delivered: int = 0
-    started_at: float = 0.0
-    durations: deque[float] = field(default_factory=lambda: deque(maxlen=32))
-    """Seconds from a grant to its rollout, recently."""
 
 
 class SubprocessActors(ActorPool):
@@ -106,14 +86,13 @@ class SubprocessActors(ActorPool):
         self.policy = restarts or RestartPolicy(max_restarts=0)
         if failure_timeout is not None:
             self.policy = replace(self.policy, startup_timeout_s=failure_timeout)
-        self.events = events
+        self.budget = RestartBudget(self.policy, events)
         self.actors: list[_Actor] = []
         self._free: deque[int] = deque()
         """Slots the learner may grant, oldest freed first (so every slot is used in turn)."""
         self._ready: deque[tuple[int, Rollout]] = deque()
         """Delivered rollouts: (slot or -1 for an inlined one, rollout)."""
         self._held: list[int] = []
-        self._restarts: deque[float] = deque()
 
     @property
     def processes(self) -> list[Any]:
@@ -156,8 +135,7 @@ class SubprocessActors(ActorPool):
                 else:
                     os.environ[name] = value
         actor_end.close()  # the actor's end lives in the actor only: its death closes the pipe
-        now = time.monotonic()
-        return _Actor(process, learner_end, generation, granted_at=now, started_at=now)
+        return _Actor(generation, process=process, conn=learner_end)
 
     def collect(self, n: int) -> list[Rollout]:
         if not self.actors:
@@ -189,7 +167,7 @@ class SubprocessActors(ActorPool):
         """Grant a slot to every actor without one while the delivered and granted rollouts fit into ``room``:
         the queue's bound, or a whole batch while the learner waits for one. Longest waiting first."""
         room = self.queue_size_limit if room is None else room
-        waiting = sorted((a for a in self.actors if a.granted is None), key=lambda a: a.granted_at)
+        waiting = sorted((a for a in self.actors if a.granted is None), key=lambda a: a.requested_at)
         for actor in waiting:
             granted = sum(a.granted is not None for a in self.actors)
             if len(self._ready) + granted >= room or not self._free:
@@ -200,7 +178,7 @@ class SubprocessActors(ActorPool):
             except OSError:  # it died; its sentinel says so at the next poll
                 self._free.append(slot)
                 continue
-            actor.granted, actor.granted_at = slot, time.monotonic()
+            actor.granted, actor.requested_at = slot, time.monotonic()
 
     def _poll(self, timeout: float, room: int | None = None) -> None:
         """Take delivered rollouts, handle dead and hung actors; wait up to ``timeout`` for something to happen."""
@@ -219,9 +197,9 @@ class SubprocessActors(ActorPool):
                                         "signal that killed it, e.g. -9: killed or out of memory)")  # fmt: skip
         now = time.monotonic()
         for actor in list(self.actors):
-            if actor.granted is not None and now - actor.granted_at > self._deadline(actor):
-                self._failed(actor, f"hung: no rollout for {now - actor.granted_at:.1f} s (deadline "
-                                    f"{self._deadline(actor):.1f} s)", hung=True)  # fmt: skip
+            if actor.granted is not None and actor.overdue(self.policy, now):
+                self._failed(actor, f"hung: no rollout for {now - actor.requested_at:.1f} s (deadline "
+                                    f"{actor.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
         self._grant(room)
 
     def _receive(self, actor: _Actor) -> None:
@@ -248,46 +226,19 @@ class SubprocessActors(ActorPool):
         rollout = self.slots.read(payload) if kind == "slot" else message[2]
         if kind == "inline":
             self._free.append(payload)
-        now = time.monotonic()
-        actor.durations.append(now - actor.granted_at)
-        actor.granted, actor.granted_at, actor.delivered = None, now, actor.delivered + 1
+        actor.granted = None
+        back = actor.delivered_one(time.monotonic())
         self._ready.append((payload if kind == "slot" else -1, rollout))
-        if actor.delivered == 1 and actor.generation > 0:
-            log.info("actor %d (pid %s) is back: first rollout %.2f s after its restart", self.actors.index(actor),
-                     actor.process.pid, now - actor.started_at)  # fmt: skip
-            if self.events is not None:
-                self.events.recovery_seconds(value=now - actor.started_at)
+        if back is not None:
+            self.budget.recovered(self._who(actor), back)
 
-    def _deadline(self, actor: _Actor) -> float:
-        if not actor.durations:
-            return self.policy.startup_timeout_s
-        if self.policy.actor_timeout_s is not None:
-            return self.policy.actor_timeout_s
-        median = sorted(actor.durations)[len(actor.durations) // 2]
-        return max(self.policy.min_timeout_s, 10 * median)
+    def _who(self, actor: _Actor) -> str:
+        return f"actor {self.actors.index(actor)} (pid {actor.process.pid})"
 
     def _failed(self, actor: _Actor, cause: str, raised: bool = False, hung: bool = False) -> None:
         """Restart a failed actor, or raise :class:`ActorFailedError` when that is not allowed."""
+        self.budget.failed(self._who(actor), actor, cause, raised=raised, hung=hung)
         index = self.actors.index(actor)
-        now = time.monotonic()
-        while self._restarts and now - self._restarts[0] > self.policy.window_s:
-            self._restarts.popleft()
-        reason = "hung" if hung else "raised" if raised else "died"
-        broken = raised and actor.delivered == 0  # its env or policy raises before any rollout: no restart helps
-        if len(self._restarts) >= self.policy.max_restarts or broken:
-            if broken and self.policy.max_restarts:
-                why = "before its first rollout, so a restart would fail alike"
-            else:
-                why = f"{len(self._restarts)} restarts in {self.policy.window_s:.0f} s already, runner.max_restarts="
-                why += str(self.policy.max_restarts)
-            first, _, rest = cause.partition("\n")
-            details = f"\n{rest}" if rest else ""
-            raise ActorFailedError(f"actor {index} (pid {actor.process.pid}) {first} ({why}){details}")
-        self._restarts.append(now)
-        log.warning("actor %d (pid %s) %s; restarting it (%d of %d restarts in %.0f s)", index, actor.process.pid,
-                    cause, len(self._restarts), self.policy.max_restarts, self.policy.window_s)  # fmt: skip
-        if self.events is not None:
-            self.events.restarted(cause=reason, value=1)
         self._stop_process(actor)
         if actor.granted is not None:
             self._free.append(actor.granted)  # the slot it was granted is the learner's again

@@ -86,7 +86,7 @@ class RolloutSlots:
 
     Made by the learner's process; pickles (as shared-memory handles) to the actor
     processes, which :meth:`write` into the slots they are granted. The learner
-    :meth:`read`\ s them; which slots are free is the learner's bookkeeping.
+    learner reads them with :meth:`read`; which slots are free is the learner's bookkeeping.
     """
 
     def __init__(self, n_slots: int, slot_bytes: int):

@@ -19,17 +19,39 @@ from torch import nn
 from maze_impala.core import WeightPublisher, WeightSource
 
 RETRY_SECONDS = 1e-4
+Layout = list[tuple[str, tuple[int, ...], int]]
+"""(name, shape, number of elements) of each tensor of a state dict, in order."""
+
+
+def flat_layout(module: nn.Module) -> Layout:
+    """The layout of ``module``'s state in one flat float32 vector (floating-point state only)."""
+    state = module.state_dict()
+    for name, tensor in state.items():
+        if not tensor.is_floating_point():
+            raise TypeError(f"published weights support floating-point state only; {name} is {tensor.dtype}")
+    return [(name, tuple(t.shape), t.numel()) for name, t in state.items()]
+
+
+def flatten(module: nn.Module) -> torch.Tensor:
+    """``module``'s state as one flat float32 CPU vector."""
+    with torch.no_grad():
+        return torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
+
+
+def load_flat(module: nn.Module, flat: torch.Tensor, layout: Layout) -> None:
+    """Load a vector :func:`flatten` made into ``module``."""
+    state, offset = {}, 0
+    for name, shape, numel in layout:
+        state[name] = flat[offset : offset + numel].view(shape)
+        offset += numel
+    module.load_state_dict(state)
 
 
 class SharedWeights(WeightSource, WeightPublisher):
     """Learner side: :meth:`publish`; actor side: :meth:`version` and :meth:`load_into`."""
 
     def __init__(self, module: nn.Module, version: int = 0):
-        state = module.state_dict()
-        for name, tensor in state.items():
-            if not tensor.is_floating_point():
-                raise TypeError(f"SharedWeights supports floating-point state only; {name} is {tensor.dtype}")
-        self._layout = [(name, tuple(t.shape), t.numel()) for name, t in state.items()]
+        self._layout = flat_layout(module)
         total = sum(n for _, _, n in self._layout)
         self._flat = torch.zeros(total, dtype=torch.float32).share_memory_()
         self._meta = torch.zeros(2, dtype=torch.int64).share_memory_()
@@ -38,8 +60,7 @@ class SharedWeights(WeightSource, WeightPublisher):
 
     def publish(self, module: nn.Module, version: int) -> None:
         """Make ``module``'s weights the newest, stamped with ``version``."""
-        with torch.no_grad():
-            flat = torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
+        flat = flatten(module)
         if flat.numel() != self._flat.numel():
             raise ValueError("publish: the module does not have the layout these shared weights were made for")
         self._meta[0] += 1  # odd: a write is under way
@@ -58,9 +79,5 @@ class SharedWeights(WeightSource, WeightPublisher):
                 if int(self._meta[0]) == before:
                     break
             time.sleep(RETRY_SECONDS)  # the learner is writing: a copy takes microseconds
-        state, offset = {}, 0
-        for name, shape, numel in self._layout:
-            state[name] = flat[offset : offset + numel].view(shape)
-            offset += numel
-        module.load_state_dict(state)
+        load_flat(module, flat, self._layout)
         return version

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
-from maze_impala.config.base import check, check_choice
+from maze_impala.config.base import ConfigError, check, check_choice
 
-BACKENDS = ("dev", "local")
-"""dev: in the learner's process, one actor after another; local: one process per actor (or rollout worker)."""
+BACKENDS = ("dev", "local", "ray")
+"""dev: in the learner's process, one actor after another; local: one process per actor (or rollout worker);
+ray: one Ray actor per actor, on this machine or a Ray cluster (training only)."""
 BACKEND_ALIASES = {"sequential": "dev", "subprocess": "local", "parallel": "local"}
 """Other names of the backends, accepted everywhere (Maze-RL's rollout runners and the class names)."""
 START_METHODS = ("spawn", "forkserver", "fork")
@@ -23,10 +25,15 @@ def backend(name: str, field: str = "runner.type") -> str:
 
 @dataclass
 class RunnerConfig:
-    """The actor backend of a training run: ``runner=local`` (the default) or ``runner=dev``."""
+    """The actor backend of a training run: ``runner=local`` (the default), ``runner=dev`` or ``runner=ray``.
+
+    The restart and timeout fields apply to the local and ray backends alike; ``address`` and
+    ``num_cpus_per_actor`` to ray only.
+    """
 
     type: str = "local"
-    """local: one process per actor; dev: actors take turns in the learner's process (breakpoints work)."""
+    """local: one process per actor; dev: actors take turns in the learner's process (breakpoints work);
+    ray: one Ray actor per actor (``pip install "maze_impala[ray]"``)."""
     start_method: str = "spawn"
     """multiprocessing start method of local actors (spawn, forkserver or fork)."""
     failure_timeout: float = 120.0
@@ -39,9 +46,19 @@ class RunnerConfig:
     actor_timeout_s: float | None = None
     """Seconds an actor may hold a granted slot without delivering a rollout before it counts as hung and is
     restarted; None: 10x its median rollout time, at least 3 s."""
+    address: str | None = None
+    """runner=ray: None starts a Ray on this machine for the run (and stops it after); "auto" joins the cluster
+    that `ray start` started on this machine, "ray://<head>:10001" one elsewhere (which keeps running after)."""
+    num_cpus_per_actor: float = 1.0
+    """runner=ray: the CPUs Ray reserves for each actor (fractions share a core)."""
 
     def __post_init__(self) -> None:
         self.type = backend(self.type)
+        check(self.num_cpus_per_actor > 0, "runner.num_cpus_per_actor", self.num_cpus_per_actor, "> 0")
+        if self.type != "ray" and self.address is not None:
+            raise ConfigError(f"runner.address={self.address!r} applies to runner=ray only, not runner={self.type}")
+        if self.type == "ray" and importlib.util.find_spec("ray") is None:
+            raise ConfigError('runner=ray needs Ray, which is not installed: pip install "maze_impala[ray]"')
         check_choice("runner.start_method", self.start_method, START_METHODS)
         check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
         check(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "runner.max_restarts",
@@ -66,6 +83,7 @@ class RolloutRunnerConfig:
 
     def __post_init__(self) -> None:
         self.type = backend(self.type)
+        check(self.type in ("dev", "local"), "runner.type", self.type, "dev or local for rollouts (ray trains only)")
         check_choice("runner.start_method", self.start_method, START_METHODS)
         check(isinstance(self.n_processes, int) and self.n_processes >= 0, "runner.n_processes", self.n_processes,
               "an int >= 0 (0: one per core)")  # fmt: skip

@@ -11,8 +11,9 @@ import torch
 from omegaconf import OmegaConf
 
 from maze_impala.actors.actor import ActorSpec, seed_for
+from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.sequential import SequentialActors
-from maze_impala.actors.subprocess import RestartPolicy, SubprocessActors
+from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import (
     ConfigError,
@@ -24,7 +25,7 @@ from maze_impala.config import (
     from_mapping,
 )
 from maze_impala.config.base import to_record
-from maze_impala.core import ActorPool
+from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.envs.factory import EnvSpec, env_record, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub, last, mean
@@ -70,32 +71,36 @@ def console_columns() -> list[str]:
     ]
 
 
-def make_pool(
+def make_actors(
     spec: ActorSpec,
-    weights: SharedWeights,
+    policy: torch.nn.Module,
+    version: int,
     algorithm: ImpalaAlgorithmConfig,
     runner: RunnerConfig,
     events: ActorEvents | None = None,
-) -> ActorPool:
-    """The actor backend ``runner.type`` names, running ``spec``'s actors; restarts are published to ``events``."""
+) -> tuple[ActorPool, WeightPublisher]:
+    """The actor backend ``runner.type`` names, running ``spec``'s actors, and the publisher of ``policy``'s weights
+    (at ``version``) for it; restarts are published to ``events``."""
     if runner.type == "dev":
-        return SequentialActors(spec, weights, algorithm.num_actors)
+        weights = SharedWeights(policy, version=version)
+        return SequentialActors(spec, weights, algorithm.num_actors), weights
     restarts = RestartPolicy(
         max_restarts=runner.max_restarts,
         window_s=runner.restart_window_s,
         actor_timeout_s=runner.actor_timeout_s,
         startup_timeout_s=runner.failure_timeout,
     )
-    return SubprocessActors(
-        spec,
-        weights,
-        algorithm.num_actors,
-        algorithm.queue_size_limit,
-        runner.start_method,
-        batch_size=algorithm.actors_batch_size,
-        restarts=restarts,
-        events=events,
-    )
+    if runner.type == "ray":
+        from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
+
+        ray_weights = RayWeights(policy, version=version)
+        pool = RayActors(spec, ray_weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
+                         runner.num_cpus_per_actor, restarts, events)  # fmt: skip
+        return pool, ray_weights
+    weights = SharedWeights(policy, version=version)
+    pool = SubprocessActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.start_method,
+                            batch_size=algorithm.actors_batch_size, restarts=restarts, events=events)  # fmt: skip
+    return pool, weights
 
 
 def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
@@ -170,8 +175,8 @@ def _wire(
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
-    weights = SharedWeights(learner.policy, version=learner.version)
-    pool = make_pool(spec, weights, algorithm, config.runner, hub.publisher(ActorEvents))
+    pool, weights = make_actors(spec, learner.policy, learner.version, algorithm, config.runner,
+                                hub.publisher(ActorEvents))  # fmt: skip
     evaluator = RolloutEvaluator(
         config.env,
         algorithm.rollout_evaluator.n_episodes,

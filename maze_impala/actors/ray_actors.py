@@ -1,0 +1,281 @@
+"""The cluster backend: each actor a Ray actor, rollouts through Ray's object store, restarts on failure and node loss.
+
+The same :class:`~maze_impala.actors.actor.RolloutActor` as the other backends runs
+inside a Ray actor (:class:`ActorHost`). Each actor has at most one rollout request in
+flight; the learner's side mirrors the subprocess backend's slot grants:
+
+* a finished rollout (numpy arrays, read zero-copy from the object store) waits with its
+  actor until the queue has room, and the actor gets its next request only when its
+  rollout enters the queue, so the queue holds at most ``queue_size_limit`` rollouts and
+  the policy lag stays bounded as with subprocess actors;
+* weights travel with the requests: :class:`RayWeights` puts each published version into
+  the object store once (when the first request after it goes out) and an actor receives
+  a version only if it has not got it yet;
+* failures follow :mod:`maze_impala.actors.restarts`: an actor that died (killed, out of
+  memory, its node lost), raised, or missed its deadline is killed and replaced, with a
+  fresh env seed, on any node that has room; Ray's own actor restarts are not used, so a
+  restart means the same on every backend.
+
+Ray starts here only when it is not running yet: with ``address=None`` a local Ray that
+:meth:`RayActors.close` shuts down again, with ``"auto"`` or ``"ray://..."`` a connection to
+a running cluster that ``close`` only leaves (the cluster keeps running).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from threadpoolctl import threadpool_limits
+from torch import nn
+
+from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
+from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
+from maze_impala.actors.weights import flat_layout, flatten, load_flat
+from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
+from maze_impala.events.interfaces import ActorEvents
+
+WAIT_SECONDS = 0.05
+"""How long a blocked :meth:`RayActors.collect` waits between checks of the deadlines."""
+log = logging.getLogger("maze_impala")
+
+
+class RayWeights(WeightPublisher):
+    """The learner's side of the weights on Ray: the newest version, put into the object store when first needed."""
+
+    def __init__(self, module: nn.Module, version: int = 0):
+        self._layout = flat_layout(module)
+        self.publish(module, version)
+
+    def publish(self, module: nn.Module, version: int) -> None:
+        flat = flatten(module).numpy()
+        if flat.size != sum(n for _, _, n in self._layout):
+            raise ValueError("publish: the module does not have the layout these weights were made for")
+        self._flat, self._version, self._ref = flat, version, None
+
+    def version(self) -> int:
+        return self._version
+
+    def latest(self) -> tuple[int, ray.ObjectRef]:
+        """The newest version and its object (one ``ray.put`` per published version)."""
+        if self._ref is None:
+            self._ref = ray.put(self._flat)
+        return self._version, self._ref
+
+
+class ReceivedWeights(WeightSource):
+    """The actor's side: the newest weights its requests brought (older versions are ignored)."""
+
+    def __init__(self) -> None:
+        self._version, self._flat = -1, np.zeros(0, dtype=np.float32)
+
+    def receive(self, version: int, flat: np.ndarray) -> None:
+        if version > self._version:
+            self._version, self._flat = version, flat
+
+    def version(self) -> int:
+        return self._version
+
+    def load_into(self, module: nn.Module) -> int:
+        load_flat(module, torch.from_numpy(np.array(self._flat)), flat_layout(module))  # the object is read-only
+        return self._version
+
+
+class ActorHost:
+    """What runs inside a Ray actor: one :class:`RolloutActor`, built on the first request (so that an env
+    that raises while it is built fails that request, as an env that raises while stepping does)."""
+
+    def __init__(self, spec: ActorSpec, index: int):
+        self.spec, self.index = spec, index
+        self.weights = ReceivedWeights()
+        self.actor: RolloutActor | None = None
+        self._blas: Any = None
+
+    def where(self) -> tuple[str, int]:
+        """The id of the Ray node this actor runs on, and its process id."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def rollout(self, version: int, flat: np.ndarray | None) -> Rollout:
+        if flat is not None:
+            self.weights.receive(version, flat)
+        if self.actor is None:
+            torch.set_num_threads(1)  # one core per actor, as in actor processes
+            self._blas = threadpool_limits(limits=1, user_api="blas")
+            self.actor = self.spec.build(self.index, self.weights)
+        return self.actor.rollout()
+
+
+@dataclass
+class _Host(ActorRecord):
+    """The learner's view of one Ray actor."""
+
+    handle: Any = None
+    call: Any = None
+    """The rollout request in flight (an object ref), None while a finished rollout waits in ``parked``."""
+    parked: Rollout | None = None
+    parked_at: float = 0.0
+    sent_version: int = -1
+    """The newest weight version sent to this actor."""
+    where: Any = None
+    """An object ref to ``(node id, pid)``."""
+
+
+class RayActors(ActorPool):
+    """``num_actors`` Ray actors; at most ``queue_size_limit`` rollouts wait for the learner.
+
+    ``address``: None starts a local Ray (unless one runs in this process already), ``"auto"`` or
+    ``"ray://host:port"`` joins a cluster; ``num_cpus_per_actor``: the CPUs Ray reserves for each actor;
+    ``ray_init``: further arguments of ``ray.init`` (e.g. ``runtime_env``).
+    """
+
+    def __init__(
+        self,
+        spec: ActorSpec,
+        weights: RayWeights,
+        num_actors: int,
+        queue_size_limit: int,
+        address: str | None = None,
+        num_cpus_per_actor: float = 1.0,
+        restarts: RestartPolicy | None = None,
+        events: ActorEvents | None = None,
+        ray_init: dict[str, Any] | None = None,
+    ):
+        self.spec, self.weights = spec, weights
+        self.num_actors, self.queue_size_limit = num_actors, queue_size_limit
+        self.address, self.num_cpus_per_actor = address, num_cpus_per_actor
+        self.policy = restarts or RestartPolicy(max_restarts=0)
+        self.budget = RestartBudget(self.policy, events)
+        self.ray_init = ray_init or {}
+        self.hosts: list[_Host] = []
+        self._ready: deque[Rollout] = deque()
+        self._owns_ray = False
+
+    def start(self) -> None:
+        if self.hosts:
+            return
+        if not ray.is_initialized():
+            cpus = self.num_actors * self.num_cpus_per_actor
+            local = {"num_cpus": max(os.cpu_count() or 1, math.ceil(cpus))} if self.address is None else {}
+            ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
+                     **local | self.ray_init)  # fmt: skip
+            self._owns_ray = True
+        self._check_resources()
+        self._remote = ray.remote(ActorHost).options(
+            num_cpus=self.num_cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD"
+        )
+        try:
+            self.hosts = [self._create(index, generation=0) for index in range(self.num_actors)]
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_resources(self) -> None:
+        have = ray.cluster_resources().get("CPU", 0.0)
+        need = self.num_actors * self.num_cpus_per_actor
+        if need > have:
+            log.warning("runner=ray: %d actors x %g CPUs need %g CPUs, the cluster has %g now; actors wait for more "
+                        "nodes (or lower runner.num_cpus_per_actor)", self.num_actors, self.num_cpus_per_actor,
+                        need, have)  # fmt: skip
+
+    def _create(self, index: int, generation: int) -> _Host:
+        spec = self.spec if generation == 0 else replace(self.spec, seed=seed_for(self.spec.seed, index, generation))
+        host = _Host(generation, handle=self._remote.remote(spec, index))
+        host.where = host.handle.where.remote()
+        self._request(host)
+        return host
+
+    def _request(self, host: _Host) -> None:
+        version, ref = self.weights.latest()
+        host.call = host.handle.rollout.remote(version, ref if version != host.sent_version else None)
+        host.sent_version, host.requested_at = version, time.monotonic()
+
+    def collect(self, n: int) -> list[Rollout]:
+        if not self.hosts:
+            raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
+        while len(self._ready) < n:
+            self._poll(WAIT_SECONDS, room=max(n, self.queue_size_limit))
+        return [self._ready.popleft() for _ in range(n)]
+
+    def queue_size(self) -> int:
+        if self.hosts:
+            self._poll(0.0)
+        return len(self._ready)
+
+    def learner_threads(self) -> int | None:
+        """With a local Ray, the cores the actors leave (at least one); on a cluster, torch's default."""
+        if self.address is not None:
+            return None
+        return max(1, (os.cpu_count() or 1) - math.ceil(self.num_actors * self.num_cpus_per_actor))
+
+    def placements(self) -> list[tuple[str, int]]:
+        """``(node id, pid)`` of every actor, in actor order."""
+        return ray.get([host.where for host in self.hosts])
+
+    def _poll(self, timeout: float, room: int | None = None) -> None:
+        """Take finished rollouts, handle failed and hung actors, admit parked rollouts while there is room."""
+        calls = {host.call: host for host in self.hosts if host.call is not None}
+        if calls:
+            ray.wait(list(calls), num_returns=1, timeout=timeout, fetch_local=False)
+            done, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0, fetch_local=False)
+            for ref in done:
+                self._finish(calls[ref])
+        now = time.monotonic()
+        for host in list(self.hosts):
+            if host.call is not None and host.overdue(self.policy, now):
+                self._failed(host, f"hung: no rollout for {now - host.requested_at:.1f} s (deadline "
+                                   f"{host.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
+        room = self.queue_size_limit if room is None else room
+        for host in sorted((h for h in self.hosts if h.parked is not None), key=lambda h: h.parked_at):
+            if len(self._ready) >= room:
+                return
+            self._ready.append(host.parked)
+            host.parked = None
+            self._request(host)
+
+    def _finish(self, host: _Host) -> None:
+        try:
+            rollout = ray.get(host.call)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
+            self._failed(host, f"died ({_first_line(error)})")
+            return
+        except ray.exceptions.RayTaskError as error:
+            cause = error.cause if error.cause is not None else error
+            self._failed(host, f"raised {type(cause).__name__}: {cause}\n{error}", raised=True)
+            return
+        except ray.exceptions.RayError as error:  # its result lost with its node, ...
+            self._failed(host, f"failed ({type(error).__name__}: {_first_line(error)})")
+            return
+        now = time.monotonic()
+        host.call, host.parked, host.parked_at = None, rollout, now
+        back = host.delivered_one(now)
+        if back is not None:
+            self.budget.recovered(self._who(host), back)
+
+    def _who(self, host: _Host) -> str:
+        return f"actor {self.hosts.index(host)} (Ray actor {host.handle._actor_id.hex()[:8]})"
+
+    def _failed(self, host: _Host, cause: str, raised: bool = False, hung: bool = False) -> None:
+        self.budget.failed(self._who(host), host, cause, raised=raised, hung=hung)
+        index = self.hosts.index(host)
+        ray.kill(host.handle, no_restart=True)
+        self.hosts[index] = self._create(index, host.generation + 1)
+
+    def close(self) -> None:
+        for host in self.hosts:
+            ray.kill(host.handle, no_restart=True)
+        self.hosts, self._ready = [], deque()
+        if self._owns_ray:
+            ray.shutdown()  # the Ray this pool started; a cluster it joined keeps running
+            self._owns_ray = False
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().partition("\n")[0]
