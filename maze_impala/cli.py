@@ -85,6 +85,9 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
         return
     for override in overrides:
         key = _key(override)
+        if config_name == "conf_rollout" and key == "runner" and override.split("=", 1)[1] == "ray":
+            raise ConfigError("runner=ray runs training's actors only; a rollout runs with runner=dev (in this "
+                              "process) or runner=local (worker processes on this machine)")  # fmt: skip
         if "=" not in override or key.startswith("hydra.") or "@" in key or "/" in key:
             continue
         nested: Any = None

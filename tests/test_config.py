@@ -100,8 +100,10 @@ def test_every_shipped_option_of_every_group_validates():
             to_training_config(_compose(f"{group}={option}"))
     for option in groups["policy"]:
         to_rollout_config(_compose(f"policy={option}", "env=cutting", "input_dir=x", name="conf_rollout"))
-    for option in groups["runner"]:
+    for option in set(groups["runner"]) - {"ray"}:
         to_rollout_config(_compose(f"runner={option}", "input_dir=x", name="conf_rollout"))
+    with pytest.raises(ConfigError, match="runner=ray runs training's actors only; a rollout runs with runner=dev"):
+        check_overrides("conf_rollout", ["runner=ray"])
 
 
 def test_runner_aliases_name_the_two_backends():
@@ -110,6 +112,17 @@ def test_runner_aliases_name_the_two_backends():
     assert types == {"dev": "dev", "sequential": "dev", "local": "local", "parallel": "local"}
     with pytest.raises(ConfigError, match=r"runner\.type must be one of"):
         RunnerConfig(type="cluster")
+
+
+def test_runner_ray_without_ray_fails_at_construction_with_the_install_command(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else find_spec(name, *a))
+    with pytest.raises(ConfigError, match=r'runner=ray needs Ray, which is not installed: pip install "maze_impala\['):
+        RunnerConfig(type="ray")
+    with pytest.raises(ConfigError, match=r"runner\.address='auto' applies to runner=ray only, not runner=local"):
+        RunnerConfig(type="local", address="auto")
 
 
 def test_an_env_target_replaces_the_default_env_config():

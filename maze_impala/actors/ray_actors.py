@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
+from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.weights import flat_layout, flatten, load_flat
 from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
@@ -157,6 +159,7 @@ class RayActors(ActorPool):
         self.hosts: list[_Host] = []
         self._ready: deque[Rollout] = deque()
         self._owns_ray = False
+        self._reaper: subprocess.Popen | None = None
 
     def start(self) -> None:
         if self.hosts:
@@ -167,6 +170,8 @@ class RayActors(ActorPool):
             ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
                      **local | self.ray_init)  # fmt: skip
             self._owns_ray = True
+            if self.address is None:
+                self._reaper = _reaper_of_local_ray()
         self._check_resources()
         self._remote = ray.remote(ActorHost).options(
             num_cpus=self.num_cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD"
@@ -273,8 +278,23 @@ class RayActors(ActorPool):
             ray.kill(host.handle, no_restart=True)
         self.hosts, self._ready = [], deque()
         if self._owns_ray:
-            ray.shutdown()  # the Ray this pool started; a cluster it joined keeps running
+            ray.shutdown()  # stops the Ray this pool started; from a cluster it joined, it only disconnects
             self._owns_ray = False
+        if self._reaper is not None:
+            stop_reaper(self._reaper)
+            self._reaper = None
+
+
+def _reaper_of_local_ray() -> subprocess.Popen | None:
+    """A reaper (see :mod:`.reaper`) of the Ray just started on this machine, where Ray says which processes it has."""
+    try:
+        node = ray._private.worker._global_node  # no public API lists a local Ray's processes
+        processes = {kind: [info.process.pid for info in infos] for kind, infos in node.all_processes.items()}
+        raylet = processes["raylet"][0]
+    except (AttributeError, KeyError, IndexError):
+        log.debug("no reaper for this Ray: its processes could not be listed")
+        return None
+    return start_reaper(raylet, [pid for pids in processes.values() for pid in pids])
 
 
 def _first_line(error: BaseException) -> str:

@@ -85,7 +85,7 @@ class RolloutSlots:
     """``n_slots`` shared byte arenas of ``slot_bytes`` each.
 
     Made by the learner's process; pickles (as shared-memory handles) to the actor
-    processes, which :meth:`write` into the slots they are granted. The learner
+    processes, which :meth:`write` into the slots they are granted. The
     learner reads them with :meth:`read`; which slots are free is the learner's bookkeeping.
     """
 

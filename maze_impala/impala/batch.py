@@ -35,6 +35,8 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
 
     def cat(arrays: list[np.ndarray], axis: int = 1) -> torch.Tensor:
         array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=axis)
+        if not array.flags.writeable:  # e.g. a view of Ray's object store: a tensor must own writable memory
+            array = array.copy()
         return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
 
     def cat_nested(nested: list[dict[str, np.ndarray]], axis: int = 1) -> dict[str, torch.Tensor]:

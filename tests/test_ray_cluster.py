@@ -1,0 +1,72 @@
+"""Ray on several nodes, simulated on this machine: actors placed on every node, a node lost mid-run, and a
+training run that joins the cluster by its address.
+
+One ``ray.cluster_utils.Cluster`` for the module: a head without CPUs (the driver's node) and two worker nodes.
+"""
+
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train  # noqa: E402
+from maze_impala.actors.actor import ActorSpec  # noqa: E402
+from maze_impala.actors.ray_actors import RayActors, RayWeights  # noqa: E402
+from maze_impala.actors.restarts import RestartPolicy  # noqa: E402
+from maze_impala.config import ModelConfig  # noqa: E402
+from maze_impala.envs.factory import make_env  # noqa: E402
+from maze_impala.nn.models import make_policy  # noqa: E402
+
+pytestmark = pytest.mark.slow
+HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 0}
+"""A lost node is declared dead after about 2 s (Ray's default: about 15 s)."""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                            "_system_config": HEALTH_CHECKS})  # fmt: skip
+    nodes = [cluster.add_node(num_cpus=2) for _ in range(2)]
+    cluster.wait_for_nodes()
+    yield cluster, nodes
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+
+
+def test_a_run_joins_a_cluster_by_its_address_and_leaves_it_running(cluster, tmp_path):
+    cluster, nodes = cluster
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4)
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    result = train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
+                   output_dir=tmp_path / "run", seed=3)  # fmt: skip
+    assert result.env_steps >= algorithm.total_env_steps
+    assert not ray.is_initialized(), "the run disconnected from the cluster it joined"
+    assert all(node.remaining_processes_alive() for node in nodes), "and left the cluster running"
+
+
+def test_actors_spread_over_the_nodes_and_come_back_after_a_node_is_lost(cluster):
+    cluster, nodes = cluster
+    model = ModelConfig(hidden_units=[16])
+    policy = make_policy(make_env("CartPole-v1"), model)
+    weights = RayWeights(policy)
+    spec = ActorSpec("CartPole-v1", model, n_rollout_steps=16, envs_per_actor=4, seed=0)
+    pool = RayActors(spec, weights, num_actors=2, queue_size_limit=1, address=cluster.address,
+                     restarts=RestartPolicy(max_restarts=3))  # fmt: skip
+    with pool:
+        pool.collect(1)
+        placed = [node for node, _ in pool.placements()]
+        assert sorted(placed) == sorted(node.node_id for node in nodes), "one actor on each worker node"
+        lost = nodes[1]
+        index = placed.index(lost.node_id)
+        cluster.remove_node(lost)
+        started, version = time.monotonic(), 0
+        while not pool.hosts[index].delivered or pool.hosts[index].generation == 0:
+            assert time.monotonic() - started < 60, "the lost node's actor did not come back within 60 s"
+            pool.collect(1)  # the other node's actor carries on meanwhile
+            version += 1
+            weights.publish(policy, version)
+        assert [node for node, _ in pool.placements()] == [nodes[0].node_id] * 2, "back on the remaining node"
+        assert [host.generation for host in pool.hosts].count(1) == 1

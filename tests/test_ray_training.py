@@ -1,0 +1,77 @@
+"""``maze-run ... runner=ray`` end to end, from the installed package: CartPole learns, and nothing of the Ray
+that the run started outlives it, even when the run is SIGKILLed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from clitools import alive, run_cli
+
+from maze_impala.actors.reaper import raylet_processes
+
+pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
+
+pytestmark = pytest.mark.slow
+RETURN = "train/EpisodeEvents/episode_return/mean"
+STEPS = "train/RunEvents/env_steps/last"
+
+
+def ray_processes():
+    """Every process of a Ray on this machine (raylets, GCS servers, agents, workers)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if b"ray::" in text or b"/raylet" in text or b"gcs_server" in text:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_cartpole_with_ray_actors_reaches_475_within_the_budget_of_local_actors(tmp_path):
+    """The shipped settings over 8 epochs (410k env steps; subprocess actors reach 475 at a median of 150k)."""
+    before = set(ray_processes())
+    out = tmp_path / "run"
+    result = run_cli(["-cn", "conf_train", "algorithm=impala", "runner=ray", "algorithm.n_epochs=8",
+                      "output.tensorboard=false", f"hydra.run.dir={out}"], cwd=tmp_path, timeout=400)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    stats = pd.read_csv(out / "stats.csv")
+    assert stats[RETURN].max() >= 475, stats[[STEPS, RETURN]].to_string()
+    assert stats[STEPS].iloc[-1] == 8 * 50 * 1024
+    assert "type: ray" in (out / "config.yaml").read_text()
+    deadline = time.monotonic() + 10
+    while set(ray_processes()) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert set(ray_processes()) - before == set(), "the run stopped the Ray it started"
+
+
+def test_sigkill_of_a_ray_run_leaves_no_ray_process_behind(tmp_path):
+    before = set(ray_processes())
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "maze_impala", "-cn", "conf_train", "runner=ray", "algorithm.n_epochs=100",
+         "algorithm.epoch_length=5", "output.tensorboard=false", f"hydra.run.dir={out}"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "model_last.pt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        started = set(ray_processes()) - before
+        raylets = [pid for pid in started if b"/raylet" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(raylets) == 1 and len(set(raylet_processes(raylets[0])) & started) >= 4, "workers and agents"
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while alive(started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive(started) == [], "Ray's agents would otherwise linger for about a minute"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
