@@ -17,8 +17,10 @@ the actors (``tests/test_core.py`` runs this very code)::
 
 An :class:`Actor` knows nothing about the learner except a :class:`WeightSource`; a
 :class:`Learner` knows nothing about processes; the training loop knows pools, learners
-and publishers only through these interfaces. A Ray backend is another
-:class:`ActorPool` with another :class:`WeightPublisher`.
+and publishers only through these interfaces. The Ray backend is another
+:class:`ActorPool` with another :class:`WeightPublisher`
+(:class:`~maze_impala.actors.ray_actors.RayActors` with
+:class:`~maze_impala.actors.ray_actors.RayWeights`).
 """
 
 from __future__ import annotations
