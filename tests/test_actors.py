@@ -9,6 +9,7 @@ import torch
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.sequential import SequentialActors
+from maze_impala.actors.stepping import FlatStepping, SubStepping
 from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ModelConfig
@@ -132,14 +133,15 @@ def test_close_stops_every_process_even_with_a_full_queue():
     pool.close()  # idempotent
 
 
-def _actor(n_envs, env_seeds, deterministic=True, seed=0):
+def _actor(n_envs, env_seeds, deterministic=True, seed=0, stepping="auto"):
     from maze_impala.actors.actor import RolloutActor
     from maze_impala.envs.factory import make_env
 
     envs = [make_env("CartPole-v1") for _ in range(n_envs)]
     torch.manual_seed(5)  # the same policy weights for every actor of a test
     policy = StructuredPolicy(envs[0].observation_spaces_dict, envs[0].action_spaces_dict, MODEL)
-    return RolloutActor(envs, SharedWeights(policy), MODEL, 40, seed, deterministic=deterministic, env_seeds=env_seeds)
+    return RolloutActor(envs, SharedWeights(policy), MODEL, 40, seed, deterministic=deterministic, env_seeds=env_seeds,
+                        stepping=stepping)  # fmt: skip
 
 
 def test_batched_and_unbatched_acting_record_the_same_steps():
@@ -154,9 +156,8 @@ def test_batched_and_unbatched_acting_record_the_same_steps():
 
 
 def test_the_flat_fast_path_records_what_the_general_loop_records():
-    fast, general = _actor(4, None, deterministic=False), _actor(4, None, deterministic=False)
-    general.flat = False
-    assert fast.flat
+    fast, general = _actor(4, None, deterministic=False), _actor(4, None, deterministic=False, stepping="general")
+    assert isinstance(fast.stepping, FlatStepping) and isinstance(general.stepping, SubStepping)
     for _ in range(3):  # CartPole episodes end (terminated) within these rollouts
         a, b = fast.rollout(), general.rollout()
         ta, tb = a.trajectories[0], b.trajectories[0]

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from maze_impala.actors.flat import flat_state, run_flat
 from maze_impala.actors.recorder import StepRecorder, check_finite
+from maze_impala.actors.stepping import FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig
-from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
-from maze_impala.envs.batch import EnvBatch, SubStep
+from maze_impala.core import Actor, Rollout, StepKey, WeightSource
+from maze_impala.envs.batch import EnvBatch
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
@@ -54,7 +54,9 @@ class RolloutActor(Actor):
     batched forward pass. Each actor's decisions are recorded in its own column (see
     :class:`~maze_impala.actors.recorder.StepRecorder`), credited with rewards as the
     :class:`~maze_impala.envs.structured.StructuredEnv` contract says, and closed
-    when the actor leaves or the episode ends.
+    when the actor leaves or the episode ends. One loop (:meth:`_run`) does it for every
+    env; how the envs are stepped and recorded is its :class:`~.stepping.Stepping`
+    strategy's (a fast path for flat envs, the general one otherwise).
     """
 
     def __init__(
@@ -68,10 +70,12 @@ class RolloutActor(Actor):
         deterministic: bool = False,
         env_seeds: list[int] | None = None,
         acting: str = "auto",
+        stepping: str = "auto",
     ):
         """``env_seeds`` (default: derived from ``seed``) seed the envs' first episodes; ``deterministic``
         takes the most likely actions (for tests and demonstrations; training samples); ``acting`` picks
-        the backend of the forward passes (see :func:`~maze_impala.nn.acting.make_acting`)."""
+        the backend of the forward passes (see :func:`~maze_impala.nn.acting.make_acting`); ``stepping``:
+        ``general`` takes the general strategy for flat envs too (see :mod:`.stepping`)."""
         self.batch = EnvBatch(envs, auto_reset=True)
         self.deterministic = deterministic
         self.policy = make_policy(envs[0], model)
@@ -103,105 +107,41 @@ class RolloutActor(Actor):
             for key, count in self.batch.agent_counts.items():
                 for agent in range(max(count, 0)):
                     self.recorders[key].column(e, agent)
-        self.current = np.zeros(len(envs), dtype=np.int64)
-        """The column of every env's next actor."""
-        self.pot = np.zeros(len(envs))
-        """Rewards of the current structured step awaiting default crediting."""
-        self.in_step: list[list[tuple[StepKey, int, int]]] = [[] for _ in envs]
-        """(step key, column, row) of the decisions taken in the current structured step."""
-        self.credited: list[dict[tuple[StepKey, int], float]] = [{} for _ in envs]
-        """Reward credited to each actor in the current episode."""
-        self.flat = all(env.is_flat for env in envs) and not self.ancestors
-        """Flat envs (one actor, every step a structured step) take the fast path of :mod:`.flat`."""
-        self.flat_returns, self.flat_lengths = flat_state(len(envs))
+        flat = all(env.is_flat for env in envs) and not self.ancestors
+        if stepping not in ("auto", "general"):
+            raise ValueError(f"stepping must be auto or general, got {stepping!r}")
+        self.stepping: Stepping = (
+            FlatStepping(self.batch, self.recorders, self.publish_episode)
+            if flat and stepping == "auto"
+            else SubStepping(self.batch, self.recorders, self.publish_episode, self.order, self.ancestors)
+        )
+        """How the envs take their sub-steps: the fast path for flat envs (one actor, every step a structured
+        step), the general strategy otherwise (see :mod:`.stepping`)."""
         for e in range(len(envs)):
-            self.batch.reset(e, seed=env_seeds[e] if env_seeds is not None else seed_for(seed, e))
-            self._observe(e)
+            self.stepping.start(e, env_seeds[e] if env_seeds is not None else seed_for(seed, e))
 
     def rollout(self) -> Rollout:
         if self.weights.version() != self.version:
             self.version = self.weights.load_into(self.policy)
-        env_steps = run_flat(self) if self.flat else self._run_structured()
+        env_steps = self._run()
         trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
         for key, trajectory in trajectories.items():
             check_finite(trajectory, key)
         return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
 
-    def _run_structured(self) -> int:
-        """The general loop: ``n_steps`` structured steps of every env, sub-step by sub-step."""
+    def _run(self) -> int:
+        """The loop: ``n_steps`` structured steps of every env, one batched forward pass per group of envs whose
+        next actor shares a step key; returns the env steps (structured steps) taken."""
         steps_left = np.full(len(self.batch), self.n_steps)
-        env_steps = 0
-        while (active := np.flatnonzero(steps_left > 0)).size:
-            for key, group in self.batch.groups(active).items():
+        while groups := self.stepping.groups(steps_left):
+            for key, group in groups:
                 recorder = self.recorders[key]
-                cols = self.current[group]
-                rows = recorder.awaiting_rows(cols)
-                if self.ancestors:
-                    for e, row, col in zip(group, rows, cols):
-                        self._record_ancestors(e, key, int(row), int(col))
+                rows, cols = self.stepping.slots(key, group)
                 obs = recorder.gather(rows, cols)
                 actions, log_probs = self.acting.act(key, obs, self.deterministic, recorder.agent_ids[cols])
                 recorder.decide(rows, cols, actions, log_probs)
-                for i, e in enumerate(group):
-                    sub = self.batch.step(e, {k: a[i] for k, a in actions.items()})
-                    self.in_step[e].append((key, int(cols[i]), int(rows[i])))
-                    self._account(e, sub)
-                    if sub.step_ended:
-                        steps_left[e] -= 1
-                        env_steps += 1
-                    self._observe(e)
-        return env_steps
-
-    def _observe(self, e: int) -> None:
-        actor = self.batch.actors[e]
-        recorder = self.recorders[actor.step_key]
-        col = recorder.column(e, actor.agent_id)
-        recorder.observe(col, self.batch.observations[e])
-        self.current[e] = col
-
-    def _credit(self, e: int, actor: ActorID, reward: float) -> None:
-        recorder = self.recorders[actor.step_key]
-        col = recorder.column(e, actor.agent_id)
-        if recorder.credit(col, reward):
-            key = (actor.step_key, col)
-            self.credited[e][key] = self.credited[e].get(key, 0.0) + reward
-
-    def _account(self, e: int, sub: SubStep) -> None:
-        """Credit rewards, close the decisions of leaving actors, and end steps and episodes."""
-        if sub.actor_rewards is None:
-            self.pot[e] += sub.reward
-        else:
-            for actor, reward in sub.actor_rewards.items():
-                self._credit(e, ActorID(*actor), float(reward))
-        for actor, exit_ in sub.exits.items():
-            recorder = self.recorders[actor[0]]
-            recorder.close(recorder.column(e, actor[1]), exit_.truncated, exit_.observation)
-        if sub.step_ended:
-            pot = float(self.pot[e])
-            for key, col, row in self.in_step[e]:
-                self.recorders[key].rewards[row, col] += pot
-                self.credited[e][key, col] = self.credited[e].get((key, col), 0.0) + pot
-            self.pot[e] = 0.0
-            self.in_step[e].clear()
-        if sub.episode_ended:
-            for key, recorder in self.recorders.items():
-                for col in recorder.columns_of(e):
-                    own = sub.final_actor is not None and tuple(sub.final_actor) == (key, recorder.agent_ids[col])
-                    recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
-            self._end_episode(e, sub)
-
-    def _record_ancestors(self, e: int, key: StepKey, row: int, col: int) -> None:
-        """Copy the earlier sub-steps' observations of this structured step next to the decision (delta critic)."""
-        earlier = [k for k, _, _ in self.in_step[e]]
-        if [*earlier, key] != self.order[: len(earlier) + 1]:
-            raise ValueError(
-                f"model.critic=delta needs every structured step to visit the step keys in the order {self.order}, "
-                f"but {type(self.batch.envs[e]).__name__} went {[*earlier, key]}; use model.critic=step or shared"
-            )
-        ancestors = self.recorders[key].ancestors
-        for k, c, r in self.in_step[e]:
-            for name, array in ancestors[k].items():
-                array[row, col] = self.recorders[k].obs[name][r, c]
+                steps_left[group] -= self.stepping.step(key, group, rows, cols, actions)
+        return self.n_steps * len(self.batch)
 
     def publish_episode(
         self, episode_return: float, length: int, key_returns: dict[StepKey, float], summary: EpisodeSummary
@@ -214,16 +154,6 @@ class RolloutActor(Actor):
         self.hub.replay(summary.records)  # the env's own events, reduced per step and episode
         for name, value in summary.kpis.items():
             self.kpi_events.kpi(name=name, value=value)
-
-    def _end_episode(self, e: int, sub: SubStep) -> None:
-        by_key: dict[StepKey, list[float]] = {}
-        for (key, _), value in self.credited[e].items():
-            by_key.setdefault(key, []).append(value)
-        key_returns = {key: float(np.mean(values)) for key, values in by_key.items()}  # mean over the key's actors
-        self.publish_episode(sub.episode_return, sub.episode_length, key_returns, sub.summary)
-        self.credited[e].clear()
-        self.pot[e] = 0.0
-        self.in_step[e].clear()
 
     def close(self) -> None:
         self.batch.close()

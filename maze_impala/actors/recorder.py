@@ -140,6 +140,12 @@ class StepRecorder:
         self.log_probs[rows, cols] = log_probs
         self.state[cols] = DECIDED
 
+    def advance(self, row: int, cols: slice) -> None:
+        """The decisions at ``row`` of ``cols`` are followed by observations written at ``row + 1`` in place
+        (the flat fast path's :meth:`observe` for a whole row)."""
+        self.rows[cols] = row + 2
+        self.state[cols] = AWAITING
+
     def credit(self, col: int, reward: float) -> bool:
         """Add ``reward`` to the latest decision of ``col`` if it has an open one."""
         if self.state[col] != DECIDED:

@@ -139,6 +139,10 @@ class EnvBatch:
         self._observe(e, obs)
         return sub
 
+    def finish_episode(self, e: int) -> EpisodeSummary:
+        """The reduced events and KPIs of env ``e``'s episode, for a caller that stepped the env itself."""
+        return self.logs[e].finish(self.kpis[e])
+
     def check_substep(self, e: int, result: object) -> tuple[dict, float, bool, bool, dict]:
         """Check what ``step()`` of env ``e`` returned (the actor's fast path calls this on its first steps)."""
         self.checks_left[e] -= 1

@@ -76,8 +76,14 @@ class GymStructuredEnv(StructuredEnv):
         self._time += 1
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
 
+    def direct_env(self) -> gym.Env | None:
+        """The Gymnasium env to step directly instead of this adapter (then call :meth:`tick` after each step),
+        when this adapter only wraps its observation and action into Dicts; else None."""
+        plain = type(self).step is GymStructuredEnv.step and type(self).reset is GymStructuredEnv.reset
+        return self.env if plain and self._wrap_obs and self._wrap_action else None
+
     def tick(self) -> None:
-        """Count a step taken on ``self.env`` directly (the actors' fast path does that)."""
+        """Count a step taken on :meth:`direct_env` directly (the actors' fast path does that)."""
         self._time += 1
 
     def close(self) -> None:

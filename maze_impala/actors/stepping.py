@@ -1,0 +1,265 @@
+"""How an actor's envs take their sub-steps: the strategies of :class:`~maze_impala.actors.actor.RolloutActor`'s loop.
+
+The actor has one rollout loop: for every group of envs whose next actor shares a step
+key, it asks its :class:`Stepping` where their decisions go (:meth:`Stepping.slots`),
+acts for the group in one batched forward pass, records the decisions, and hands the
+actions back to the strategy, which steps the envs and records what they returned
+(:meth:`Stepping.step`). Two strategies, which record the same data (a test checks it):
+
+* :class:`SubStepping`, for every structured env: envs grouped by the step key of their
+  next actor, rewards credited as the :class:`~maze_impala.envs.structured.StructuredEnv`
+  contract says, decisions closed when their actor leaves or the episode ends;
+* :class:`FlatStepping`, the fast path for flat envs (one actor, every ``step()`` a
+  structured step, e.g. any Gymnasium env): every env decides at the same row, so the
+  observations are read from and written into the recorder's ``[T + 1, E]`` buffers in
+  place, and plain Gymnasium envs are stepped directly, past their first (checked) steps.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Mapping
+
+import numpy as np
+
+from maze_impala.actors.recorder import StepRecorder, store
+from maze_impala.core import ActorID, NestedArrays, StepKey
+from maze_impala.envs.batch import EnvBatch, SubStep
+from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY
+from maze_impala.events.episodes import EpisodeSummary
+
+Group = list[int] | slice
+"""Envs that act together: their indices, or a slice of all of them."""
+Rows = np.ndarray | int
+Cols = np.ndarray | slice
+EpisodeSink = Callable[[float, int, dict[StepKey, float], EpisodeSummary], None]
+"""Takes a finished episode: its return, length, return per step key and the env's reduced events."""
+
+
+class Stepping(ABC):
+    """Steps an :class:`EnvBatch` for the actor's loop and records into its recorders, one per step key."""
+
+    def __init__(self, batch: EnvBatch, recorders: dict[StepKey, StepRecorder], publish: EpisodeSink):
+        self.batch, self.recorders, self.publish = batch, recorders, publish
+        self.current = np.zeros(len(batch), dtype=np.int64)
+        """The column of every env's next actor."""
+
+    def start(self, e: int, seed: int) -> None:
+        """Reset env ``e`` with ``seed`` and record its first observation."""
+        self.batch.reset(e, seed=seed)
+        self.observe(e)
+
+    def observe(self, e: int) -> None:
+        """Record the observation env ``e``'s next actor decides on."""
+        actor = self.batch.actors[e]
+        recorder = self.recorders[actor.step_key]
+        col = recorder.column(e, actor.agent_id)
+        recorder.observe(col, self.batch.observations[e])
+        self.current[e] = col
+
+    @abstractmethod
+    def groups(self, steps_left: np.ndarray) -> Collection[tuple[StepKey, Group]]:
+        """The envs with structured steps left, grouped by the step key of their next actor (empty: all done)."""
+
+    @abstractmethod
+    def slots(self, key: StepKey, group: Group) -> tuple[Rows, Cols]:
+        """Where the decisions of ``group`` go: their rows and columns in the recorder of ``key``."""
+
+    @abstractmethod
+    def step(self, key: StepKey, group: Group, rows: Rows, cols: Cols, actions: NestedArrays) -> np.ndarray:
+        """Step the envs of ``group`` with ``actions`` (recorded already); returns the structured steps each ended."""
+
+
+class SubStepping(Stepping):
+    """The general strategy: any structured env, sub-step by sub-step (see :class:`~.actor.RolloutActor`)."""
+
+    def __init__(
+        self,
+        batch: EnvBatch,
+        recorders: dict[StepKey, StepRecorder],
+        publish: EpisodeSink,
+        order: list[StepKey],
+        ancestors: bool = False,
+    ):
+        """``order``: the step keys in the order structured steps visit them; ``ancestors``: record the earlier
+        sub-steps' observations next to each decision (for the delta critic)."""
+        super().__init__(batch, recorders, publish)
+        self.order, self.ancestors = order, ancestors
+        E = len(batch)
+        self.pot = np.zeros(E)
+        """Rewards of the current structured step awaiting default crediting."""
+        self.in_step: list[list[tuple[StepKey, int, int]]] = [[] for _ in range(E)]
+        """(step key, column, row) of the decisions taken in the current structured step."""
+        self.credited: list[dict[tuple[StepKey, int], float]] = [{} for _ in range(E)]
+        """Reward credited to each actor in the current episode."""
+
+    def groups(self, steps_left: np.ndarray) -> Collection[tuple[StepKey, Group]]:
+        return self.batch.groups(np.flatnonzero(steps_left > 0)).items()
+
+    def slots(self, key: StepKey, group: Group) -> tuple[Rows, Cols]:
+        recorder = self.recorders[key]
+        cols = self.current[group]
+        rows = recorder.awaiting_rows(cols)
+        if self.ancestors:
+            for e, row, col in zip(group, rows, cols):
+                self._record_ancestors(e, key, int(row), int(col))
+        return rows, cols
+
+    def step(self, key: StepKey, group: Group, rows: Rows, cols: Cols, actions: NestedArrays) -> np.ndarray:
+        ended = np.zeros(len(group), dtype=np.int64)
+        for i, e in enumerate(group):
+            sub = self.batch.step(e, {k: a[i] for k, a in actions.items()})
+            self.in_step[e].append((key, int(cols[i]), int(rows[i])))
+            self._account(e, sub)
+            ended[i] = sub.step_ended
+            self.observe(e)
+        return ended
+
+    def _credit(self, e: int, actor: ActorID, reward: float) -> None:
+        recorder = self.recorders[actor.step_key]
+        col = recorder.column(e, actor.agent_id)
+        if recorder.credit(col, reward):
+            key = (actor.step_key, col)
+            self.credited[e][key] = self.credited[e].get(key, 0.0) + reward
+
+    def _account(self, e: int, sub: SubStep) -> None:
+        """Credit rewards, close the decisions of leaving actors, and end steps and episodes."""
+        if sub.actor_rewards is None:
+            self.pot[e] += sub.reward
+        else:
+            for actor, reward in sub.actor_rewards.items():
+                self._credit(e, ActorID(*actor), float(reward))
+        for actor, exit_ in sub.exits.items():
+            recorder = self.recorders[actor[0]]
+            recorder.close(recorder.column(e, actor[1]), exit_.truncated, exit_.observation)
+        if sub.step_ended:
+            pot = float(self.pot[e])
+            for key, col, row in self.in_step[e]:
+                self.recorders[key].rewards[row, col] += pot
+                self.credited[e][key, col] = self.credited[e].get((key, col), 0.0) + pot
+            self.pot[e] = 0.0
+            self.in_step[e].clear()
+        if sub.episode_ended:
+            for key, recorder in self.recorders.items():
+                for col in recorder.columns_of(e):
+                    own = sub.final_actor is not None and tuple(sub.final_actor) == (key, recorder.agent_ids[col])
+                    recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
+            self._end_episode(e, sub)
+
+    def _record_ancestors(self, e: int, key: StepKey, row: int, col: int) -> None:
+        """Copy the earlier sub-steps' observations of this structured step next to the decision (delta critic)."""
+        earlier = [k for k, _, _ in self.in_step[e]]
+        if [*earlier, key] != self.order[: len(earlier) + 1]:
+            raise ValueError(
+                f"model.critic=delta needs every structured step to visit the step keys in the order {self.order}, "
+                f"but {type(self.batch.envs[e]).__name__} went {[*earlier, key]}; use model.critic=step or shared"
+            )
+        ancestors = self.recorders[key].ancestors
+        for k, c, r in self.in_step[e]:
+            for name, array in ancestors[k].items():
+                array[row, col] = self.recorders[k].obs[name][r, c]
+
+    def _end_episode(self, e: int, sub: SubStep) -> None:
+        by_key: dict[StepKey, list[float]] = {}
+        for (key, _), value in self.credited[e].items():
+            by_key.setdefault(key, []).append(value)
+        key_returns = {key: float(np.mean(values)) for key, values in by_key.items()}  # mean over the key's actors
+        self.publish(sub.episode_return, sub.episode_length, key_returns, sub.summary)
+        self.credited[e].clear()
+        self.pot[e] = 0.0
+        self.in_step[e].clear()
+
+
+class FlatStepping(Stepping):
+    """The fast path for flat envs: all envs decide at row ``t`` of column ``e``; nothing to credit or group."""
+
+    def __init__(self, batch: EnvBatch, recorders: dict[StepKey, StepRecorder], publish: EpisodeSink):
+        super().__init__(batch, recorders, publish)
+        (self.key, self.recorder), E = next(iter(recorders.items())), len(batch)
+        self.all = slice(0, E)
+        self.returns = np.zeros(E, dtype=np.float64)
+        self.lengths = np.zeros(E, dtype=np.int64)
+        """The return and length of every env's current episode."""
+        self.direct = [env.direct_env() if hasattr(env, "direct_env") else None for env in batch.envs]
+        """Per env, the Gymnasium env to step directly (no Dict wrapping per step), or None."""
+        self.all_direct = all(env is not None for env in self.direct)
+        self.ones = np.ones(E, dtype=np.int64)
+        """Every env ends a structured step with every step."""
+        self.everyone = ((self.key, self.all),)
+
+    def groups(self, steps_left: np.ndarray) -> Collection[tuple[StepKey, Group]]:
+        return self.everyone if steps_left[0] > 0 else ()  # every env has the same number of steps left
+
+    def slots(self, key: StepKey, group: Group) -> tuple[Rows, Cols]:
+        return int(self.recorder.rows[0]) - 1, self.all  # every env awaits a decision at the same row
+
+    def step(self, key: StepKey, group: Group, rows: Rows, cols: Cols, actions: NestedArrays) -> np.ndarray:
+        t, recorder = int(rows), self.recorder
+        if self.all_direct and not self.batch.checks_left.any():  # the first steps go the checked way
+            taken = recorder.actions[ACTION_KEY][t, self.all]
+            # Python ints for scalar (Discrete) actions: what envs check fastest; arrays otherwise
+            self._step_direct(t, taken.tolist() if taken.ndim == 1 else list(taken))
+        else:
+            names = list(recorder.actions)
+            row = {k: recorder.actions[k][t].tolist() if recorder.actions[k].ndim == 2 else recorder.actions[k][t]
+                   for k in names}  # fmt: skip
+            for e in range(len(self.batch)):
+                self._step_one(t, e, {k: row[k][e] for k in names})
+        recorder.advance(t, self.all)
+        return self.ones
+
+    def _step_direct(self, t: int, actions: list) -> None:
+        """Step ``t`` of every env, all plain Gymnasium envs: the per-env work is the ``step`` call alone."""
+        recorder, envs = self.recorder, self.batch.envs
+        next_obs, rewards, ended = [], [], []
+        for e, (env, action) in enumerate(zip(self.direct, actions)):
+            observation, reward, terminated, truncated, _ = env.step(action)
+            next_obs.append(observation)
+            rewards.append(reward)
+            if terminated or truncated:
+                ended.append((e, terminated))
+            envs[e].tick()
+        stacked = np.asarray(next_obs)
+        if stacked.shape[1:] != recorder.obs[OBS_KEY].shape[2:]:  # never broadcast a wrong shape into the buffer
+            raise ValueError(f"step key {self.key!r}: observation {OBS_KEY!r} expected shape "
+                             f"{recorder.obs[OBS_KEY].shape[2:]} (its space), found {stacked.shape[1:]}")  # fmt: skip
+        recorder.obs[OBS_KEY][t + 1, self.all] = stacked
+        returns = np.asarray(rewards, dtype=np.float64)  # episode returns add the rewards as the env gave them
+        recorder.rewards[t, self.all] = returns
+        self.returns += returns
+        self.lengths += 1
+        for e, terminated in ended:
+            self._close(t, e, terminated, {OBS_KEY: next_obs[e]})
+
+    def _step_one(self, t: int, e: int, action: Mapping) -> None:
+        """Step ``t`` of env ``e``, directly if it is a plain Gymnasium env past its checked steps."""
+        batch, direct = self.batch, self.direct[e]
+        if direct is not None and not batch.checks_left[e]:
+            observation, reward, terminated, truncated, _ = direct.step(action[ACTION_KEY])
+            batch.envs[e].tick()
+            observation = {OBS_KEY: observation}
+        else:
+            batch.logs[e].step = int(self.lengths[e])
+            result = batch.envs[e].step(action)
+            if batch.checks_left[e]:
+                result = batch.check_substep(e, result)
+            observation, reward, terminated, truncated, _ = result
+        self.recorder.rewards[t, e] = reward
+        self.returns[e] += reward
+        self.lengths[e] += 1
+        if terminated or truncated:
+            self._close(t, e, terminated, observation)
+        else:
+            store(self.recorder.obs, (t + 1, e), observation)
+
+    def _close(self, t: int, e: int, terminated: bool, final_obs: dict) -> None:
+        """Env ``e`` ended its episode at step ``t``: mark the decision, publish the episode, start the next one."""
+        if terminated:
+            self.recorder.terminated[t, e] = True
+        else:
+            self.recorder.add_truncated(t, e, final_obs)
+        episode_return, length = float(self.returns[e]), int(self.lengths[e])
+        self.publish(episode_return, length, {self.key: episode_return}, self.batch.finish_episode(e))
+        self.returns[e], self.lengths[e] = 0.0, 0
+        self.batch.reset(e)
+        store(self.recorder.obs, (t + 1, e), self.batch.observations[e])
