@@ -2,7 +2,9 @@
 
     python benchmarks/throughput.py                          # CartPole-v1, shipped settings
     python benchmarks/throughput.py --num-actors 4 --envs-per-actor 32 --hidden 256 256
-    python benchmarks/throughput.py --sweep                  # num_actors, envs per actor, model width
+    python benchmarks/throughput.py --sweep                  # num_actors up to the cores, adaptive batches, ...
+    python benchmarks/throughput.py --device cuda --learner-batches 1 4 16 64   # the learner alone on a GPU
+    python benchmarks/throughput.py --actors-batch-size 4 --min-actors-batch-size 1   # adaptive batches
     python benchmarks/throughput.py --soak 300               # RSS over a 5-minute run of runner=local
 
 All measurements use the same env and the same number of processes (``num_actors``):
@@ -11,9 +13,12 @@ All measurements use the same env and the same number of processes (``num_actors
   framework, in ``num_actors`` processes at once;
 * actors only: env steps per second of the real actors (``runner=local`` processes,
   real policy), rollouts taken from the queue and discarded;
-* learner only: updates and samples (env steps) per second on one fixed batch;
+* learner only: updates and samples (env steps) per second on one fixed batch, on
+  ``--device``, for every batch size of ``--learner-batches`` (rollouts per batch);
 * full training: env steps and updates per second of the update loop with
-  ``runner=local`` and with ``runner=dev``;
+  ``runner=local`` and with ``runner=dev``, the rollouts per update (adaptive batches:
+  ``--min-actors-batch-size``), the share of the loop the learner waited for actors,
+  and the actors' idle share (1 - training's env steps / actors-only env steps);
 * the ratio of each to the ceiling, and the peak RSS of the whole process tree.
 
 The ceiling and the actors-only figure are medians of ``--repeats`` alternating
@@ -139,8 +144,8 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
         return steps / (time.perf_counter() - started)
 
 
-def learner_only(args: argparse.Namespace, seconds: float) -> tuple[float, float]:
-    """Updates and samples per second on one fixed batch of ``actors_batch_size`` rollouts."""
+def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> tuple[float, float]:
+    """Updates and samples per second on one fixed batch of ``batch_size`` rollouts, on ``args.device``."""
     import torch
 
     from maze_impala.actors.actor import ActorSpec
@@ -157,11 +162,12 @@ def learner_only(args: argparse.Namespace, seconds: float) -> tuple[float, float
     env = make_env(args.env)
     model = ModelConfig(hidden_units=args.hidden)
     policy, critic = make_policy(env, model), make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
-    learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(), EventHub().publisher(MultiStepIMPALAEvents))
+    algorithm = ImpalaAlgorithmConfig(device=args.device)
+    learner = ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents))
     actor = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0).build(
         0, SharedWeights(policy)
     )
-    batch = [actor.rollout() for _ in range(args.actors_batch_size)]
+    batch = [actor.rollout() for _ in range(batch_size)]
     samples = sum(r.env_steps for r in batch)
     for _ in range(5):
         learner.step(batch)
@@ -173,8 +179,9 @@ def learner_only(args: argparse.Namespace, seconds: float) -> tuple[float, float
     return rate, rate * samples
 
 
-def training(args: argparse.Namespace, runner: str, epochs: int) -> tuple[float, float]:
-    """Env steps and updates per second of the update loop (median over epochs after the first)."""
+def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, float]:
+    """Env steps and updates per second of the update loop, rollouts per update and the share of the loop spent
+    waiting for actors (medians over the epochs after the first)."""
     from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 
     algorithm = ImpalaAlgorithmConfig(
@@ -184,14 +191,22 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> tuple[float,
         envs_per_actor=args.envs_per_actor,
         n_rollout_steps=args.n_rollout_steps,
         actors_batch_size=args.actors_batch_size,
+        min_actors_batch_size=args.min_actors_batch_size,
+        device=args.device,
     )
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
         model = ModelConfig(hidden_units=args.hidden)
         result = train(args.env, algorithm, model, RunnerConfig(runner), 1, out, output=quiet)
-    steps = result.column("train/RunEvents/env_steps_per_second/last")[1:]
-    updates = result.column("train/RunEvents/updates_per_second/last")[1:]
-    return statistics.median(steps), statistics.median(updates)
+    def median(name: str) -> float:
+        return statistics.median(result.column(name)[1:])
+
+    steps = median("train/RunEvents/env_steps_per_second/last")
+    updates = median("train/RunEvents/updates_per_second/last")
+    waiting = median("train/MultiStepIMPALAEvents/time_dequeuing_actors/percent/mean") / 100
+    per_update = steps / updates / (args.envs_per_actor * args.n_rollout_steps)
+    return {"env_steps_per_s": steps, "updates_per_s": updates, "rollouts_per_update": per_update,
+            "learner_waiting": waiting}  # fmt: skip
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -205,10 +220,12 @@ def measure(args: argparse.Namespace) -> dict:
         row: dict = {"ceiling_runs": ceilings, "actors_only_runs": actors}
         row["ceiling_env_steps_per_s"] = statistics.median(ceilings)
         row["actors_only_env_steps_per_s"] = statistics.median(actors)
-        row["learner_updates_per_s"], row["learner_samples_per_s"] = learner_only(args, args.seconds)
+        row["learner"] = [dict(zip(("updates_per_s", "samples_per_s"), learner_only(args, args.seconds, size)),
+                               rollouts=size) for size in args.learner_batches]  # fmt: skip
         for runner in ("local", "dev"):
-            steps, updates = training(args, runner, args.epochs)
-            row[f"train_{runner}_env_steps_per_s"], row[f"train_{runner}_updates_per_s"] = steps, updates
+            for name, value in training(args, runner, args.epochs).items():
+                row[f"train_{runner}_{name}"] = value
+            row[f"train_{runner}_actors_idle"] = 1 - row[f"train_{runner}_env_steps_per_s"] / statistics.median(actors)
     top = row["ceiling_env_steps_per_s"]
     for name in ("actors_only_env_steps_per_s", "train_local_env_steps_per_s", "train_dev_env_steps_per_s"):
         row[name.replace("_env_steps_per_s", "_ratio_to_ceiling")] = row[name] / top
@@ -230,6 +247,12 @@ def soak(args: argparse.Namespace, updates_per_second: float) -> dict:
         "rss_mib_at_end": last / 2**20,
         "growth_after_1_min_percent": 100.0 * (max(after_minute) - first) / first,
     }
+
+
+def _batches(args: argparse.Namespace) -> str:
+    if args.min_actors_batch_size is None:
+        return str(args.actors_batch_size)
+    return f"{args.min_actors_batch_size}-{args.actors_batch_size} (adaptive)"
 
 
 def _cell(value: object) -> str:
@@ -255,10 +278,16 @@ def main() -> None:
     parser.add_argument("--envs-per-actor", type=int, default=shipped.envs_per_actor)
     parser.add_argument("--n-rollout-steps", type=int, default=shipped.n_rollout_steps)
     parser.add_argument("--actors-batch-size", type=int, default=shipped.actors_batch_size)
+    parser.add_argument("--min-actors-batch-size", type=int, default=shipped.min_actors_batch_size,
+                        help="adaptive batches: an update takes this many rollouts or more, up to actors_batch_size")
+    parser.add_argument("--device", default=shipped.device, help="the learner's device: cpu or cuda")
+    parser.add_argument("--learner-batches", type=int, nargs="+", default=[1, 4, 16],
+                        help="batch sizes (rollouts) of the learner-only measurement")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds of ceiling and actors only")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
-    parser.add_argument("--sweep", action="store_true", help="also vary num_actors, envs per actor, model width")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also vary num_actors (up to the cores), adaptive batches, envs per actor, model width")
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()
@@ -266,41 +295,59 @@ def main() -> None:
     base = measure(args)
     report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}
     print(f"{args.env}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
-          f"steps, batches of {args.actors_batch_size}, MLP {args.hidden}, {os.cpu_count()} CPU cores")  # fmt: skip
+          f"steps, batches of {_batches(args)}, MLP {args.hidden}, learner on {args.device}, {os.cpu_count()} CPU "
+          "cores")  # fmt: skip
     print(f"{'measurement':<34}{'per second':>14}{'ratio to ceiling':>18}")
     lines = [
         ("ceiling: raw env steps", base["ceiling_env_steps_per_s"], 1.0),
         ("actors only: env steps", base["actors_only_env_steps_per_s"], base["actors_only_ratio_to_ceiling"]),
-        ("learner only: updates", base["learner_updates_per_s"], None),
-        ("learner only: samples", base["learner_samples_per_s"], None),
-        ("train runner=local: env steps", base["train_local_env_steps_per_s"], base["train_local_ratio_to_ceiling"]),
-        ("train runner=local: updates", base["train_local_updates_per_s"], None),
-        ("train runner=dev: env steps", base["train_dev_env_steps_per_s"], base["train_dev_ratio_to_ceiling"]),
-        ("train runner=dev: updates", base["train_dev_updates_per_s"], None),
+        *[(f"learner only, {r['rollouts']} rollouts: samples", r["samples_per_s"], None) for r in base["learner"]],
+        *[(f"learner only, {r['rollouts']} rollouts: updates", r["updates_per_s"], None) for r in base["learner"]],
     ]
+    for runner in ("local", "dev"):
+        lines += [
+            (f"train runner={runner}: env steps", base[f"train_{runner}_env_steps_per_s"],
+             base[f"train_{runner}_ratio_to_ceiling"]),
+            (f"train runner={runner}: updates", base[f"train_{runner}_updates_per_s"], None),
+            (f"train runner={runner}: rollouts/update", base[f"train_{runner}_rollouts_per_update"], None),
+        ]  # fmt: skip
     for name, value, ratio in lines:
-        print(f"{name:<34}{value:>14,.0f}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
+        figure = f"{value:>14.2f}" if name.endswith("rollouts/update") else f"{value:>14,.0f}"
+        print(f"{name:<34}{figure}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
+    for runner in ("local", "dev"):
+        print(f"train runner={runner}: the learner waited for actors {base[f'train_{runner}_learner_waiting']:.0%} "
+              f"of the loop; the actors idled about {base[f'train_{runner}_actors_idle']:.0%}")  # fmt: skip
     print(f"{'peak RSS of the process tree':<34}{base['peak_rss_mib']:>11,.0f} MiB")
     rounds = zip(base["ceiling_runs"], base["actors_only_runs"])
     print("rounds (ceiling, actors only): " + ", ".join(f"({c:,.0f}, {a:,.0f}: {a / c:.0%})" for c, a in rounds))
 
     if args.sweep:
         sweep = []
+        cores = os.cpu_count() or 1
+        actor_counts = sorted({1, 2, *range(4, cores + 1, 4), max(1, cores - 2), cores})
         for name, values in (
-            ("num_actors", (1, 2, 4)),
+            ("num_actors", tuple(actor_counts)),
+            ("batches", ((1, 1), (1, 4), (1, 16))),
             ("envs_per_actor", (1, 8, 32)),
             ("hidden", ((64, 64), (256, 256))),
         ):
             for value in values:
                 varied = argparse.Namespace(**vars(args))
-                setattr(varied, name, list(value) if name == "hidden" else value)
+                if name == "batches":
+                    varied.min_actors_batch_size, varied.actors_batch_size = value
+                else:
+                    setattr(varied, name, list(value) if name == "hidden" else value)
                 top = ceiling(args.env, varied.num_actors, args.seconds)
                 actors = actors_only(varied, args.seconds)
-                local, _ = training(varied, "local", 3)
+                local = training(varied, "local", 3)
                 sweep.append({"varied": name, "value": str(value), "ceiling": top, "actors_only": actors,
-                              "train_local": local, "train_local_ratio": local / top})  # fmt: skip
-        print("\nsweep (env steps per second; training: runner=local)")
-        _print(sweep, ["varied", "value", "ceiling", "actors_only", "train_local", "train_local_ratio"])
+                              "train_local": local["env_steps_per_s"], "ratio": local["env_steps_per_s"] / top,
+                              "per_update": f"{local['rollouts_per_update']:.2f}",
+                              "learner_waits": local["learner_waiting"],
+                              "actors_idle": 1 - local["env_steps_per_s"] / actors})  # fmt: skip
+        print("\nsweep (env steps per second; training: runner=local; batches: (fewest, most) rollouts per update)")
+        _print(sweep, ["varied", "value", "ceiling", "actors_only", "train_local", "ratio", "per_update",
+                       "learner_waits", "actors_idle"])  # fmt: skip
         report["sweep"] = sweep
     if args.soak:
         report["soak"] = soak(args, base["train_local_updates_per_s"])

@@ -199,8 +199,9 @@ class ActorPool(ABC):
         """Start the actors."""
 
     @abstractmethod
-    def collect(self, n: int) -> list[Rollout]:
-        """Take ``n`` rollouts from the queue; raises if an actor failed.
+    def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:
+        """Take ``n`` rollouts from the queue, and with ``at_most`` also every other one that is ready, up to
+        ``at_most`` in all (so that the learner takes what the actors made meanwhile); raises if an actor failed.
 
         The rollouts may view the backend's transport buffers: they are valid until the
         next ``collect`` or ``close``; copy what must live longer.

@@ -6,6 +6,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from poolcheck import check_adaptive_batches
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.sequential import SequentialActors
@@ -99,6 +100,15 @@ def test_queue_never_exceeds_its_bound_and_lag_is_bounded():
         # In steady state a rollout waits behind the queued ones plus one finished per blocked actor;
         # actors race for free slots (semaphores are not FIFO), so this holds on average, not for each.
         assert 1 <= np.mean(lags[5:]) <= limit + num_actors
+
+
+def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():
+    policy, weights = _weights()
+    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=2, seed=0)
+    with SubprocessActors(spec, weights, num_actors=3, queue_size_limit=4, batch_size=4) as pool:
+        check_adaptive_batches(pool, weights, policy, num_actors=3, limit=4, at_most=4)
+    with SequentialActors(spec, weights, num_actors=3) as pool:
+        assert len(pool.collect(1, at_most=4)) == 1, "nothing is ever ready in advance in-process"
 
 
 @pytest.mark.parametrize("env_fn", [CrashingEnv, DyingEnv], ids=["raises", "killed"])

@@ -64,8 +64,8 @@ class _Aging:
     def __getattr__(self, name):
         return getattr(self.pool, name)
 
-    def collect(self, n):
-        rollouts = self.pool.collect(n)
+    def collect(self, n, at_most=None):
+        rollouts = self.pool.collect(n, at_most)
         self.calls += 1
         if self.calls % 2 == 0:
             for rollout in rollouts:

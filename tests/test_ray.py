@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from poolcheck import check_adaptive_batches
 
 ray = pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
 
@@ -97,6 +98,12 @@ def test_the_queue_keeps_its_bound_actors_take_new_weights_and_lag_stays_bounded
         assert min(lags) >= 0, "no rollout can come from a version the learner has not published"
         assert 1 <= np.mean(lags[5:]) <= limit + num_actors
         assert lags[-1] <= limit + num_actors, "actors act with the versions the requests bring"
+
+
+def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():
+    pool, weights, policy, _ = _pool(num_actors=3, limit=4, steps=2)
+    with pool:
+        check_adaptive_batches(pool, weights, policy, num_actors=3, limit=4, at_most=4)
 
 
 def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():

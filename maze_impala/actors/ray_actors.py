@@ -202,12 +202,15 @@ class RayActors(ActorPool):
         host.call = host.handle.rollout.remote(version, ref if version != host.sent_version else None)
         host.sent_version, host.requested_at = version, time.monotonic()
 
-    def collect(self, n: int) -> list[Rollout]:
+    def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:
         if not self.hosts:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
+        at_most = max(n, at_most or n)
         while len(self._ready) < n:
             self._poll(WAIT_SECONDS, room=max(n, self.queue_size_limit))
-        return [self._ready.popleft() for _ in range(n)]
+        if at_most > len(self._ready):
+            self._poll(0.0)  # rollouts finished meanwhile
+        return [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
 
     def queue_size(self) -> int:
         if self.hosts:

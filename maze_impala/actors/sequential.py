@@ -32,7 +32,8 @@ class SequentialActors(ActorPool):
             self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actors = [self.spec.build(i, self.weights) for i in range(self.num_actors)]
 
-    def collect(self, n: int) -> list[Rollout]:
+    def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:
+        """``n`` rollouts, made now (nothing is ever ready in advance here, so ``at_most`` changes nothing)."""
         if not self.actors:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
         rollouts = []

@@ -137,19 +137,22 @@ class SubprocessActors(ActorPool):
         actor_end.close()  # the actor's end lives in the actor only: its death closes the pipe
         return _Actor(generation, process=process, conn=learner_end)
 
-    def collect(self, n: int) -> list[Rollout]:
+    def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:
         if not self.actors:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
-        if n > self.batch_size:
+        at_most = max(n, at_most or n)
+        if at_most > self.batch_size:
             raise ValueError(
-                f"collect({n}): this pool was made for batches of at most {self.batch_size} rollouts "
-                "(its shared-memory slots hold a full queue plus one batch); raise its batch_size"
+                f"collect({n}, at_most={at_most}): this pool was made for batches of at most {self.batch_size} "
+                "rollouts (its shared-memory slots hold a full queue plus one batch); raise its batch_size"
             )
         self._free.extend(self._held)  # the previous batch is done with
         self._held = []
         while len(self._ready) < n:
             self._poll(WAIT_SECONDS, room=max(n, self.queue_size_limit))
-        batch = [self._ready.popleft() for _ in range(n)]
+        if at_most > len(self._ready):
+            self._poll(0.0)  # rollouts delivered meanwhile
+        batch = [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
         self._held = [slot for slot, _ in batch if slot >= 0]
         self._grant()  # the queue has room again: let waiting actors deliver while the learner learns
         return [rollout for _, rollout in batch]

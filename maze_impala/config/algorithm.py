@@ -71,7 +71,11 @@ class ImpalaAlgorithmConfig:
     queue_out_of_sync_factor: float = 1.0
     """The rollout queue holds at most max(1, factor x actors_batch_size) rollouts."""
     actors_batch_size: int = 1
-    """Rollouts combined into one learner update."""
+    """Rollouts combined into one learner update (the most, with min_actors_batch_size)."""
+    min_actors_batch_size: int | None = None
+    """Adaptive batches: an update waits for this many rollouts and takes every other one that is ready too, up
+    to actors_batch_size, so that the learner takes what the actors made while it learnt; None: every update
+    takes exactly actors_batch_size rollouts."""
     num_actors: int = 2
     """Number of actors (processes with runner=local)."""
     envs_per_actor: int = 32
@@ -121,6 +125,13 @@ class ImpalaAlgorithmConfig:
             self.critic_burn_in_epochs,
             f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
         )
+        low = self.min_actors_batch_size
+        _check(
+            low is None or (isinstance(low, int) and 1 <= low <= self.actors_batch_size),
+            "min_actors_batch_size",
+            self.min_actors_batch_size,
+            f"None or an int in [1, actors_batch_size={self.actors_batch_size}]",
+        )
         _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
         _check(finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
@@ -161,6 +172,12 @@ class ImpalaAlgorithmConfig:
             self.vtrace_lambda,
             "in (0, 1]",
         )
+
+    @property
+    def batch_bounds(self) -> tuple[int, int]:
+        """The fewest and the most rollouts one update takes."""
+        low = self.actors_batch_size if self.min_actors_batch_size is None else self.min_actors_batch_size
+        return low, self.actors_batch_size
 
     @property
     def queue_size_limit(self) -> int:

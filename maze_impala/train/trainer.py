@@ -222,7 +222,8 @@ class ImpalaTrainer:
         """Collect a batch and learn from it; False if every rollout of it was too stale to learn from."""
         before = self.pool.queue_size()
         started = time.perf_counter()
-        rollouts = self.pool.collect(self.config.actors_batch_size)
+        fewest, most = self.config.batch_bounds
+        rollouts = self.pool.collect(fewest, at_most=most)
         dequeue_seconds = time.perf_counter() - started
         self.queue_events.estimated_queue_sizes(before=before, after=self.pool.queue_size())
         for rollout in rollouts:  # their episodes happened and their env steps were taken, stale or not
