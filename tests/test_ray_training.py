@@ -51,13 +51,15 @@ def test_cartpole_with_ray_actors_reaches_475_within_the_budget_of_local_actors(
     assert set(ray_processes()) - before == set(), "the run stopped the Ray it started"
 
 
-def test_sigkill_of_a_ray_run_leaves_no_ray_process_behind(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+def test_a_ray_run_stopped_by_ctrl_c_or_sigkill_leaves_no_ray_process_behind(tmp_path, how):
+    """Ctrl-C: SIGINT to the whole foreground process group (Ray's processes included), as a terminal sends it."""
     before = set(ray_processes())
     out = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "maze_impala", "-cn", "conf_train", "runner=ray", "algorithm.n_epochs=100",
          "algorithm.epoch_length=5", "output.tensorboard=false", f"hydra.run.dir={out}"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -66,8 +68,13 @@ def test_sigkill_of_a_ray_run_leaves_no_ray_process_behind(tmp_path):
         started = set(ray_processes()) - before
         raylets = [pid for pid in started if b"/raylet" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(raylets) == 1 and len(set(raylet_processes(raylets[0])) & started) >= 4, "workers and agents"
-        proc.kill()
-        proc.wait(timeout=10)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 130 and "interrupted" in stderr, stderr[-2000:]
+        else:
+            proc.kill()
+            proc.wait(timeout=10)
         deadline = time.monotonic() + 15
         while alive(started) and time.monotonic() < deadline:
             time.sleep(0.1)

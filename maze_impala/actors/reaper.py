@@ -4,8 +4,9 @@ Ray's own processes share the driver's fate only in part: its GCS and raylet die
 driver, but the per-node agents notice the raylet's death only after about a minute. The
 reaper is a small process of its own session that waits for its stdin to close: the
 driver writes ``done`` first when it stopped Ray itself; otherwise the reaper kills the
-processes it was given and every process of that raylet (``RAY_RAYLET_PID`` in its
-environment).
+processes it was given and every process of that raylet it saw while the run lived (the
+raylet's children, and processes with ``RAY_RAYLET_PID`` in their environment; by then
+the raylet is dead and its children belong to init).
 
 ``python -m maze_impala.actors.reaper RAYLET_PID PID...`` (see :func:`start_reaper`).
 """
@@ -14,10 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+REFRESH_SECONDS = 0.5
+"""How often the reaper looks for the raylet's new processes while the run lives."""
 
 
 def start_reaper(raylet_pid: int, pids: list[int]) -> subprocess.Popen:
@@ -43,29 +48,48 @@ def stop_reaper(reaper: subprocess.Popen) -> None:
         reaper.wait()
 
 
+def _start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (a pid reused by a new process has another), or None if it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def raylet_processes(raylet_pid: int) -> list[int]:
-    """Processes whose environment names ``raylet_pid`` as their raylet (workers and agents)."""
+    """The raylet's children (its agents and workers) and every process whose environment names it as their
+    raylet (``RAY_RAYLET_PID``; agents overwrite their environment with their process title, workers do not)."""
     marker = f"RAY_RAYLET_PID={raylet_pid}".encode()
     found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        with contextlib.suppress(OSError):
-            if marker in environ.read_bytes().split(b"\0"):
-                found.append(int(environ.parent.name))
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == raylet_pid or marker in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
     return found
-
-
-def _is_ray(pid: int) -> bool:
-    with contextlib.suppress(OSError):
-        return b"ray" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    return False
 
 
 def main(argv: list[str]) -> None:
     raylet_pid, pids = int(argv[0]), [int(p) for p in argv[1:]]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.stdin.buffer.read().strip() == b"done":
+    known: dict[int, int | None] = {pid: _start_time(pid) for pid in [raylet_pid, *pids]}
+    stdin, message = sys.stdin.buffer.raw, b""
+    while True:  # until the run writes "done" or dies (EOF); meanwhile, remember what its Ray started
+        if select.select([stdin], [], [], REFRESH_SECONDS)[0]:
+            chunk = os.read(stdin.fileno(), 64)
+            if not chunk:
+                break
+            message += chunk
+            continue
+        for pid in raylet_processes(raylet_pid):
+            known.setdefault(pid, _start_time(pid))
+    if message.strip() == b"done":
         return
-    for pid in {*[p for p in [raylet_pid, *pids] if _is_ray(p)], *raylet_processes(raylet_pid)} - {os.getpid()}:
+    for pid, started in known.items():
+        if started is not None and _start_time(pid) == started and pid != os.getpid():  # not a reused pid
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    for pid in raylet_processes(raylet_pid):  # workers that started since the last look
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
