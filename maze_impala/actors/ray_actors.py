@@ -23,6 +23,7 @@ a running cluster that ``close`` only leaves (the cluster keeps running).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -278,7 +279,8 @@ class RayActors(ActorPool):
 
     def close(self) -> None:
         for host in self.hosts:
-            ray.kill(host.handle, no_restart=True)
+            with contextlib.suppress(Exception):  # e.g. Ray was shut down under us: the actors are gone already
+                ray.kill(host.handle, no_restart=True)
         self.hosts, self._ready = [], deque()
         if self._owns_ray:
             ray.shutdown()  # stops the Ray this pool started; from a cluster it joined, it only disconnects
