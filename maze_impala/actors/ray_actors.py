@@ -171,7 +171,7 @@ class RayActors(ActorPool):
             ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
                      **local | self.ray_init)  # fmt: skip
             self._owns_ray = True
-            if self.address is None:
+            if self.address is None and not os.environ.get("RAY_ADDRESS"):  # RAY_ADDRESS: ray.init joined a cluster
                 self._reaper = _reaper_of_local_ray()
         self._check_resources()
         self._remote = ray.remote(ActorHost).options(
