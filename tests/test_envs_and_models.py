@@ -129,3 +129,16 @@ def test_policy_compute_action_and_state_dict_round_trip(tmp_path):
     for _ in range(5):
         assert other.compute_action(obs, env.actor_id(), True) == action
     assert critic.values(0, {"observation": torch.as_tensor(obs["observation"])[None]}).shape == (1,)
+
+
+def test_the_learners_tanh_is_torch_tanh_in_value_and_gradient():
+    from maze_impala.nn.models import tanh
+
+    x = (torch.randn(500, 64) * 4).requires_grad_(True)
+    ours = tanh(x)
+    (grad,) = torch.autograd.grad(ours.sum(), x)
+    theirs = torch.tanh(x)
+    (expected,) = torch.autograd.grad(theirs.sum(), x)
+    torch.testing.assert_close(ours, theirs, atol=3e-7, rtol=0)
+    torch.testing.assert_close(grad, expected, atol=5e-7, rtol=0)
+    assert torch.autograd.gradcheck(tanh, (torch.randn(6, 3, dtype=torch.double, requires_grad=True),))
