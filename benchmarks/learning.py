@@ -66,7 +66,9 @@ def _value(text: str, default: Any) -> Any:
         return None
     if isinstance(default, bool):
         return text.lower() in ("1", "true", "yes")
-    return type(default)(text) if default is not None else float(text)
+    if default is None:  # an optional field: an int where the text is one (min_actors_batch_size), else a float
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    return type(default)(text)
 
 
 def algorithm_for(epoch_length: int, changes: dict[str, str]) -> ImpalaAlgorithmConfig:
@@ -138,7 +140,7 @@ def print_table(summaries: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(SUITE), choices=list(SUITE))
-    parser.add_argument("--runners", nargs="+", default=["local"], choices=["dev", "local"])
+    parser.add_argument("--runners", nargs="+", default=["local"], choices=["dev", "local", "ray"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--epoch-length", type=int, default=10, help="updates per epoch (the grain of the table)")
     parser.add_argument("--window", type=int, default=200_000, help="env steps after reaching to watch for a collapse")
