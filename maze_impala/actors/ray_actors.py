@@ -42,7 +42,7 @@ from torch import nn
 from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
-from maze_impala.actors.weights import flat_layout, flatten, load_flat
+from maze_impala.actors.weights import Layout, flat_layout, flatten, load_flat
 from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
 
@@ -64,9 +64,6 @@ class RayWeights(WeightPublisher):
             raise ValueError("publish: the module does not have the layout these weights were made for")
         self._flat, self._version, self._ref = flat, version, None
 
-    def version(self) -> int:
-        return self._version
-
     def latest(self) -> tuple[int, ray.ObjectRef]:
         """The newest version and its object (one ``ray.put`` per published version)."""
         if self._ref is None:
@@ -79,6 +76,7 @@ class ReceivedWeights(WeightSource):
 
     def __init__(self) -> None:
         self._version, self._flat = -1, np.zeros(0, dtype=np.float32)
+        self._layout: Layout | None = None
 
     def receive(self, version: int, flat: np.ndarray) -> None:
         if version > self._version:
@@ -88,7 +86,9 @@ class ReceivedWeights(WeightSource):
         return self._version
 
     def load_into(self, module: nn.Module) -> int:
-        load_flat(module, torch.from_numpy(np.array(self._flat)), flat_layout(module))  # the object is read-only
+        if self._layout is None:
+            self._layout = flat_layout(module)
+        load_flat(module, torch.from_numpy(np.array(self._flat)), self._layout)  # the object is read-only
         return self._version
 
 
