@@ -129,8 +129,11 @@ def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():
 def test_a_stopped_ray_actor_is_caught_by_its_deadline_and_replaced():
     pool, weights, policy, stats = _pool(num_actors=2, actor_timeout_s=1.0)
     with pool:
-        for version in range(1, 10):
+        version, deadline = 0, time.monotonic() + 60
+        while version < 10 or not all(host.delivered for host in pool.hosts):  # both past start-up
+            assert time.monotonic() < deadline, "an actor did not deliver its first rollout within 60 s"
             pool.collect(1)
+            version += 1
             weights.publish(policy, version)
         stopped = pool.placements()[0][1]
         os.kill(stopped, signal.SIGSTOP)
