@@ -9,6 +9,7 @@ import torch
 from poolcheck import check_adaptive_batches
 
 from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.flow import InFlightLimit
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.stepping import FlatStepping, SubStepping
 from maze_impala.actors.subprocess import SubprocessActors
@@ -100,6 +101,38 @@ def test_queue_never_exceeds_its_bound_and_lag_is_bounded():
         # In steady state a rollout waits behind the queued ones plus one finished per blocked actor;
         # actors race for free slots (semaphores are not FIFO), so this holds on average, not for each.
         assert 1 <= np.mean(lags[5:]) <= limit + num_actors
+
+
+def test_in_flight_limit_follows_the_learner():
+    flow = InFlightLimit(low=1, high=4)
+    assert flow.limit == 4 and not flow.room(4) and flow.room(3)
+    for _ in range(5):
+        flow.update(waited=False, left=1)  # rollouts were left waiting: fewer will do
+    assert flow.limit == 1
+    flow.update(waited=False, left=0)
+    assert flow.limit == 1, "a learner that finds exactly its batch keeps the limit"
+    for _ in range(5):
+        flow.update(waited=True, left=0)
+    assert flow.limit == 4
+    with pytest.raises(ValueError, match="low >= 1"):
+        InFlightLimit(low=0, high=2)
+
+
+def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_before():
+    # Actors start a rollout only when the learner can take it soon: with a learner slower than
+    # the actors, every rollout starts with the weights of the update before the one that uses it
+    # (lag 1), instead of waiting behind a full queue and one finished rollout per actor (lag ~4).
+    policy, weights = _weights()
+    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    with SubprocessActors(spec, weights, num_actors=3, queue_size_limit=1) as pool:
+        lags = []
+        for version in range(1, 40):
+            for rollout in pool.collect(1):
+                lags.append(version - 1 - rollout.policy_version)
+            time.sleep(0.02)  # the learner's update: longer than a rollout
+            weights.publish(policy, version)
+        assert pool.in_flight.limit == 1
+        assert lags[-10:] == [1] * 10, lags
 
 
 def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():

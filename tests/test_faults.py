@@ -41,7 +41,7 @@ def _pool(env=CounterEnv, num_actors=3, **policy):
 
 def _slots_accounted(pool):
     granted = [a.granted for a in pool.actors if a.granted is not None]
-    ready = [slot for slot, _ in pool._ready if slot >= 0]
+    ready = [slot for slot, _ in [*pool._ready, *pool._parked] if slot >= 0]
     owned = [*pool._free, *pool._held, *granted, *ready]
     return sorted(owned) == list(range(pool.slots.n_slots))
 
@@ -68,9 +68,12 @@ def test_killed_actors_are_restarted_their_slots_reclaimed_and_collect_goes_on()
 def test_a_stopped_actor_is_detected_by_its_deadline_killed_and_restarted():
     pool, weights, policy, stats = _pool(actor_timeout_s=1.0)
     with pool:
-        for update in range(1, 20):
+        update, started = 0, time.monotonic()
+        while update < 20 or any(a.delivered == 0 for a in pool.actors):  # the deadline counts from a first rollout
+            update += 1
             pool.collect(1)
             weights.publish(policy, update)
+            assert time.monotonic() - started < 60, "an actor never delivered its first rollout"
         stopped = pool.actors[1].process
         os.kill(stopped.pid, signal.SIGSTOP)
         started = time.monotonic()

@@ -44,7 +44,7 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
     per_epoch = 4 * 2 * 8
     assert stats["env_steps"].tolist() == [per_epoch * e for e in range(1, 6)]
     # the learning rate continues from update 8 (the resumed schedule spans 5 epochs of 4 updates)
-    expected = [0.002 * (1 - (4 * e - 1) / 8) for e in (1, 2)] + [0.002 * (1 - (4 * e - 1) / 20) for e in (3, 4, 5)]
+    expected = [0.003 * (1 - (4 * e - 1) / 8) for e in (1, 2)] + [0.003 * (1 - (4 * e - 1) / 20) for e in (3, 4, 5)]
     assert stats[LR].tolist() == pytest.approx(expected)
     kpis = pd.read_csv(tmp_path / "kpis.csv")
     assert sorted(set(kpis["epoch"])) == [1, 2, 3, 4, 5] and len(kpis) == 5 * 8
@@ -53,7 +53,7 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
 def test_a_resume_that_changes_what_the_run_learns_is_refused(tmp_path):
     train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
     changed = ImpalaAlgorithmConfig(n_epochs=2, **SMALL | {"epoch_length": 5}, lr=0.01)
-    with pytest.raises(ConfigError, match=r"algorithm.epoch_length: 4 in the run, 5 now; algorithm.lr: 0.002 in the"):
+    with pytest.raises(ConfigError, match=r"algorithm.epoch_length: 4 in the run, 5 now; algorithm.lr: 0.003 in the"):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path)
     with pytest.raises(ConfigError, match=r"holds no model_last\.pt"):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path / "nothing")

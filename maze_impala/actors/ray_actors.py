@@ -4,10 +4,12 @@ The same :class:`~maze_impala.actors.actor.RolloutActor` as the other backends r
 inside a Ray actor (:class:`ActorHost`). Each actor has at most one rollout request in
 flight; the learner's side mirrors the subprocess backend's slot grants:
 
-* a finished rollout (numpy arrays, read zero-copy from the object store) waits with its
-  actor until the queue has room, and the actor gets its next request only when its
-  rollout enters the queue, so the queue holds at most ``queue_size_limit`` rollouts and
-  the policy lag stays bounded as with subprocess actors;
+* requests go out while fewer rollouts than the in-flight limit are under way
+  (:class:`~maze_impala.actors.flow.InFlightLimit`: as few as keep the learner busy, so
+  that rollouts start with recent weights); a finished rollout (numpy arrays, read
+  zero-copy from the object store) waits beyond the queue until it has room, so the queue
+  holds at most ``queue_size_limit`` rollouts and the policy lag stays bounded as with
+  subprocess actors;
 * weights travel with the requests: :class:`RayWeights` puts each published version into
   the object store once (when the first request after it goes out) and an actor receives
   a version only if it has not got it yet;
@@ -40,6 +42,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
+from maze_impala.actors.flow import InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.weights import Layout, flat_layout, flatten, load_flat
@@ -122,9 +125,7 @@ class _Host(ActorRecord):
 
     handle: Any = None
     call: Any = None
-    """The rollout request in flight (an object ref), None while a finished rollout waits in ``parked``."""
-    parked: Rollout | None = None
-    parked_at: float = 0.0
+    """The rollout request in flight (an object ref), None while the actor waits for one."""
     sent_version: int = -1
     """The newest weight version sent to this actor."""
     where: Any = None
@@ -159,6 +160,10 @@ class RayActors(ActorPool):
         self.ray_init = ray_init or {}
         self.hosts: list[_Host] = []
         self._ready: deque[Rollout] = deque()
+        """The queue: finished rollouts, at most ``queue_size_limit``."""
+        self._parked: deque[Rollout] = deque()
+        """Finished while the queue was full; they enter it, oldest first, as it empties."""
+        self.in_flight = InFlightLimit(low=queue_size_limit, high=queue_size_limit + num_actors)
         self._owns_ray = False
         self._reaper: subprocess.Popen | None = None
 
@@ -179,6 +184,7 @@ class RayActors(ActorPool):
         )
         try:
             self.hosts = [self._create(index, generation=0) for index in range(self.num_actors)]
+            self._request_more()
         except BaseException:
             self.close()
             raise
@@ -195,7 +201,6 @@ class RayActors(ActorPool):
         spec = self.spec if generation == 0 else replace(self.spec, seed=seed_for(self.spec.seed, index, generation))
         host = _Host(generation, handle=self._remote.remote(spec, index))
         host.where = host.handle.where.remote()
-        self._request(host)
         return host
 
     def _request(self, host: _Host) -> None:
@@ -207,11 +212,16 @@ class RayActors(ActorPool):
         if not self.hosts:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
         at_most = max(n, at_most or n)
-        while len(self._ready) < n:
-            self._poll(WAIT_SECONDS, room=max(n, self.queue_size_limit))
-        if at_most > len(self._ready):
-            self._poll(0.0)  # rollouts finished meanwhile
-        return [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
+        self._poll(0.0)  # rollouts finished meanwhile
+        waited = len(self._ready) + len(self._parked) < n
+        while len(self._ready) + len(self._parked) < n:
+            self._poll(WAIT_SECONDS, at_least=n)
+        self._admit(room=at_most)  # every finished rollout may join the batch, the queue's bound aside
+        batch = [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
+        self._admit()
+        self.in_flight.update(waited, left=len(self._ready))
+        self._request_more()  # start the next rollouts with the weights of this update
+        return batch
 
     def queue_size(self) -> int:
         if self.hosts:
@@ -228,8 +238,9 @@ class RayActors(ActorPool):
         """``(node id, pid)`` of every actor, in actor order."""
         return ray.get([host.where for host in self.hosts])
 
-    def _poll(self, timeout: float, room: int | None = None) -> None:
-        """Take finished rollouts, handle failed and hung actors, admit parked rollouts while there is room."""
+    def _poll(self, timeout: float, at_least: int = 0) -> None:
+        """Take finished rollouts, handle failed and hung actors, and send requests while the in-flight limit
+        (at least ``at_least``: a whole batch while the learner waits for one) allows."""
         calls = {host.call: host for host in self.hosts if host.call is not None}
         if calls:
             ray.wait(list(calls), num_returns=1, timeout=timeout, fetch_local=False)
@@ -241,12 +252,20 @@ class RayActors(ActorPool):
             if host.call is not None and host.overdue(self.policy, now):
                 self._failed(host, f"hung: no rollout for {now - host.requested_at:.1f} s (deadline "
                                    f"{host.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
-        room = self.queue_size_limit if room is None else room
-        for host in sorted((h for h in self.hosts if h.parked is not None), key=lambda h: h.parked_at):
-            if len(self._ready) >= room:
+        self._request_more(at_least)
+
+    def _admit(self, room: int = 0) -> None:
+        """Move parked rollouts into the queue while it holds fewer than ``queue_size_limit`` (or ``room``)."""
+        while self._parked and len(self._ready) < max(room, self.queue_size_limit):
+            self._ready.append(self._parked.popleft())
+
+    def _request_more(self, at_least: int = 0) -> None:
+        """Requests to idle actors, longest idle first, while the rollouts under way stay within the limit."""
+        limit = max(at_least, self.in_flight.limit)
+        for host in sorted((h for h in self.hosts if h.call is None), key=lambda h: h.requested_at):
+            under_way = len(self._ready) + len(self._parked) + sum(h.call is not None for h in self.hosts)
+            if under_way >= limit:
                 return
-            self._ready.append(host.parked)
-            host.parked = None
             self._request(host)
 
     def _finish(self, host: _Host) -> None:
@@ -262,9 +281,10 @@ class RayActors(ActorPool):
         except ray.exceptions.RayError as error:  # its result lost with its node, ...
             self._failed(host, f"failed ({type(error).__name__}: {_first_line(error)})")
             return
-        now = time.monotonic()
-        host.call, host.parked, host.parked_at = None, rollout, now
-        back = host.delivered_one(now)
+        host.call = None
+        self._parked.append(rollout)
+        self._admit()
+        back = host.delivered_one(time.monotonic())
         if back is not None:
             self.budget.recovered(self._who(host), back)
 
@@ -281,7 +301,7 @@ class RayActors(ActorPool):
         for host in self.hosts:
             with contextlib.suppress(Exception):  # e.g. Ray was shut down under us: the actors are gone already
                 ray.kill(host.handle, no_restart=True)
-        self.hosts, self._ready = [], deque()
+        self.hosts, self._ready, self._parked = [], deque(), deque()
         if self._owns_ray:
             ray.shutdown()  # stops the Ray this pool started; from a cluster it joined, it only disconnects
             self._owns_ray = False

@@ -1,10 +1,11 @@
 """The one-machine backend: each actor in its own process, rollouts through shared memory, restarts on failure.
 
 Each actor process has a duplex pipe of its own (see :mod:`maze_impala.actors.worker`);
-the learner grants slots, reads which slot holds a new rollout, and watches every
-process' sentinel. Nothing else is shared but the shared-memory slots and weights and
-a stop flag, none of which has a lock, so no actor can block the learner or another
-actor, whatever state it dies in.
+the learner grants an actor a slot to make its next rollout in, reads which slot holds a
+new rollout, and watches every process' sentinel. Nothing else is shared but the
+shared-memory slots and weights and a stop flag, none of which has a lock, so no actor
+can block the learner or another actor, whatever state it dies in. How many rollouts are
+under way at once follows the learner (:class:`~maze_impala.actors.flow.InFlightLimit`).
 
 Failures: an actor that dies (any signal, e.g. SIGKILL or a segfault), raises, or holds
 a granted slot for longer than its deadline (hung, e.g. SIGSTOPped) is killed and
@@ -26,6 +27,7 @@ import torch
 import torch.multiprocessing as tmp
 
 from maze_impala.actors.actor import ActorSpec, seed_for
+from maze_impala.actors.flow import InFlightLimit
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
 from maze_impala.actors.worker import actor_main
@@ -48,12 +50,15 @@ class _Actor(ActorRecord):
     process: Any = None
     conn: Any = None
     granted: int | None = None
-    """The slot this actor may write into (at most one)."""
+    """The slot this actor makes its current rollout in (at most one)."""
 
 
 class SubprocessActors(ActorPool):
     """``num_actors`` actor processes; at most ``queue_size_limit`` rollouts wait for the learner.
 
+    An actor makes a rollout only in a slot the learner granted it, and the learner grants
+    slots while fewer rollouts than the in-flight limit are under way (granted, queued, or
+    finished beyond the queue's bound, which wait in their slots until the queue has room).
     Slots: ``queue_size_limit + num_actors + batch_size``, enough for a full queue, one
     granted to every actor and a batch held by the learner. The rollouts :meth:`collect`
     returns view their slots and stay valid until the next ``collect``.
@@ -91,8 +96,11 @@ class SubprocessActors(ActorPool):
         self._free: deque[int] = deque()
         """Slots the learner may grant, oldest freed first (so every slot is used in turn)."""
         self._ready: deque[tuple[int, Rollout]] = deque()
-        """Delivered rollouts: (slot or -1 for an inlined one, rollout)."""
+        """The queue: delivered rollouts, (slot or -1 for an inlined one, rollout), at most ``queue_size_limit``."""
+        self._parked: deque[tuple[int, Rollout]] = deque()
+        """Delivered while the queue was full; they enter it, oldest first, as it empties."""
         self._held: list[int] = []
+        self.in_flight = InFlightLimit(low=self.batch_size, high=queue_size_limit + num_actors)
 
     @property
     def processes(self) -> list[Any]:
@@ -148,13 +156,16 @@ class SubprocessActors(ActorPool):
             )
         self._free.extend(self._held)  # the previous batch is done with
         self._held = []
-        while len(self._ready) < n:
-            self._poll(WAIT_SECONDS, room=max(n, self.queue_size_limit))
-        if at_most > len(self._ready):
-            self._poll(0.0)  # rollouts delivered meanwhile
+        self._poll(0.0)  # rollouts delivered meanwhile
+        waited = len(self._ready) + len(self._parked) < n
+        while len(self._ready) + len(self._parked) < n:
+            self._poll(WAIT_SECONDS, at_least=n)
+        self._admit(room=at_most)  # every finished rollout may join the batch, the queue's bound aside
         batch = [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
         self._held = [slot for slot, _ in batch if slot >= 0]
-        self._grant()  # the queue has room again: let waiting actors deliver while the learner learns
+        self._admit()
+        self.in_flight.update(waited, left=len(self._ready))
+        self._grant()  # start the next rollouts with the weights of this update
         return [rollout for _, rollout in batch]
 
     def queue_size(self) -> int:
@@ -166,14 +177,19 @@ class SubprocessActors(ActorPool):
         """The cores the actor processes (one core each) leave, at least one: no process fights another."""
         return max(1, (os.cpu_count() or 1) - self.num_actors)
 
-    def _grant(self, room: int | None = None) -> None:
-        """Grant a slot to every actor without one while the delivered and granted rollouts fit into ``room``:
-        the queue's bound, or a whole batch while the learner waits for one. Longest waiting first."""
-        room = self.queue_size_limit if room is None else room
+    def _admit(self, room: int = 0) -> None:
+        """Move parked rollouts into the queue while it holds fewer than ``queue_size_limit`` (or ``room``)."""
+        while self._parked and len(self._ready) < max(room, self.queue_size_limit):
+            self._ready.append(self._parked.popleft())
+
+    def _grant(self, at_least: int = 0) -> None:
+        """Grant a slot to actors without one while the rollouts under way stay within the in-flight limit
+        (at least ``at_least``: a whole batch while the learner waits for one). Longest waiting first."""
+        limit = max(at_least, self.in_flight.limit)
         waiting = sorted((a for a in self.actors if a.granted is None), key=lambda a: a.requested_at)
         for actor in waiting:
-            granted = sum(a.granted is not None for a in self.actors)
-            if len(self._ready) + granted >= room or not self._free:
+            under_way = len(self._ready) + len(self._parked) + sum(a.granted is not None for a in self.actors)
+            if under_way >= limit or not self._free:
                 return
             slot = self._free.popleft()
             try:
@@ -183,7 +199,7 @@ class SubprocessActors(ActorPool):
                 continue
             actor.granted, actor.requested_at = slot, time.monotonic()
 
-    def _poll(self, timeout: float, room: int | None = None) -> None:
+    def _poll(self, timeout: float, at_least: int = 0) -> None:
         """Take delivered rollouts, handle dead and hung actors; wait up to ``timeout`` for something to happen."""
         by_handle = {a.conn: a for a in self.actors} | {a.process.sentinel: a for a in self.actors}
         for handle in wait(list(by_handle), timeout):
@@ -203,7 +219,7 @@ class SubprocessActors(ActorPool):
             if actor.granted is not None and actor.overdue(self.policy, now):
                 self._failed(actor, f"hung: no rollout for {now - actor.requested_at:.1f} s (deadline "
                                     f"{actor.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
-        self._grant(room)
+        self._grant(at_least)
 
     def _receive(self, actor: _Actor) -> None:
         try:
@@ -231,7 +247,8 @@ class SubprocessActors(ActorPool):
             self._free.append(payload)
         actor.granted = None
         back = actor.delivered_one(time.monotonic())
-        self._ready.append((payload if kind == "slot" else -1, rollout))
+        self._parked.append((payload if kind == "slot" else -1, rollout))
+        self._admit()
         if back is not None:
             self.budget.recovered(self._who(actor), back)
 
@@ -268,4 +285,4 @@ class SubprocessActors(ActorPool):
             if actor.process.is_alive():
                 actor.process.kill()
             actor.process.join(timeout=1.0)
-        self.actors, self._held, self._ready, self._free = [], [], deque(), deque()
+        self.actors, self._held, self._ready, self._parked, self._free = [], [], deque(), deque(), deque()

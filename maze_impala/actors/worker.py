@@ -53,10 +53,10 @@ def actor_main(
     try:
         actor = spec.build(index, weights)
         while not stopping():
-            rollout = actor.rollout()
-            slot = _wait_for_grant(conn, stopping)
+            slot = _wait_for_grant(conn, stopping)  # before the rollout: it starts with the newest weights
             if slot is None:
                 return
+            rollout = actor.rollout()
             if slots.write(slot, rollout):
                 conn.send(("slot", slot))
                 continue

@@ -49,7 +49,7 @@ class ImpalaAlgorithmConfig:
     """Number of first epochs in which only the critics are trained."""
     n_rollout_steps: int = 32
     """Steps per rollout (per environment of an actor)."""
-    lr: float = 2e-3
+    lr: float = 3e-3
     """Learning rate of the Adam optimizer."""
     lr_schedule: str = "linear"
     """constant, or linear: anneal lr to 0 over n_epochs x epoch_length updates (as in the IMPALA paper)."""
@@ -91,7 +91,7 @@ class ImpalaAlgorithmConfig:
     """Optimizer steps on each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
     weights stay those of the policy before the batch's first step. One policy version (and one
     learning-rate step) per batch, whatever the passes."""
-    clip_range: float | None = 0.2
+    clip_range: float | None = 0.1
     """The policy loss. A float eps: PPO's clipped surrogate of pi/mu, the ratio of the learner's policy to
     the actors' (lag included), over the advantages of the V-trace targets: the update stops pushing an
     action's probability once it moved eps away from the data's, which keeps stale rollouts and repeated
