@@ -203,7 +203,8 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
     from maze_impala.impala.losses import impala_loss
 
     distribution = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
-    config = ImpalaAlgorithmConfig(gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1)
+    config = ImpalaAlgorithmConfig(gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1,
+                                    clip_range=0.2)
     batches, forward = {}, {}
     for key, seed in (("a", 0), ("b", 1)):
         batches[key], forward[key] = _step_data(seed=seed)
