@@ -1,6 +1,7 @@
 """Rollouts through shared-memory slots: exact round trips, slot reuse, the pickled fallback."""
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -74,8 +75,12 @@ def test_slots_are_reused_batch_after_batch():
     # 1 queued + 2 being written + 2 held = 5 slots; 60 batches of 2 only work if every slot comes back
     with _pool(batch_size=2, failure_timeout=20) as pool:
         assert pool.slots.n_slots == 5
-        seen, last_row = set(), {}
-        for _ in range(60):
+        seen, last_row, batches, started = set(), {}, 0, time.monotonic()
+        # 60 batches, and on until every actor has delivered (one may still be starting while another
+        # delivers dozens: an actor's slot comes back only with its rollout)
+        while batches < 60 or any(a.delivered == 0 for a in pool.actors):
+            assert time.monotonic() - started < 60, "an actor never delivered its first rollout"
+            batches += 1
             batch = pool.collect(2)
             seen.update(pool._held)
             for rollout in batch:
