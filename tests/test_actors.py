@@ -9,7 +9,7 @@ import torch
 from poolcheck import check_adaptive_batches
 
 from maze_impala.actors.actor import ActorSpec
-from maze_impala.actors.flow import InFlightLimit
+from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.stepping import FlatStepping, SubStepping
 from maze_impala.actors.subprocess import SubprocessActors
@@ -118,6 +118,20 @@ def test_in_flight_limit_follows_the_learner():
         InFlightLimit(low=0, high=2)
 
 
+def test_finished_rollouts_keep_the_queue_bound_and_batches_take_what_is_parked():
+    finished = FinishedRollouts(bound=2, in_flight=InFlightLimit(low=2, high=4))
+    for item in range(5):
+        finished.add(item)
+    assert list(finished.queue) == [0, 1] and list(finished.parked) == [2, 3, 4] and len(finished) == 5
+    assert not finished.may_start(requested=0), "5 finished rollouts are beyond the limit of 4"
+    assert finished.take(at_most=3, waited=False) == [0, 1, 2], "a batch may take parked rollouts, oldest first"
+    assert list(finished.queue) == [3, 4] and not finished.parked
+    assert finished.in_flight.limit == 3, "rollouts were left after the batch: the limit shrinks"
+    assert finished.may_start(requested=0) and not finished.may_start(requested=1)
+    assert finished.may_start(requested=1, at_least=4), "a learner waiting for a batch of 4 may ask for it"
+    assert finished.take(at_most=3, waited=True) == [3, 4] and finished.in_flight.limit == 4
+
+
 def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_before():
     # Actors start a rollout only when the learner can take it soon: with a learner slower than
     # the actors, every rollout starts with the weights of the update before the one that uses it
@@ -131,7 +145,7 @@ def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_befo
                 lags.append(version - 1 - rollout.policy_version)
             time.sleep(0.02)  # the learner's update: longer than a rollout
             weights.publish(policy, version)
-        assert pool.in_flight.limit == 1
+        assert pool.finished.in_flight.limit == 1
         assert lags[-10:] == [1] * 10, lags
 
 

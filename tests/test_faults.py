@@ -41,7 +41,7 @@ def _pool(env=CounterEnv, num_actors=3, **policy):
 
 def _slots_accounted(pool):
     granted = [a.granted for a in pool.actors if a.granted is not None]
-    ready = [slot for slot, _ in [*pool._ready, *pool._parked] if slot >= 0]
+    ready = [slot for slot, _ in [*pool.finished.queue, *pool.finished.parked] if slot >= 0]
     owned = [*pool._free, *pool._held, *granted, *ready]
     return sorted(owned) == list(range(pool.slots.n_slots))
 

@@ -81,7 +81,7 @@ def test_the_queue_keeps_its_bound_actors_take_new_weights_and_lag_stays_bounded
     pool, weights, policy, _ = _pool(num_actors=num_actors, limit=limit, steps=2)
     with pool:
         deadline = time.monotonic() + 60
-        parked = lambda: len(pool._parked)  # noqa: E731  finished beyond the queue's bound
+        parked = lambda: len(pool.finished.parked)  # noqa: E731  finished beyond the queue's bound
         while (pool.queue_size() < limit or parked() < num_actors) and time.monotonic() < deadline:
             time.sleep(0.05)  # actors start (a Ray worker imports torch)
         sizes = []
@@ -98,7 +98,9 @@ def test_the_queue_keeps_its_bound_actors_take_new_weights_and_lag_stays_bounded
             weights.publish(policy, version)
         assert min(lags) >= 0, "no rollout can come from a version the learner has not published"
         assert 1 <= np.mean(lags[5:]) <= limit + num_actors
-        assert lags[-1] <= limit + num_actors, "actors act with the versions the requests bring"
+        # A rollout of an actor that Ray runs late can be overtaken by any number of others, so the bound
+        # holds for the freshest of the last few, not for each: an actor that kept version 0 would give 30+.
+        assert min(lags[-5:]) <= limit + num_actors, "actors act with the versions the requests bring"
 
 
 def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():

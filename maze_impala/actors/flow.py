@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
 
 class InFlightLimit:
     """The most rollouts requested from actors and not yet taken by the learner (in the making or waiting).
@@ -30,6 +35,54 @@ class InFlightLimit:
         elif left > 0:
             self.limit = max(self.limit - 1, self.low)
 
-    def room(self, under_way: int) -> bool:
-        """Whether another rollout may start while ``under_way`` are requested or waiting."""
-        return under_way < self.limit
+    def room(self, under_way: int, at_least: int = 0) -> bool:
+        """Whether another rollout may start while ``under_way`` are requested or waiting (the limit, but
+        at least ``at_least``: a whole batch while the learner waits for one)."""
+        return under_way < max(at_least, self.limit)
+
+
+class FinishedRollouts(Generic[T]):
+    """The learner's side of finished rollouts: the queue (at most ``bound``) and those finished beyond it.
+
+    A rollout that finishes while the queue is full waits *parked* (in the subprocess backend, in its
+    shared-memory slot; on Ray, in the object store) and enters the queue, oldest first, as the learner
+    empties it. Both pools keep their rollouts here and ask :attr:`in_flight` whether another may start.
+    """
+
+    def __init__(self, bound: int, in_flight: InFlightLimit):
+        self.bound, self.in_flight = bound, in_flight
+        self.queue: deque[T] = deque()
+        """Ready for the learner, at most ``bound``."""
+        self.parked: deque[T] = deque()
+        """Finished while the queue was full."""
+
+    def add(self, item: T) -> None:
+        """A rollout just finished."""
+        self.parked.append(item)
+        self._admit(self.bound)
+
+    def __len__(self) -> int:
+        """Finished and not yet taken, queued or parked."""
+        return len(self.queue) + len(self.parked)
+
+    def may_start(self, requested: int, at_least: int = 0) -> bool:
+        """Whether another rollout may start while ``requested`` are being made (the in-flight limit,
+        but at least ``at_least``: a whole batch while the learner waits for one)."""
+        return self.in_flight.room(len(self) + requested, at_least)
+
+    def take(self, at_most: int, waited: bool) -> list[T]:
+        """A batch of every finished rollout up to ``at_most`` (the queue's bound aside: the batch leaves it at
+        once); ``waited``: the learner had to wait for it. Then the in-flight limit follows the learner."""
+        self._admit(max(at_most, self.bound))
+        batch = [self.queue.popleft() for _ in range(min(at_most, len(self.queue)))]
+        self._admit(self.bound)
+        self.in_flight.update(waited, left=len(self.queue))
+        return batch
+
+    def clear(self) -> None:
+        self.queue.clear()
+        self.parked.clear()
+
+    def _admit(self, room: int) -> None:
+        while self.parked and len(self.queue) < room:
+            self.queue.append(self.parked.popleft())

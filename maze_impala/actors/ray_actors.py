@@ -31,7 +31,6 @@ import math
 import os
 import subprocess
 import time
-from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,7 +41,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
-from maze_impala.actors.flow import InFlightLimit
+from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.weights import Layout, flat_layout, flatten, load_flat
@@ -159,11 +158,10 @@ class RayActors(ActorPool):
         self.budget = RestartBudget(self.policy, events)
         self.ray_init = ray_init or {}
         self.hosts: list[_Host] = []
-        self._ready: deque[Rollout] = deque()
-        """The queue: finished rollouts, at most ``queue_size_limit``."""
-        self._parked: deque[Rollout] = deque()
-        """Finished while the queue was full; they enter it, oldest first, as it empties."""
-        self.in_flight = InFlightLimit(low=queue_size_limit, high=queue_size_limit + num_actors)
+        self.finished: FinishedRollouts[Rollout] = FinishedRollouts(
+            queue_size_limit, InFlightLimit(low=queue_size_limit, high=queue_size_limit + num_actors)
+        )
+        """Finished rollouts: the queue and those parked beyond it."""
         self._owns_ray = False
         self._reaper: subprocess.Popen | None = None
 
@@ -213,20 +211,17 @@ class RayActors(ActorPool):
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
         at_most = max(n, at_most or n)
         self._poll(0.0)  # rollouts finished meanwhile
-        waited = len(self._ready) + len(self._parked) < n
-        while len(self._ready) + len(self._parked) < n:
+        waited = len(self.finished) < n
+        while len(self.finished) < n:
             self._poll(WAIT_SECONDS, at_least=n)
-        self._admit(room=at_most)  # every finished rollout may join the batch, the queue's bound aside
-        batch = [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
-        self._admit()
-        self.in_flight.update(waited, left=len(self._ready))
+        batch = self.finished.take(at_most, waited)
         self._request_more()  # start the next rollouts with the weights of this update
         return batch
 
     def queue_size(self) -> int:
         if self.hosts:
             self._poll(0.0)
-        return len(self._ready)
+        return len(self.finished.queue)
 
     def learner_threads(self) -> int | None:
         """With a local Ray, the cores the actors leave (at least one); on a cluster, torch's default."""
@@ -254,17 +249,10 @@ class RayActors(ActorPool):
                                    f"{host.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
         self._request_more(at_least)
 
-    def _admit(self, room: int = 0) -> None:
-        """Move parked rollouts into the queue while it holds fewer than ``queue_size_limit`` (or ``room``)."""
-        while self._parked and len(self._ready) < max(room, self.queue_size_limit):
-            self._ready.append(self._parked.popleft())
-
     def _request_more(self, at_least: int = 0) -> None:
         """Requests to idle actors, longest idle first, while the rollouts under way stay within the limit."""
-        limit = max(at_least, self.in_flight.limit)
         for host in sorted((h for h in self.hosts if h.call is None), key=lambda h: h.requested_at):
-            under_way = len(self._ready) + len(self._parked) + sum(h.call is not None for h in self.hosts)
-            if under_way >= limit:
+            if not self.finished.may_start(sum(h.call is not None for h in self.hosts), at_least):
                 return
             self._request(host)
 
@@ -282,8 +270,7 @@ class RayActors(ActorPool):
             self._failed(host, f"failed ({type(error).__name__}: {_first_line(error)})")
             return
         host.call = None
-        self._parked.append(rollout)
-        self._admit()
+        self.finished.add(rollout)
         back = host.delivered_one(time.monotonic())
         if back is not None:
             self.budget.recovered(self._who(host), back)
@@ -301,7 +288,8 @@ class RayActors(ActorPool):
         for host in self.hosts:
             with contextlib.suppress(Exception):  # e.g. Ray was shut down under us: the actors are gone already
                 ray.kill(host.handle, no_restart=True)
-        self.hosts, self._ready, self._parked = [], deque(), deque()
+        self.hosts = []
+        self.finished.clear()
         if self._owns_ray:
             ray.shutdown()  # stops the Ray this pool started; from a cluster it joined, it only disconnects
             self._owns_ray = False

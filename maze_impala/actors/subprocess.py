@@ -27,7 +27,7 @@ import torch
 import torch.multiprocessing as tmp
 
 from maze_impala.actors.actor import ActorSpec, seed_for
-from maze_impala.actors.flow import InFlightLimit
+from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
 from maze_impala.actors.worker import actor_main
@@ -95,12 +95,11 @@ class SubprocessActors(ActorPool):
         self.actors: list[_Actor] = []
         self._free: deque[int] = deque()
         """Slots the learner may grant, oldest freed first (so every slot is used in turn)."""
-        self._ready: deque[tuple[int, Rollout]] = deque()
-        """The queue: delivered rollouts, (slot or -1 for an inlined one, rollout), at most ``queue_size_limit``."""
-        self._parked: deque[tuple[int, Rollout]] = deque()
-        """Delivered while the queue was full; they enter it, oldest first, as it empties."""
+        self.finished: FinishedRollouts[tuple[int, Rollout]] = FinishedRollouts(
+            queue_size_limit, InFlightLimit(low=self.batch_size, high=queue_size_limit + num_actors)
+        )
+        """Delivered rollouts, (slot or -1 for an inlined one, rollout): the queue and those parked beyond it."""
         self._held: list[int] = []
-        self.in_flight = InFlightLimit(low=self.batch_size, high=queue_size_limit + num_actors)
 
     @property
     def processes(self) -> list[Any]:
@@ -157,39 +156,30 @@ class SubprocessActors(ActorPool):
         self._free.extend(self._held)  # the previous batch is done with
         self._held = []
         self._poll(0.0)  # rollouts delivered meanwhile
-        waited = len(self._ready) + len(self._parked) < n
-        while len(self._ready) + len(self._parked) < n:
+        waited = len(self.finished) < n
+        while len(self.finished) < n:
             self._poll(WAIT_SECONDS, at_least=n)
-        self._admit(room=at_most)  # every finished rollout may join the batch, the queue's bound aside
-        batch = [self._ready.popleft() for _ in range(min(at_most, len(self._ready)))]
+        batch = self.finished.take(at_most, waited)
         self._held = [slot for slot, _ in batch if slot >= 0]
-        self._admit()
-        self.in_flight.update(waited, left=len(self._ready))
         self._grant()  # start the next rollouts with the weights of this update
         return [rollout for _, rollout in batch]
 
     def queue_size(self) -> int:
         if self.actors:
             self._poll(0.0)
-        return len(self._ready)
+        return len(self.finished.queue)
 
     def learner_threads(self) -> int | None:
         """The cores the actor processes (one core each) leave, at least one: no process fights another."""
         return max(1, (os.cpu_count() or 1) - self.num_actors)
 
-    def _admit(self, room: int = 0) -> None:
-        """Move parked rollouts into the queue while it holds fewer than ``queue_size_limit`` (or ``room``)."""
-        while self._parked and len(self._ready) < max(room, self.queue_size_limit):
-            self._ready.append(self._parked.popleft())
-
     def _grant(self, at_least: int = 0) -> None:
         """Grant a slot to actors without one while the rollouts under way stay within the in-flight limit
         (at least ``at_least``: a whole batch while the learner waits for one). Longest waiting first."""
-        limit = max(at_least, self.in_flight.limit)
         waiting = sorted((a for a in self.actors if a.granted is None), key=lambda a: a.requested_at)
         for actor in waiting:
-            under_way = len(self._ready) + len(self._parked) + sum(a.granted is not None for a in self.actors)
-            if under_way >= limit or not self._free:
+            granted = sum(a.granted is not None for a in self.actors)
+            if not self.finished.may_start(granted, at_least) or not self._free:
                 return
             slot = self._free.popleft()
             try:
@@ -247,8 +237,7 @@ class SubprocessActors(ActorPool):
             self._free.append(payload)
         actor.granted = None
         back = actor.delivered_one(time.monotonic())
-        self._parked.append((payload if kind == "slot" else -1, rollout))
-        self._admit()
+        self.finished.add((payload if kind == "slot" else -1, rollout))
         if back is not None:
             self.budget.recovered(self._who(actor), back)
 
@@ -285,4 +274,5 @@ class SubprocessActors(ActorPool):
             if actor.process.is_alive():
                 actor.process.kill()
             actor.process.join(timeout=1.0)
-        self.actors, self._held, self._ready, self._parked, self._free = [], [], deque(), deque(), deque()
+        self.actors, self._held, self._free = [], [], deque()
+        self.finished.clear()
