@@ -9,7 +9,7 @@ import torch
 from poolcheck import check_adaptive_batches
 
 from maze_impala.actors.actor import ActorSpec
-from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
+from maze_impala.actors.flow import WAIT_SECONDS, FinishedRollouts, InFlightLimit
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.stepping import FlatStepping, SubStepping
 from maze_impala.actors.subprocess import SubprocessActors
@@ -130,6 +130,15 @@ def test_finished_rollouts_keep_the_queue_bound_and_batches_take_what_is_parked(
     assert finished.may_start(requested=0) and not finished.may_start(requested=1)
     assert finished.may_start(requested=1, at_least=4), "a learner waiting for a batch of 4 may ask for it"
     assert finished.take(at_most=3, waited=True) == [3, 4] and finished.in_flight.limit == 4
+    polls = []
+
+    def poll(timeout, at_least):  # a pool's poll: a rollout finishes whenever it waits
+        polls.append((timeout, at_least))
+        if timeout > 0:
+            finished.add(len(polls))
+
+    assert finished.collect(2, at_most=3, poll=poll) == [2, 3]
+    assert polls == [(0.0, 0), (WAIT_SECONDS, 2), (WAIT_SECONDS, 2)], "one look first, then waits for the batch"
 
 
 def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_before():

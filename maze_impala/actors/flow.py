@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+WAIT_SECONDS = 0.05
+"""How long a blocked :meth:`FinishedRollouts.collect` waits between polls (which check the actors' deadlines)."""
 
 
 class InFlightLimit:
@@ -69,6 +72,15 @@ class FinishedRollouts(Generic[T]):
         """Whether another rollout may start while ``requested`` are being made (the in-flight limit,
         but at least ``at_least``: a whole batch while the learner waits for one)."""
         return self.in_flight.room(len(self) + requested, at_least)
+
+    def collect(self, n: int, at_most: int, poll: Callable[[float, int], None]) -> list[T]:
+        """Wait for ``n`` finished rollouts and take up to ``at_most``. ``poll(timeout, at_least)``: the pool's
+        own step (take what finished, handle failed actors, start rollouts, at least ``at_least`` under way)."""
+        poll(0.0, 0)  # rollouts finished meanwhile, so that "the learner waited" is measured fairly
+        waited = len(self) < n
+        while len(self) < n:
+            poll(WAIT_SECONDS, n)
+        return self.take(at_most, waited)
 
     def take(self, at_most: int, waited: bool) -> list[T]:
         """A batch of every finished rollout up to ``at_most`` (the queue's bound aside: the batch leaves it at

@@ -48,8 +48,6 @@ from maze_impala.actors.weights import Layout, flat_layout, flatten, load_flat
 from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
 
-WAIT_SECONDS = 0.05
-"""How long a blocked :meth:`RayActors.collect` waits between checks of the deadlines."""
 log = logging.getLogger("maze_impala")
 
 
@@ -210,11 +208,7 @@ class RayActors(ActorPool):
         if not self.hosts:
             raise RuntimeError("collect() before start(): use the pool as a context manager or call start()")
         at_most = max(n, at_most or n)
-        self._poll(0.0)  # rollouts finished meanwhile
-        waited = len(self.finished) < n
-        while len(self.finished) < n:
-            self._poll(WAIT_SECONDS, at_least=n)
-        batch = self.finished.take(at_most, waited)
+        batch = self.finished.collect(n, at_most, self._poll)
         self._request_more()  # start the next rollouts with the weights of this update
         return batch
 

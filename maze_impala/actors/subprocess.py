@@ -38,8 +38,6 @@ from maze_impala.events.interfaces import ActorEvents
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The environment actor processes start with: one core each, for numpy's BLAS as for torch. A BLAS
 that threads its (small) matrix products across cores other actors are using runs several times slower."""
-WAIT_SECONDS = 0.05
-"""How long a blocked :meth:`SubprocessActors.collect` waits between checks of the deadlines."""
 __all__ = ["RestartPolicy", "SubprocessActors"]
 
 
@@ -155,11 +153,7 @@ class SubprocessActors(ActorPool):
             )
         self._free.extend(self._held)  # the previous batch is done with
         self._held = []
-        self._poll(0.0)  # rollouts delivered meanwhile
-        waited = len(self.finished) < n
-        while len(self.finished) < n:
-            self._poll(WAIT_SECONDS, at_least=n)
-        batch = self.finished.take(at_most, waited)
+        batch = self.finished.collect(n, at_most, self._poll)
         self._held = [slot for slot, _ in batch if slot >= 0]
         self._grant()  # start the next rollouts with the weights of this update
         return [rollout for _, rollout in batch]
