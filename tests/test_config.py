@@ -25,6 +25,7 @@ def test_has_every_maze_field_plus_vtrace_lambda():
         ("n_sgd_passes", 0),
         ("clip_range", 1.0),
         ("clip_range", 0.0),
+        ("trust_region", "actors"),
         ("n_rollout_steps", 0),
         ("n_rollout_steps", 2.5),
         ("lr", 0.0),

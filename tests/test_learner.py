@@ -215,7 +215,7 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
         discounts = torch.where(batch.mask, 0.9 * (~batch.terminated).float(), 1.0)
         loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values,
                                 torch.where(batch.mask, step.rewards, 0.0), discounts, 1.0, 1.0, 1.0, batch.mask,
-                                clip_range=0.2)  # fmt: skip
+                                clip_range=0.2, trust_region=config.trust_region)  # fmt: skip
         assert torch.allclose(losses[key].policy_loss, loss.policy_loss)
         expected += 0.25 * loss.value_loss + 2.0 * loss.policy_loss - 0.1 * loss.entropy
     assert torch.allclose(total, expected)
@@ -286,6 +286,50 @@ def test_clipped_surrogate_matches_a_hand_computation_and_on_policy_its_gradient
     assert advantages[0, 0] > 0
     loss(far, anchor=behaviour).policy_loss.backward()
     assert far.grad[0, 0].abs().max() == 0.0 and far.grad[1].abs().max() > 0.0
+
+
+def test_learner_anchored_surrogate_matches_a_hand_computation_and_first_pass_gradient_is_impalas():
+    dist = StructuredPolicy(*_spaces(), MODEL).distribution(0)
+    actions = {"action": torch.tensor([[1, 0], [0, 1]])}
+    behaviour = torch.log(torch.full((2, 2), 0.5))  # mu uniform
+    values, rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 2.0]]), torch.tensor([[1.0, -1.0], [1.0, 2.0]])
+    discounts = torch.tensor([[0.5, 0.5], [0.0, 0.5]])
+
+    def loss(logits, anchor=None, clip_range=0.2):
+        return impala_step_loss(dist, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
+                                anchor_log_probs=anchor, clip_range=clip_range, trust_region="learner")  # fmt: skip
+
+    def probs(logits):
+        return torch.softmax(logits, -1).gather(-1, actions["action"].unsqueeze(-1)).squeeze(-1)
+
+    # At a batch's first pass (pi = pi_0, whatever mu) the surrogate's gradient is IMPALA's V-trace gradient.
+    start = torch.tensor([[[0.0, 1.0], [0.5, 0.0]], [[0.0, -0.2], [0.0, 0.1]]])
+    clipped, plain = start.clone().requires_grad_(True), start.clone().requires_grad_(True)
+    loss(clipped).policy_loss.backward()
+    loss(plain, clip_range=None).policy_loss.backward()
+    torch.testing.assert_close(clipped.grad, plain.grad)
+
+    # A later pass, by hand: r = pi/pi_0 over min(1, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t)), the V-trace
+    # targets v with weights rho = c = min(1, pi_0/mu) (lambda 1), unchanged by the passes.
+    pi0 = probs(start)
+    logits = start + torch.tensor([[[0.0, 0.6], [0.0, 0.0]], [[0.3, 0.0], [0.0, -0.1]]])
+    rho = (pi0 / 0.5).clamp(max=1.0)
+    vs = torch.empty(2, 2)
+    vs[1] = values[1] + rho[1] * (rewards[1] + discounts[1] * values[2] - values[1])
+    vs[0] = values[0] + rho[0] * (rewards[0] + discounts[0] * values[1] - values[0]) + discounts[0] * rho[0] * (
+        vs[1] - values[1])
+    advantages = rho * (rewards + discounts * torch.stack([vs[1], values[2]]) - values[:2])
+    ratios = probs(logits) / pi0
+    surrogate = torch.minimum(ratios * advantages, ratios.clamp(0.8, 1.2) * advantages)
+    result = loss(logits, anchor=pi0.log())
+    torch.testing.assert_close(result.policy_loss, -surrogate.mean())
+    torch.testing.assert_close(result.value_loss, 0.5 * ((vs - values[:2]) ** 2).mean())
+    torch.testing.assert_close(result.clipped_ratio_fraction, ((ratios - 1).abs() > 0.2).float().mean())
+    to_mu = probs(logits) / 0.5  # the behaviour KL stays that of the actors' policy
+    torch.testing.assert_close(result.behaviour_kl, (to_mu - 1 - to_mu.log()).mean())
+    with pytest.raises(ValueError, match="trust_region"):
+        impala_step_loss(dist, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
+                         clip_range=0.2, trust_region="actors")  # fmt: skip
 
 
 def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():

@@ -5,7 +5,7 @@ them with :func:`from_mapping`, which refuses unknown keys. Every invalid value 
 :class:`ConfigError`, whose message names the key and what it must be.
 """
 
-from maze_impala.config.algorithm import LR_SCHEDULES, ImpalaAlgorithmConfig, RolloutEvaluatorConfig
+from maze_impala.config.algorithm import LR_SCHEDULES, TRUST_REGIONS, ImpalaAlgorithmConfig, RolloutEvaluatorConfig
 from maze_impala.config.base import ConfigError, from_mapping
 from maze_impala.config.model import ACTIVATIONS, CRITIC_TYPES, ModelConfig
 from maze_impala.config.run import POLICY_TYPES, PolicyConfig, RolloutConfig, TrainingConfig
@@ -27,6 +27,7 @@ __all__ = [
     "EVENT_LOG_FORMATS",
     "LR_SCHEDULES",
     "POLICY_TYPES",
+    "TRUST_REGIONS",
     "ConfigError",
     "ImpalaAlgorithmConfig",
     "ModelConfig",

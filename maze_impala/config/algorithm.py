@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from maze_impala.config.base import check, finite
 
 LR_SCHEDULES = ("constant", "linear")
+TRUST_REGIONS = ("learner", "behaviour")
 
 
 def _check(ok: bool, name: str, value: object, requirement: str) -> None:
@@ -87,15 +88,19 @@ class ImpalaAlgorithmConfig:
     """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
     vtrace_lambda: float = 1.0
     """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
-    n_sgd_passes: int = 4
+    n_sgd_passes: int = 8
     """Optimizer steps on each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
     weights stay those of the policy before the batch's first step. One policy version (and one
     learning-rate step) per batch, whatever the passes."""
-    clip_range: float | None = 0.1
-    """The policy loss. A float eps: PPO's clipped surrogate of pi/mu, the ratio of the learner's policy to
-    the actors' (lag included), over the advantages of the V-trace targets: the update stops pushing an
-    action's probability once it moved eps away from the data's, which keeps stale rollouts and repeated
-    passes from overshooting. None: IMPALA's V-trace policy gradient (the paper's, without a trust region)."""
+    clip_range: float | None = 0.05
+    """The policy loss. A float eps: PPO's clipped surrogate, over the V-trace advantages: a sample stops pushing
+    an action's probability once it moved eps away from that of the policy named by ``trust_region``. None:
+    IMPALA's V-trace policy gradient (the paper's, without a trust region; ``trust_region`` is then unused)."""
+    trust_region: str = "learner"
+    """What ``clip_range`` is measured from. learner: the learner's policy before the batch's first pass (IMPACT's
+    pi/pi_0), with the actors' lag corrected by V-trace's truncated weights min(1, pi_0/mu): every batch may move
+    the policy by eps, however stale. behaviour: the actors' policy (pi/mu), so the lag uses the region up (with
+    a narrow clip_range a lagging learner stalls)."""
     max_policy_lag: int | None = 100
     """Drop (and count) rollouts made by a policy more than this many updates older than the learner's, e.g.
     from an actor that was stopped for a while; None keeps every rollout."""
@@ -160,6 +165,7 @@ class ImpalaAlgorithmConfig:
             self.clip_range,
             "None (IMPALA's policy gradient) or a float in (0, 1)",
         )
+        _check(self.trust_region in TRUST_REGIONS, "trust_region", self.trust_region, f"one of {TRUST_REGIONS}")
         _check(
             self.max_policy_lag is None or (isinstance(self.max_policy_lag, int) and self.max_policy_lag >= 0),
             "max_policy_lag",

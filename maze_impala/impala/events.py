@@ -67,7 +67,8 @@ class MultiStepIMPALAEvents(EventInterface):
 
     @epoch_stats(mean, max_, group_by="step_key")
     def policy_clipped_ratio_fraction(self, step_key: StepKey, value: float):
-        """Share of the ratios pi/mu outside 1 +- clip_range in a batch's last pass (held back by the trust region)."""
+        """Share of the surrogate's ratios (pi/pi_0 or pi/mu, see trust_region) outside 1 +- clip_range in a
+        batch's last pass (held back by the trust region)."""
 
     @epoch_stats(mean, max_, group_by="step_key")
     def policy_behaviour_kl(self, step_key: StepKey, value: float):

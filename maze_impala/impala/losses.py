@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.config import TRUST_REGIONS, ImpalaAlgorithmConfig
 from maze_impala.core import StepKey
 from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.distributions import DictActionDistribution
@@ -43,7 +43,8 @@ class StepLoss(NamedTuple):
     advantage_std: torch.Tensor
     """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
     clipped_ratio_fraction: torch.Tensor
-    """Share of the ratios pi/mu outside ``1 +- clip_range``, where the surrogate passes no gradient (0 without)."""
+    """Share of the surrogate's ratios (pi/mu or pi/pi_0, see ``trust_region``) outside ``1 +- clip_range``, where
+    the surrogate passes no gradient (0 without)."""
     log_probs: torch.Tensor
     """log pi(a_t|x_t) of the actions taken, ``[T, N]``, without gradient (the anchor of later passes)."""
     behaviour_kl: torch.Tensor
@@ -65,6 +66,7 @@ def impala_step_loss(
     mask: torch.Tensor | None = None,
     anchor_log_probs: torch.Tensor | None = None,
     clip_range: float | None = None,
+    trust_region: str = "behaviour",
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -91,6 +93,11 @@ def impala_step_loss(
             ``-mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))``. The ratio is the importance weight
             of the actors' data, lag included, and the clip stops an update from pushing pi further from
             mu than ``eps`` where the advantage already agrees (a trust region around the data's policy).
+        trust_region: with ``clip_range``, the policy the ratio is measured from. ``"behaviour"``: mu, as above.
+            ``"learner"``: the learner's policy before its first pass over this batch (``anchor_log_probs``,
+            or the current one), as in IMPACT (Luo et al. 2019): ``r_t = pi(a_t|x_t) / pi_0(a_t|x_t)`` over
+            V-trace's policy-gradient advantages ``min(rho_bar_pg, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t))``,
+            so that each batch may move the policy by ``eps`` whatever the lag, which V-trace's weights correct.
     """
     target_log_probs = distribution.log_prob(logits, actions)
     reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
@@ -112,21 +119,28 @@ def impala_step_loss(
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         lambda_=lambda_,
     )
-    ratios = log_ratios.exp()
+    if trust_region not in TRUST_REGIONS:
+        raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {trust_region!r}")
     if clip_range is None:
         advantages = returns.pg_advantages
         policy_loss = -average(advantages * target_log_probs)
         clipped_ratios = torch.zeros((), device=values.device)
     else:
-        vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
-        advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
-        clipped = torch.clamp(ratios, 1.0 - clip_range, 1.0 + clip_range)
-        policy_loss = -average(torch.minimum(ratios * advantages, clipped * advantages))
-        clipped_ratios = average(((ratios.detach() - 1.0).abs() > clip_range).to(values.dtype))
+        if trust_region == "behaviour":  # r = pi/mu over the advantages of the V-trace targets
+            surrogate_ratios = log_ratios.exp()
+            vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
+            advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
+        else:  # r = pi/pi_0 over V-trace's policy-gradient advantages, weighted by min(rho_bar_pg, pi_0/mu)
+            surrogate_ratios = (log_ratios - log_rhos).exp()
+            advantages = returns.pg_advantages
+        clipped = torch.clamp(surrogate_ratios, 1.0 - clip_range, 1.0 + clip_range)
+        policy_loss = -average(torch.minimum(surrogate_ratios * advantages, clipped * advantages))
+        clipped_ratios = average(((surrogate_ratios.detach() - 1.0).abs() > clip_range).to(values.dtype))
     mean_advantage = average(advantages)
     rho_bar = clip_rho_threshold if clip_rho_threshold is not None else float("inf")
     allowed = logits.detach().abs() < 1e8  # masked actions carry a huge negative logit
     log_ratios = log_ratios.detach()
+    ratios = log_ratios.exp()
     return StepLoss(
         policy_loss=policy_loss,
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
@@ -137,7 +151,7 @@ def impala_step_loss(
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
         clipped_ratio_fraction=clipped_ratios,
         log_probs=target_log_probs.detach(),
-        behaviour_kl=average(ratios.detach() - 1.0 - log_ratios),
+        behaviour_kl=average(ratios - 1.0 - log_ratios),
     )
 
 
@@ -177,6 +191,7 @@ def impala_loss(
             mask=batch.mask,
             anchor_log_probs=None if anchor_log_probs is None else anchor_log_probs[key],
             clip_range=config.clip_range,
+            trust_region=config.trust_region,
         )
         total = total + config.value_loss_coef * loss.value_loss
         if train_policy:
