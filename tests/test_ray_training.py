@@ -35,17 +35,17 @@ def ray_processes():
 
 
 def test_cartpole_with_ray_actors_reaches_475_within_the_budget_of_local_actors(tmp_path):
-    """The shipped settings over 400 updates (410k env steps; subprocess actors reach 475 at a median of 150k), in
+    """The shipped settings over 250 updates (256k env steps; subprocess actors reach 475 at a median of 67k), in
     epochs of 10 updates as in the subprocess actors' learning test."""
     before = set(ray_processes())
     out = tmp_path / "run"
-    result = run_cli(["-cn", "conf_train", "algorithm=impala", "runner=ray", "algorithm.n_epochs=40",
+    result = run_cli(["-cn", "conf_train", "algorithm=impala", "runner=ray", "algorithm.n_epochs=25",
                       "algorithm.epoch_length=10", "output.tensorboard=false", f"hydra.run.dir={out}"],
                      cwd=tmp_path, timeout=400)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     stats = pd.read_csv(out / "stats.csv")
     assert stats[RETURN].max() >= 475, stats[[STEPS, RETURN]].to_string()
-    assert stats[STEPS].iloc[-1] == 40 * 10 * 1024
+    assert stats[STEPS].iloc[-1] == 25 * 10 * 1024
     assert "type: ray" in (out / "config.yaml").read_text()
     deadline = time.monotonic() + 10
     while set(ray_processes()) - before and time.monotonic() < deadline:
