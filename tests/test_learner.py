@@ -1,5 +1,7 @@
 """The learner: V-trace targets with truncation, separate gradient norms, burn-in, checkpoints."""
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.losses import impala_step_loss
 from maze_impala.nn.critics import StepStateCritic
+from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.testing import CounterEnv
 from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
@@ -247,16 +250,39 @@ def test_the_collapse_diagnostics_by_hand():
     assert torch.isclose(loss.advantage_std, returns.pg_advantages[mask].std(unbiased=False), atol=1e-6)
 
 
+class _TwoSteps(NamedTuple):
+    """Two steps of two envs under a uniform behaviour policy mu: small enough to compute the losses by hand."""
+
+    dist: DictActionDistribution
+    actions: dict[str, torch.Tensor]
+    behaviour: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    discounts: torch.Tensor
+
+    @staticmethod
+    def make() -> "_TwoSteps":
+        return _TwoSteps(
+            dist=StructuredPolicy(*_spaces(), MODEL).distribution(0),
+            actions={"action": torch.tensor([[1, 0], [0, 1]])},
+            behaviour=torch.log(torch.full((2, 2), 0.5)),
+            values=torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 2.0]]),
+            rewards=torch.tensor([[1.0, -1.0], [1.0, 2.0]]),
+            discounts=torch.tensor([[0.5, 0.5], [0.0, 0.5]]),
+        )
+
+    def loss(self, logits, trust_region, anchor=None, clip_range=0.2):
+        return impala_step_loss(self.dist, logits, self.actions, self.behaviour, self.values, self.rewards,
+                                self.discounts, 1.0, 1.0, 1.0, anchor_log_probs=anchor, clip_range=clip_range,
+                                trust_region=trust_region)  # fmt: skip
+
+
 def test_clipped_surrogate_matches_a_hand_computation_and_on_policy_its_gradient_is_impalas():
-    dist = StructuredPolicy(*_spaces(), MODEL).distribution(0)
-    actions = {"action": torch.tensor([[1, 0], [0, 1]])}
-    behaviour = torch.log(torch.full((2, 2), 0.5))  # mu uniform
-    values, rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 2.0]]), torch.tensor([[1.0, -1.0], [1.0, 2.0]])
-    discounts = torch.tensor([[0.5, 0.5], [0.0, 0.5]])
+    case = _TwoSteps.make()
+    _, actions, behaviour, values, rewards, discounts = case
 
     def loss(logits, clip_range=0.2, anchor=None):
-        return impala_step_loss(dist, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
-                                anchor_log_probs=anchor, clip_range=clip_range)  # fmt: skip
+        return case.loss(logits, "behaviour", anchor, clip_range)
 
     # On-policy (pi = mu) the surrogate's gradient is IMPALA's.
     clipped, plain = torch.zeros(2, 2, 2, requires_grad=True), torch.zeros(2, 2, 2, requires_grad=True)
@@ -289,15 +315,11 @@ def test_clipped_surrogate_matches_a_hand_computation_and_on_policy_its_gradient
 
 
 def test_learner_anchored_surrogate_matches_a_hand_computation_and_first_pass_gradient_is_impalas():
-    dist = StructuredPolicy(*_spaces(), MODEL).distribution(0)
-    actions = {"action": torch.tensor([[1, 0], [0, 1]])}
-    behaviour = torch.log(torch.full((2, 2), 0.5))  # mu uniform
-    values, rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 2.0]]), torch.tensor([[1.0, -1.0], [1.0, 2.0]])
-    discounts = torch.tensor([[0.5, 0.5], [0.0, 0.5]])
+    case = _TwoSteps.make()
+    _, actions, _, values, rewards, discounts = case
 
     def loss(logits, anchor=None, clip_range=0.2):
-        return impala_step_loss(dist, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
-                                anchor_log_probs=anchor, clip_range=clip_range, trust_region="learner")  # fmt: skip
+        return case.loss(logits, "learner", anchor, clip_range)
 
     def probs(logits):
         return torch.softmax(logits, -1).gather(-1, actions["action"].unsqueeze(-1)).squeeze(-1)
@@ -328,8 +350,7 @@ def test_learner_anchored_surrogate_matches_a_hand_computation_and_first_pass_gr
     to_mu = probs(logits) / 0.5  # the behaviour KL stays that of the actors' policy
     torch.testing.assert_close(result.behaviour_kl, (to_mu - 1 - to_mu.log()).mean())
     with pytest.raises(ValueError, match="trust_region"):
-        impala_step_loss(dist, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
-                         clip_range=0.2, trust_region="actors")  # fmt: skip
+        case.loss(logits, "actors")
 
 
 def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():

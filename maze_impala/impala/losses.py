@@ -66,7 +66,7 @@ def impala_step_loss(
     mask: torch.Tensor | None = None,
     anchor_log_probs: torch.Tensor | None = None,
     clip_range: float | None = None,
-    trust_region: str = "behaviour",
+    trust_region: str = "learner",
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -93,11 +93,12 @@ def impala_step_loss(
             ``-mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))``. The ratio is the importance weight
             of the actors' data, lag included, and the clip stops an update from pushing pi further from
             mu than ``eps`` where the advantage already agrees (a trust region around the data's policy).
-        trust_region: with ``clip_range``, the policy the ratio is measured from. ``"behaviour"``: mu, as above.
-            ``"learner"``: the learner's policy before its first pass over this batch (``anchor_log_probs``,
-            or the current one), as in IMPACT (Luo et al. 2019): ``r_t = pi(a_t|x_t) / pi_0(a_t|x_t)`` over
-            V-trace's policy-gradient advantages ``min(rho_bar_pg, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t))``,
-            so that each batch may move the policy by ``eps`` whatever the lag, which V-trace's weights correct.
+        trust_region: with ``clip_range``, the policy the ratio is measured from (the default: the config's).
+            ``"behaviour"``: mu, as above. ``"learner"``: the learner's policy before its first pass over this
+            batch (``anchor_log_probs``, or the current one), as in IMPACT (Luo et al. 2019):
+            ``r_t = pi(a_t|x_t) / pi_0(a_t|x_t)`` over V-trace's policy-gradient advantages
+            ``min(rho_bar_pg, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t))``, so that each batch may move the
+            policy by ``eps`` whatever the lag, which V-trace's weights correct.
     """
     target_log_probs = distribution.log_prob(logits, actions)
     reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
