@@ -39,9 +39,7 @@ def test_cartpole_with_subprocess_actors_reaches_475_and_holds_it(tmp_path):
     assert first is not None, f"never reached 475; mean training return per epoch: {shown}"
     assert result.column(EVAL)[-1] >= 475, "the final policy, not only model_best.pt, must hold the return"
     window = [r for r, s in zip(returns, steps) if steps[first] < s <= steps[first] + 200_000 and r == r]
-    if min(window) < 400:  # a known open failure, reported as such rather than hidden or failing main
-        pytest.xfail(f"issue 12 (open): fell below 400 within 200,000 env steps of reaching 475 (about 1 run in 10 "
-                     f"does, with every setting measured; see docs/getting_started.md): {shown}")
+    assert min(window) >= 400, f"fell below 400 within 200,000 env steps of reaching 475: {shown}"
 
 
 def test_yaml_defaults_equal_the_dataclass_defaults():
