@@ -66,7 +66,8 @@ class ImpalaAlgorithmConfig:
     entropy_coef: float = 0.0
     """Weight of the entropy bonus (its loss is minus the entropy). The bonus lies outside the trust region: it
     pushes in every one of a batch's ``n_sgd_passes`` however far the policy has moved, and once a task is solved
-    it is all Adam sees, so it drifts the policy towards randomness (see docs/getting_started.md); 0 by default."""
+    it dominates the policy's gradient, which Adam scales up, so it drifts the policy towards randomness (see
+    docs/getting_started.md); 0 by default."""
     max_grad_norm: float = 40.0
     """Clip each network's gradient to this norm; 0 disables clipping."""
     device: str = "cpu"
