@@ -70,13 +70,14 @@ def vtrace(
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)
 
     # Backward recursion on the correction v_s - V(x_s); one vectorised step per t.
-    decay = discounts * cs
-    corrections = torch.empty_like(values)
+    # One fused multiply-add per t, on rows unbound up front: the loop over T runs in Python, so few dispatches.
+    decays, step_deltas = (discounts * cs).unbind(0), deltas.unbind(0)
     acc = torch.zeros_like(bootstrap_value)
-    for t in range(values.shape[0] - 1, -1, -1):
-        acc = deltas[t] + decay[t] * acc
-        corrections[t] = acc
-    vs = values + corrections
+    corrections = []
+    for t in reversed(range(len(step_deltas))):
+        acc = torch.addcmul(step_deltas[t], decays[t], acc)
+        corrections.append(acc)
+    vs = values + torch.stack(corrections[::-1]) if corrections else values.clone()
 
     vs_tp1 = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
     pg_rhos = rhos if clip_pg_rho_threshold is None else torch.clamp(rhos, max=clip_pg_rho_threshold)
