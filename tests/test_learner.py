@@ -13,7 +13,8 @@ from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
-from maze_impala.impala.batch import stack_step
+from maze_impala.impala import learner as learner_module
+from maze_impala.impala.batch import split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.losses import impala_step_loss
@@ -361,3 +362,45 @@ def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():
     assert learner.optimizer.state_dict()["state"][0]["step"] == 3
     row = by_column(stats.reduce())
     assert 0.0 <= row[PREFIX + "policy_clipped_ratio_fraction/mean/step_key=0"] <= 1.0
+
+
+def test_split_columns_partitions_each_step_keys_columns_and_reindexes_time_limit_cut_offs():
+    learner, actor, _ = _setup()
+    actor.rollout()
+    batch = stack_step([actor.rollout()], 0, learner.device)  # 3 columns, all cut off by the time limit at t=0
+    halves = split_columns({0: batch}, 2)
+    first, second = halves[0][0], halves[1][0]
+    assert [first.mask.shape[1], second.mask.shape[1]] == [2, 1]  # linspace(0, 3, 3) rounded: 0, 2, 3
+    torch.testing.assert_close(torch.cat([first.rewards, second.rewards], dim=1), batch.rewards)
+    torch.testing.assert_close(torch.cat([first.observations["observation"], second.observations["observation"]],
+                                         dim=1), batch.observations["observation"])  # fmt: skip
+    assert second.truncated_index.tolist() == [[0, 0]] and first.truncated_index.tolist() == [[0, 0], [0, 1]]
+    torch.testing.assert_close(second.truncated_observations["observation"],
+                               batch.truncated_observations["observation"][2:])  # fmt: skip
+    whole = learner._rewards_with_truncation(0, batch)
+    torch.testing.assert_close(learner._rewards_with_truncation(0, second), whole[:, 2:])
+    assert len(split_columns({0: batch}, 5)) == 3  # minibatches without columns are left out
+    assert split_columns({0: batch}, 1)[0][0] is batch
+
+
+def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_before_the_batch(monkeypatch):
+    learner, actor, _ = _setup(n_sgd_passes=2, n_sgd_minibatches=3, lr=1e-2)
+    rollout = actor.rollout()
+    batch = stack_step([rollout], 0, learner.device)
+    distribution = learner.policy.distribution(0)
+    before = distribution.log_prob(learner._forward(0, batch).logits, batch.actions).detach()
+    seen = []
+    real_loss = learner_module.impala_loss
+
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors):
+        seen.append((batches[0].mask.shape[1], anchors[0].clone()))
+        return real_loss(batches, forward, distributions, config, train_policy, anchors)
+
+    monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
+    learner.step([rollout])
+    assert learner.version == 1 and learner.optimizer.state_dict()["state"][0]["step"] == 6
+    assert [columns for columns, _ in seen] == [1, 1, 1] * 2
+    for index, (_, anchor) in enumerate(seen):  # every minibatch, in every pass: pi_0 of its own columns
+        column = index % 3
+        torch.testing.assert_close(anchor, before[:, column : column + 1])
+

@@ -95,6 +95,11 @@ class ImpalaAlgorithmConfig:
     """Optimizer steps on each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
     weights stay those of the policy before the batch's first step. One policy version (and one
     learning-rate step) per batch, whatever the passes."""
+    n_sgd_minibatches: int = 1
+    """Optimizer steps per pass: each pass cuts the batch into this many minibatches of whole trajectories (the
+    batch's columns, in fixed contiguous runs) and takes one step on each; n_sgd_passes x n_sgd_minibatches steps
+    per batch, each on 1/n_sgd_minibatches of it. pi_0, the trust region's anchor, stays the policy before the
+    batch's first step."""
     clip_range: float | None = 0.05
     """The policy loss. A float eps: PPO's clipped surrogate, over the V-trace advantages: a sample stops pushing
     an action's probability once it moved eps away from that of the policy named by ``trust_region``. None:
@@ -121,6 +126,7 @@ class ImpalaAlgorithmConfig:
             "num_actors",
             "envs_per_actor",
             "n_sgd_passes",
+            "n_sgd_minibatches",
         ):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")

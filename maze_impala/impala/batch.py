@@ -26,6 +26,25 @@ class StepBatch:
     agent_ids: torch.Tensor  # [N]
     ancestors: dict[StepKey, dict[str, torch.Tensor]]  # [T + 1, N, ...] per earlier sub-step key
 
+    def columns(self, start: int, stop: int) -> StepBatch:
+        """Columns ``start`` to ``stop`` (views where the layout allows; time-limit cut-offs re-indexed)."""
+        cut = slice(start, stop)
+        kept = (self.truncated_index[:, 1] >= start) & (self.truncated_index[:, 1] < stop)
+        shift = torch.tensor([0, start], dtype=self.truncated_index.dtype, device=self.truncated_index.device)
+        return StepBatch(
+            observations={name: obs[:, cut] for name, obs in self.observations.items()},
+            actions={name: action[:, cut] for name, action in self.actions.items()},
+            behaviour_log_probs=self.behaviour_log_probs[:, cut],
+            rewards=self.rewards[:, cut],
+            terminated=self.terminated[:, cut],
+            truncated=self.truncated[:, cut],
+            truncated_observations={name: obs[kept] for name, obs in self.truncated_observations.items()},
+            truncated_index=self.truncated_index[kept] - shift,
+            mask=self.mask[:, cut],
+            agent_ids=self.agent_ids[cut],
+            ancestors={key: {name: obs[:, cut] for name, obs in of.items()} for key, of in self.ancestors.items()},
+        )
+
 
 def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
     """Concatenate one step key's trajectories along the column axis, padded to a common length."""
@@ -58,3 +77,18 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
         agent_ids=cat([tr.agent_ids for tr in trajectories], axis=0),
         ancestors={key: cat_nested([tr.ancestors[key] for tr in trajectories]) for key in first.ancestors},
     )
+
+
+def split_columns(batches: dict[StepKey, StepBatch], parts: int) -> list[dict[StepKey, StepBatch]]:
+    """The batch cut into ``parts`` minibatches along the column axis (whole trajectories, so that V-trace's
+    recursion over time stays exact), each step key's columns in ``parts`` contiguous runs of near-equal size;
+    a minibatch without columns of any step key is left out."""
+    if parts == 1:
+        return [batches]
+    minibatches: list[dict[StepKey, StepBatch]] = [{} for _ in range(parts)]
+    for key, batch in batches.items():
+        bounds = np.linspace(0, batch.mask.shape[1], parts + 1).round().astype(int)
+        for minibatch, start, stop in zip(minibatches, bounds[:-1], bounds[1:]):
+            if stop > start:
+                minibatch[key] = batch.columns(int(start), int(stop))
+    return [minibatch for minibatch in minibatches if minibatch]

@@ -11,10 +11,11 @@ from torch import nn
 
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
-from maze_impala.impala.batch import StepBatch, stack_step
+from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
 from maze_impala.nn.critics import StructuredCritic
+from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy
 
 Metric = tuple[Any, dict[str, Any], torch.Tensor]
@@ -85,22 +86,25 @@ class ImpalaLearner(Learner):
             ev.policy_lag(value=self.version - rollout.policy_version)
         present = {k for r in rollouts for k in r.trajectories}
         keys = [k for k in self.policy.step_keys if k in present]
-        batches = {k: stack_step(rollouts, k, self.device) for k in keys}
-        distributions = {key: self.policy.distribution(key) for key in batches}
+        minibatches = split_columns({k: stack_step(rollouts, k, self.device) for k in keys}, cfg.n_sgd_minibatches)
+        distributions = {key: self.policy.distribution(key) for key in keys}
+        # The trust region's anchor, pi_0: the policy before the batch's first optimizer step. With one minibatch,
+        # the first pass's own log-probabilities; with several, a forward pass over them all before any step.
+        anchors = [None] if len(minibatches) == 1 else [self._log_probs(mb, distributions) for mb in minibatches]
         clock.lap("stack")
 
-        anchors: dict[StepKey, torch.Tensor] | None = None
         metrics: list[Metric] = []
         for sgd_pass in range(cfg.n_sgd_passes):
-            forward = {key: self._forward(key, batch) for key, batch in batches.items()}
-            clock.lap("forward")
-            total, losses = impala_loss(batches, forward, distributions, cfg, train_policy, anchors)
-            if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
-                metrics += self._loss_metrics(losses)
-                anchors = {key: loss.log_probs for key, loss in losses.items()}
-            clock.lap("loss")
-            metrics += self._apply(total, keys, train_policy)
-            clock.lap("apply")
+            for index, minibatch in enumerate(minibatches):
+                forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+                clock.lap("forward")
+                total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index])
+                if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
+                    metrics += self._loss_metrics(losses)
+                    anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
+                clock.lap("loss")
+                metrics += self._apply(total, list(minibatch), train_policy)
+                clock.lap("apply")
         if cfg.clip_range is not None:  # how much of the batch the trust region held back by the last pass
             metrics += [(ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction)
                         for key, loss in losses.items()]  # fmt: skip
@@ -152,6 +156,20 @@ class ImpalaLearner(Learner):
                 (ev.policy_behaviour_kl, {"step_key": key}, loss.behaviour_kl),
             ]
         return metrics
+
+    @torch.no_grad()
+    def _log_probs(
+        self, minibatch: dict[StepKey, StepBatch], distributions: dict[StepKey, DictActionDistribution]
+    ) -> dict[StepKey, torch.Tensor]:
+        """log pi(a_t|x_t) of the actions taken, per step key, under the current policy."""
+        return {
+            key: distributions[key].log_prob(
+                self.policy.logits(key, {k: v[:-1] for k, v in batch.observations.items()}, batch_dims=2,
+                                   agent_ids=batch.agent_ids),
+                batch.actions,
+            )
+            for key, batch in minibatch.items()
+        }
 
     def _forward(self, key: StepKey, batch: StepBatch) -> StepForward:
         """The target policy's logits on x_0..x_{T-1}, the critic's values on x_0..x_T, and the rewards with the
