@@ -79,7 +79,8 @@ class ImpalaLearner(Learner):
         """The policy version: the number of updates made so far."""
 
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
-        """One update on a batch of rollouts (``n_sgd_passes`` optimizer steps); bumps :attr:`version`."""
+        """One update on a batch of rollouts (``n_sgd_passes`` x ``n_sgd_minibatches`` optimizer steps); bumps
+        :attr:`version`."""
         cfg, ev = self.config, self.events
         clock = _PhaseClock()
         for rollout in rollouts:
@@ -88,10 +89,13 @@ class ImpalaLearner(Learner):
         keys = [k for k in self.policy.step_keys if k in present]
         minibatches = split_columns({k: stack_step(rollouts, k, self.device) for k in keys}, cfg.n_sgd_minibatches)
         distributions = {key: self.policy.distribution(key) for key in keys}
+        clock.lap("stack")
         # The trust region's anchor, pi_0: the policy before the batch's first optimizer step. With one minibatch,
         # the first pass's own log-probabilities; with several, a forward pass over them all before any step.
-        anchors = [None] if len(minibatches) == 1 else [self._log_probs(mb, distributions) for mb in minibatches]
-        clock.lap("stack")
+        anchors: list[dict[StepKey, torch.Tensor] | None] = (
+            [None] if len(minibatches) == 1 else [self._log_probs(mb, distributions) for mb in minibatches]
+        )
+        clock.lap("forward")
 
         metrics: list[Metric] = []
         for sgd_pass in range(cfg.n_sgd_passes):
@@ -102,12 +106,12 @@ class ImpalaLearner(Learner):
                 if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
                     metrics += self._loss_metrics(losses)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
+                if sgd_pass == cfg.n_sgd_passes - 1 and cfg.clip_range is not None:  # what the region held back
+                    metrics += [(ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction)
+                                for key, loss in losses.items()]  # fmt: skip
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
-        if cfg.clip_range is not None:  # how much of the batch the trust region held back by the last pass
-            metrics += [(ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction)
-                        for key, loss in losses.items()]  # fmt: skip
         ev.learning_rate(value=self.optimizer.param_groups[0]["lr"])
         self.scheduler.step()
         self.version += 1
