@@ -158,6 +158,11 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         _fail(error)
     except RunDirInUseError as error:
         _fail(error, 1)
+    except KeyboardInterrupt as interrupt:  # the build starts the actors; it stops them before this
+        say("maze-run: interrupted before training started", error=True)
+        sys.exit(_exit_code(interrupt))
+    except Exception as error:  # e.g. a Ray cluster that cannot be joined: one line here, the traceback in the log
+        _fail(error, 1)
     say(f"maze-run: training; outputs go to {output_dir}")
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption

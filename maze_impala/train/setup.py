@@ -106,6 +106,9 @@ def make_actors(
 def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     """Wire env, models, weights, actors, learner, evaluator, events and writers; writes ``config.yaml``.
 
+    The actors start here, so that their start-up overlaps the rest of the build: call the trainer's ``train``,
+    which stops them however it ends (a failure of the build itself stops them before it raises).
+
     With ``config.resume`` (a run directory) the run continues from its ``model_last.pt``:
     learner, loop state and RNG state restored, tables continued after the checkpoint's epoch.
     Raises :class:`ConfigError` before anything starts if the env cannot be recorded in the
@@ -146,7 +149,7 @@ def _wire(
     checkpoint: dict[str, Any] | None,
     lock: RunDirLock,
 ) -> ImpalaTrainer:
-    algorithm, output = config.algorithm, config.output
+    algorithm = config.algorithm
     torch.manual_seed(config.seed)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
@@ -161,22 +164,49 @@ def _wire(
     hub = EventHub()
     train_stats = StatsAggregator("train")  # every interface: the learner's, the actors' and the env's own
     hub.listeners.append(train_stats)
-    eval_hub = EventHub()
-    eval_stats = StatsAggregator("eval")
-    eval_hub.listeners.append(eval_stats)
-    learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
-    state = TrainerState()
+    state, version = TrainerState(), 0
     if checkpoint is not None:
         restore_modules(checkpoint, output_dir / LAST_MODEL, policy=policy, critic=critic)
-        learner.load_state_dict(checkpoint)
         state = TrainerState.from_checkpoint(checkpoint)  # the RNG state too
         state.history = continue_tables(output_dir, state.epoch)
+        version = int(checkpoint["version"])
     atomic_write_text(output_dir / CONFIG_YAML, OmegaConf.to_yaml(OmegaConf.create(record)))
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
-    pool, weights = make_actors(spec, learner.policy, learner.version, algorithm, config.runner,
-                                hub.publisher(ActorEvents))  # fmt: skip
+    pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents))
+    # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
+    # the learner's (its optimizer imports torch._dynamo, about a second) and the writers'. The trainer stops them;
+    # a failure before it exists stops them here.
+    pool.start()
+    try:
+        learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
+        if checkpoint is not None:
+            learner.load_state_dict(checkpoint)
+        extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)}}
+        return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock)
+    except BaseException:
+        pool.close()
+        raise
+
+
+def _trainer(
+    config: TrainingConfig,
+    output_dir: Path,
+    state: TrainerState,
+    learner: ImpalaLearner,
+    pool: ActorPool,
+    weights: WeightPublisher,
+    hub: EventHub,
+    train_stats: StatsAggregator,
+    extras: dict[str, Any],
+    lock: RunDirLock,
+) -> ImpalaTrainer:
+    """The evaluator, the writers and the trainer around the parts :func:`_wire` built."""
+    algorithm, output = config.algorithm, config.output
+    eval_hub = EventHub()
+    eval_stats = StatsAggregator("eval")
+    eval_hub.listeners.append(eval_stats)
     evaluator = RolloutEvaluator(
         config.env,
         algorithm.rollout_evaluator.n_episodes,
@@ -190,7 +220,6 @@ def _wire(
         writers.append(ConsoleWriter(console_columns()))
     if output.tensorboard:  # a resumed run drops the events logged after its checkpoint
         writers.append(TensorBoardWriter(output_dir / TENSORBOARD_DIR, purge_step=state.env_steps + 1))
-    extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)}}
     event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, output.event_logs) if output.event_logs != "none" else None
     progress = Progress(algorithm.n_epochs) if output.progress else None
     return ImpalaTrainer(
