@@ -174,3 +174,30 @@ def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind
     finally:
         proc.kill()
     assert _shm() - before == set(), "nothing of the run is left in /dev/shm"
+
+
+def test_a_build_that_fails_after_the_actors_started_stops_them_and_releases_the_run_directory(tmp_path, monkeypatch):
+    from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig
+    from maze_impala.config import TrainingConfig
+    from maze_impala.files import RunDirLock
+    from maze_impala.train.setup import build_trainer
+
+    started = []
+    real_start = SubprocessActors.start
+
+    def start(pool):
+        real_start(pool)
+        started.extend(process.pid for process in pool.processes)
+
+    def no_learner(*args, **kwargs):
+        raise RuntimeError("the learner could not be built")
+
+    monkeypatch.setattr(SubprocessActors, "start", start)
+    monkeypatch.setattr(sys.modules[build_trainer.__module__], "ImpalaLearner", no_learner)
+    config = TrainingConfig("CartPole-v1", ImpalaAlgorithmConfig(num_actors=2, envs_per_actor=2),
+                            runner=RunnerConfig("local"), output=OutputConfig(console=False, tensorboard=False,
+                                                                              progress=False, plot=False))  # fmt: skip
+    with pytest.raises(RuntimeError, match="the learner could not be built"):
+        build_trainer(config, tmp_path)
+    assert len(started) == 2 and not alive(started)
+    RunDirLock(tmp_path).acquire().release()  # free for the next run
