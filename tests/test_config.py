@@ -42,11 +42,18 @@ def test_has_every_maze_field_plus_vtrace_lambda():
         ("vtrace_lambda", 0.0),
         ("vtrace_lambda", 1.1),
         ("patience", -1),
+        ("n_sgd_minibatches", 0),
     ],
 )
 def test_bad_value_names_the_field(field, value):
     with pytest.raises(ConfigError, match=rf"algorithm\.{field} must be"):
         ImpalaAlgorithmConfig(**{field: value})
+
+
+def test_minibatches_must_each_hold_an_envs_trajectories():
+    with pytest.raises(ConfigError, match=r"algorithm\.n_sgd_minibatches must be at most the envs"):
+        ImpalaAlgorithmConfig(envs_per_actor=4, actors_batch_size=2, min_actors_batch_size=1, n_sgd_minibatches=5)
+    assert ImpalaAlgorithmConfig(envs_per_actor=4, actors_batch_size=2, n_sgd_minibatches=8).n_sgd_minibatches == 8
 
 
 def test_burn_in_must_leave_policy_epochs():

@@ -146,6 +146,14 @@ class ImpalaAlgorithmConfig:
             self.min_actors_batch_size,
             f"None or an int in [1, actors_batch_size={self.actors_batch_size}]",
         )
+        columns = self.envs_per_actor * self.batch_bounds[0]
+        _check(
+            self.n_sgd_minibatches <= columns,
+            "n_sgd_minibatches",
+            self.n_sgd_minibatches,
+            f"at most the envs of the smallest batch (envs_per_actor x rollouts = {columns}): a minibatch holds whole "
+            "trajectories",
+        )
         _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
         _check(finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
