@@ -166,22 +166,18 @@ class ImpalaLearner(Learner):
         self, minibatch: dict[StepKey, StepBatch], distributions: dict[StepKey, DictActionDistribution]
     ) -> dict[StepKey, torch.Tensor]:
         """log pi(a_t|x_t) of the actions taken, per step key, under the current policy."""
-        return {
-            key: distributions[key].log_prob(
-                self.policy.logits(key, {k: v[:-1] for k, v in batch.observations.items()}, batch_dims=2,
-                                   agent_ids=batch.agent_ids),
-                batch.actions,
-            )
-            for key, batch in minibatch.items()
-        }
+        return {key: distributions[key].log_prob(self._logits(key, b), b.actions) for key, b in minibatch.items()}
+
+    def _logits(self, key: StepKey, batch: StepBatch) -> torch.Tensor:
+        """The target policy's logits on x_0..x_{T-1}, ``[T, N, L]``."""
+        obs = {k: v[:-1] for k, v in batch.observations.items()}
+        return self.policy.logits(key, obs, batch_dims=2, agent_ids=batch.agent_ids)
 
     def _forward(self, key: StepKey, batch: StepBatch) -> StepForward:
         """The target policy's logits on x_0..x_{T-1}, the critic's values on x_0..x_T, and the rewards with the
         value of the final observation of each truncated episode added (see :meth:`_rewards_with_truncation`)."""
-        obs = {k: v[:-1] for k, v in batch.observations.items()}
-        logits = self.policy.logits(key, obs, batch_dims=2, agent_ids=batch.agent_ids)
         values = self.critic.values(key, batch.observations, batch_dims=2, ancestors=batch.ancestors)
-        return StepForward(logits, values, self._rewards_with_truncation(key, batch))
+        return StepForward(self._logits(key, batch), values, self._rewards_with_truncation(key, batch))
 
     def _lr_factor(self, updates: int) -> float:
         if self.config.lr_schedule == "linear":
