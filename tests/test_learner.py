@@ -17,7 +17,7 @@ from maze_impala.impala import learner as learner_module
 from maze_impala.impala.batch import split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
-from maze_impala.impala.losses import impala_step_loss
+from maze_impala.impala.losses import RHO_NOISE, impala_step_loss
 from maze_impala.nn.critics import StepStateCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy, make_policy
@@ -244,7 +244,12 @@ def test_the_collapse_diagnostics_by_hand():
     loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values, rewards,
                             discounts, 1.0, 1.0, 1.0, mask)  # fmt: skip
     log_rhos = (distribution.log_prob(step.logits, batch.actions) - batch.behaviour_log_probs) * mask
-    assert torch.isclose(loss.clipped_rho_fraction, (log_rhos.exp() > 1.0)[mask].float().mean())
+    assert torch.isclose(loss.clipped_rho_fraction, (log_rhos.exp() > 1.0 + RHO_NOISE)[mask].float().mean())
+    # on-policy data: the actors' log-probabilities equal the learner's up to float rounding, and none is clipped
+    rounded = distribution.log_prob(step.logits, batch.actions) + 1e-6 * torch.randn(batch.mask.shape)
+    on_policy = impala_step_loss(distribution, step.logits, batch.actions, rounded, step.values, rewards, discounts,
+                                 1.0, 1.0, 1.0, mask)  # fmt: skip
+    assert on_policy.clipped_rho_fraction == 0.0
     assert torch.isclose(loss.max_abs_logit, step.logits.abs().max())
     returns = vtrace(log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=step.values[:-1],
                      bootstrap_value=step.values[-1], clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0)  # fmt: skip

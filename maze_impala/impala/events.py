@@ -55,7 +55,8 @@ class MultiStepIMPALAEvents(EventInterface):
 
     @epoch_stats(mean, max_, group_by="step_key")
     def policy_clipped_rho_fraction(self, step_key: StepKey, value: float):
-        """Share of one step key's importance weights clipped at rho-bar (vtrace_clip_rho_threshold)."""
+        """Share of one step key's importance weights clipped at rho-bar (vtrace_clip_rho_threshold), beyond float
+        rounding: on-policy data gives 0."""
 
     @epoch_stats(max_, group_by="step_key")
     def policy_max_abs_logit(self, step_key: StepKey, value: float):

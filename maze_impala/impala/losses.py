@@ -15,6 +15,11 @@ from maze_impala.nn.distributions import DictActionDistribution
 if TYPE_CHECKING:
     from maze_impala.impala.batch import StepBatch
 
+RHO_NOISE = 1e-4
+"""A weight counts as clipped when it exceeds rho-bar by more than this share. On-policy data (no policy lag) has
+weights of 1 up to float rounding, as the actors' and the learner's forward passes batch differently; compared
+exactly, about half of them would count as clipped at rho-bar = 1."""
+
 
 class StepForward(NamedTuple):
     """The learner's forward pass over one step key's batch."""
@@ -37,7 +42,8 @@ class StepLoss(NamedTuple):
     mean_value: torch.Tensor
     """mean V(x_t), for monitoring."""
     clipped_rho_fraction: torch.Tensor
-    """Share of the importance weights rho_t clipped at rho-bar (diagnostics: a stale or diverged policy)."""
+    """Share of the importance weights rho_t clipped at rho-bar, by more than float rounding (``RHO_NOISE``):
+    diagnostics of a stale or diverged policy."""
     max_abs_logit: torch.Tensor
     """Largest |logit| of an allowed action (diagnostics: a saturating softmax has no gradient left)."""
     advantage_std: torch.Tensor
@@ -147,7 +153,7 @@ def impala_step_loss(
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
         entropy=average(distribution.entropy(logits)),
         mean_value=average(values[:-1].detach()),
-        clipped_rho_fraction=average((log_rhos.exp() > rho_bar).to(values.dtype)),
+        clipped_rho_fraction=average((log_rhos.exp() > rho_bar * (1.0 + RHO_NOISE)).to(values.dtype)),
         max_abs_logit=torch.where(allowed, logits.detach().abs(), 0.0).amax(),
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
         clipped_ratio_fraction=clipped_ratios,
