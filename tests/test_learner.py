@@ -355,6 +355,8 @@ def test_learner_anchored_surrogate_matches_a_hand_computation_and_first_pass_gr
     torch.testing.assert_close(result.clipped_ratio_fraction, ((ratios - 1).abs() > 0.2).float().mean())
     to_mu = probs(logits) / 0.5  # the behaviour KL stays that of the actors' policy
     torch.testing.assert_close(result.behaviour_kl, (to_mu - 1 - to_mu.log()).mean())
+    torch.testing.assert_close(result.update_kl, (ratios - 1 - ratios.log()).mean())  # the steps' drift from pi_0
+    assert loss(start, anchor=pi0.log()).update_kl.abs() < 1e-7  # nothing moved yet
     with pytest.raises(ValueError, match="trust_region"):
         case.loss(logits, "actors")
 
@@ -367,6 +369,7 @@ def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():
     assert learner.optimizer.state_dict()["state"][0]["step"] == 3
     row = by_column(stats.reduce())
     assert 0.0 <= row[PREFIX + "policy_clipped_ratio_fraction/mean/step_key=0"] <= 1.0
+    assert row[PREFIX + "policy_update_kl/max/step_key=0"] > 0.0  # two steps before the last pass moved the policy
 
 
 def test_split_columns_partitions_each_step_keys_columns_and_reindexes_time_limit_cut_offs():

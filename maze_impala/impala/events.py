@@ -75,6 +75,11 @@ class MultiStepIMPALAEvents(EventInterface):
     def policy_behaviour_kl(self, step_key: StepKey, value: float):
         """KL(actors' policy || learner's policy) on a batch's actions as it arrives: the policy lag's divergence."""
 
+    @epoch_stats(mean, max_, group_by="step_key")
+    def policy_update_kl(self, step_key: StepKey, value: float):
+        """KL(pi_0 || pi) on a batch's actions in its last pass: how far the batch's steps before the last moved the
+        policy from pi_0, where it was before the batch (0 with one step per batch). A solved task's drift."""
+
     @epoch_stats(mean, group_by="critic_key")
     def critic_value(self, critic_key: StepKey, value: float):
         """The mean value estimate of one critic."""

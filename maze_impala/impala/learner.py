@@ -106,9 +106,8 @@ class ImpalaLearner(Learner):
                 if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
                     metrics += self._loss_metrics(losses)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
-                if sgd_pass == cfg.n_sgd_passes - 1 and cfg.clip_range is not None:  # what the region held back
-                    metrics += [(ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction)
-                                for key, loss in losses.items()]  # fmt: skip
+                if sgd_pass == cfg.n_sgd_passes - 1:  # how far the batch moved the policy, what the region held back
+                    metrics += self._last_pass_metrics(losses)
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
@@ -159,6 +158,14 @@ class ImpalaLearner(Learner):
                 (ev.policy_advantage_std, {"step_key": key}, loss.advantage_std),
                 (ev.policy_behaviour_kl, {"step_key": key}, loss.behaviour_kl),
             ]
+        return metrics
+
+    def _last_pass_metrics(self, losses: dict[StepKey, StepLoss]) -> list[Metric]:
+        ev, metrics = self.events, []
+        for key, loss in losses.items():
+            metrics.append((ev.policy_update_kl, {"step_key": key}, loss.update_kl))
+            if self.config.clip_range is not None:
+                metrics.append((ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction))
         return metrics
 
     @torch.no_grad()

@@ -56,6 +56,9 @@ class StepLoss(NamedTuple):
     behaviour_kl: torch.Tensor
     """KL(mu || pi) on the batch's actions, estimated as mean(r - 1 - log r) with r = pi/mu: how far the learner
     has moved from the policy that made the data (policy lag and earlier passes)."""
+    update_kl: torch.Tensor
+    """KL(pi_0 || pi) on the batch's actions, estimated as mean(r - 1 - log r) with r = pi/pi_0: how far this
+    batch's earlier optimizer steps have moved the policy from the anchor (0 in the first pass)."""
 
 
 def impala_step_loss(
@@ -148,6 +151,7 @@ def impala_step_loss(
     allowed = logits.detach().abs() < 1e8  # masked actions carry a huge negative logit
     log_ratios = log_ratios.detach()
     ratios = log_ratios.exp()
+    moved = log_ratios - log_rhos.detach()  # log pi/pi_0
     return StepLoss(
         policy_loss=policy_loss,
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
@@ -159,6 +163,7 @@ def impala_step_loss(
         clipped_ratio_fraction=clipped_ratios,
         log_probs=target_log_probs.detach(),
         behaviour_kl=average(ratios - 1.0 - log_ratios),
+        update_kl=average(moved.exp() - 1.0 - moved),
     )
 
 
