@@ -12,7 +12,9 @@ finer grain. Per env and runner the table gives: the seeds whose mean training r
 reached the threshold; the median env steps and seconds (from the call of ``train``, start-up and
 evaluations included) to the first epoch at the threshold; the mean final return (last 10% of each
 run's epochs); and collapses: seeds whose return fell below the env's floor after first reaching the
-threshold, within ``--window`` env steps of reaching it (``--window 0``: until the end of the run).
+threshold, within ``--window`` env steps of reaching it (``--window 0``: until the end of the run). Each run's
+``drift`` (in the lines per run and the JSON) is the median ``policy_update_kl`` over those epochs: how far one
+update moves a policy that has learnt, which measures what falls come from far more finely than counting falls.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
+from maze_impala.impala.events import MultiStepIMPALAEvents
 
 RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
 STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
+UPDATE_KL = StatKey.of(MultiStepIMPALAEvents.policy_update_kl, mean, "train").column()  # + "/step_key=..."
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,18 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
             after &= steps <= steps[first] + window
         low = np.nanmin(returns[after]) if after.any() and not np.isnan(returns[after]).all() else math.inf
         row.update(steps=int(steps[first]), seconds=round(float(elapsed[first] + start_up), 2),
-                   collapsed=bool(low < task.floor), lowest_after=float(low))  # fmt: skip
+                   collapsed=bool(low < task.floor), lowest_after=float(low),
+                   drift=solved_drift(result, after))  # fmt: skip
     return row
+
+
+def solved_drift(result: Any, epochs: np.ndarray) -> float | None:
+    """The median over ``epochs`` of the policy's per-update KL (its largest step key's): how far each update moves
+    a policy that has reached the threshold, the drift that ends in a fall."""
+    columns = {name for row in result.history for name in row if name.startswith(UPDATE_KL + "/")}
+    per_epoch = np.fmax.reduce([result.column(name) for name in columns], axis=0) if columns else np.array([])
+    chosen = per_epoch[epochs] if len(per_epoch) else per_epoch
+    return float(np.nanmedian(chosen)) if len(chosen) and not np.isnan(chosen).all() else None
 
 
 def summarise(name: str, runner: str, rows: list[dict]) -> dict:
@@ -123,6 +137,7 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
         "median_seconds": median("seconds"),
         "final_return": statistics.mean(r["final"] for r in rows),
         "collapses": sum(r["collapsed"] for r in hits),
+        "median_drift": statistics.median(d) if (d := [r["drift"] for r in hits if r["drift"] is not None]) else None,
         "runs": rows,
     }
 
