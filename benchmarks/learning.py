@@ -58,9 +58,13 @@ SUITE: dict[str, Task] = {
     "cutting": Task({"_target_": "maze_impala.envs.examples.CuttingEnv"}, threshold=6.5, floor=5.0),
     "coordination": Task({"_target_": "maze_impala.envs.examples.CoordinationEnv"}, threshold=9.5, floor=8.0),
     "claims-parallel": Task(  # a PettingZoo ParallelEnv through the adapter; returns sum 3 agents' rewards
-        {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-         "name": "maze_impala.envs.examples.claims_parallel", "api": "parallel"},
-        threshold=28.5, floor=24.0,
+        {
+            "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+            "name": "maze_impala.envs.examples.claims_parallel",
+            "api": "parallel",
+        },
+        threshold=28.5,
+        floor=24.0,
     ),
 }
 

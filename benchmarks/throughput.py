@@ -198,6 +198,7 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, fl
     with tempfile.TemporaryDirectory() as out:
         model = ModelConfig(hidden_units=args.hidden)
         result = train(args.env, algorithm, model, RunnerConfig(runner), 1, out, output=quiet)
+
     def median(name: str) -> float:
         return statistics.median(result.column(name)[1:])
 
@@ -278,16 +279,28 @@ def main() -> None:
     parser.add_argument("--envs-per-actor", type=int, default=shipped.envs_per_actor)
     parser.add_argument("--n-rollout-steps", type=int, default=shipped.n_rollout_steps)
     parser.add_argument("--actors-batch-size", type=int, default=shipped.actors_batch_size)
-    parser.add_argument("--min-actors-batch-size", type=int, default=shipped.min_actors_batch_size,
-                        help="adaptive batches: an update takes this many rollouts or more, up to actors_batch_size")
+    parser.add_argument(
+        "--min-actors-batch-size",
+        type=int,
+        default=shipped.min_actors_batch_size,
+        help="adaptive batches: an update takes this many rollouts or more, up to actors_batch_size",
+    )
     parser.add_argument("--device", default=shipped.device, help="the learner's device: cpu or cuda")
-    parser.add_argument("--learner-batches", type=int, nargs="+", default=[1, 4, 16],
-                        help="batch sizes (rollouts) of the learner-only measurement")
+    parser.add_argument(
+        "--learner-batches",
+        type=int,
+        nargs="+",
+        default=[1, 4, 16],
+        help="batch sizes (rollouts) of the learner-only measurement",
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds of ceiling and actors only")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
-    parser.add_argument("--sweep", action="store_true",
-                        help="also vary num_actors (up to the cores), adaptive batches, envs per actor, model width")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also vary num_actors (up to the cores), adaptive batches, envs per actor, model width",
+    )
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()

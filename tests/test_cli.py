@@ -14,6 +14,8 @@ from maze_impala.train.setup import load_policy
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
+
+
 @pytest.mark.parametrize("runner", ["dev", "local"])
 def test_training_run_writes_every_output(tmp_path, runner):
     out = tmp_path / "run"
@@ -100,8 +102,6 @@ def test_installed_maze_run_finds_its_configs_from_any_directory(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "model_best.pt").is_file()
-
-
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])

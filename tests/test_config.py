@@ -90,8 +90,17 @@ def test_composed_bad_value_is_a_config_error():
         to_training_config(_compose("algorithm.gamma=2.0"))
 
 
-@pytest.mark.parametrize("override", ["+model.recurrent=true", "+algorithm.obs_normalization=true", "+resume_from=x",
-                                      "+runner.n_processes=2", "+output.nothing=1", "+algorithm.rollout_evaluator.x=1"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "+model.recurrent=true",
+        "+algorithm.obs_normalization=true",
+        "+resume_from=x",
+        "+runner.n_processes=2",
+        "+output.nothing=1",
+        "+algorithm.rollout_evaluator.x=1",
+    ],
+)
 def test_an_unknown_key_is_refused_naming_it_and_the_valid_ones(override):
     key = override.lstrip("+").split("=")[0]
     with pytest.raises(ConfigError, match=rf"unknown key '{key}'.*Valid keys"):

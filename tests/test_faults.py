@@ -137,12 +137,6 @@ def _shm():
     return {p.name for p in Path("/dev/shm").iterdir()} if Path("/dev/shm").is_dir() else set()
 
 
-
-
-
-
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("whole_group", [False, True], ids=["main process", "process group"])
 def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind(tmp_path, whole_group):

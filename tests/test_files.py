@@ -75,8 +75,12 @@ class _Aging:
 
 def test_rollouts_staler_than_max_policy_lag_are_dropped_and_counted(tmp_path):
     algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=5, envs_per_actor=2, n_rollout_steps=8, num_actors=1)
-    config = TrainingConfig("CartPole-v1", algorithm, runner=RunnerConfig("dev"),
-                            output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False))
+    config = TrainingConfig(
+        "CartPole-v1",
+        algorithm,
+        runner=RunnerConfig("dev"),
+        output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+    )
     trainer = build_trainer(config, tmp_path)
     trainer.pool = _Aging(trainer.pool)
     result = trainer.train()

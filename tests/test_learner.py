@@ -207,8 +207,9 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
     from maze_impala.impala.losses import impala_loss
 
     distribution = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
-    config = ImpalaAlgorithmConfig(gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1,
-                                    clip_range=0.2)
+    config = ImpalaAlgorithmConfig(
+        gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1, clip_range=0.2
+    )
     batches, forward = {}, {}
     for key, seed in (("a", 0), ("b", 1)):
         batches[key], forward[key] = _step_data(seed=seed)
@@ -344,8 +345,11 @@ def test_learner_anchored_surrogate_matches_a_hand_computation_and_first_pass_gr
     rho = (pi0 / 0.5).clamp(max=1.0)
     vs = torch.empty(2, 2)
     vs[1] = values[1] + rho[1] * (rewards[1] + discounts[1] * values[2] - values[1])
-    vs[0] = values[0] + rho[0] * (rewards[0] + discounts[0] * values[1] - values[0]) + discounts[0] * rho[0] * (
-        vs[1] - values[1])
+    vs[0] = (
+        values[0]
+        + rho[0] * (rewards[0] + discounts[0] * values[1] - values[0])
+        + discounts[0] * rho[0] * (vs[1] - values[1])
+    )
     advantages = rho * (rewards + discounts * torch.stack([vs[1], values[2]]) - values[:2])
     ratios = probs(logits) / pi0
     surrogate = torch.minimum(ratios * advantages, ratios.clamp(0.8, 1.2) * advantages)
@@ -411,4 +415,3 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     for index, (_, anchor) in enumerate(seen):  # every minibatch, in every pass: pi_0 of its own columns
         column = index % 3
         torch.testing.assert_close(anchor, before[:, column : column + 1])
-

@@ -131,7 +131,6 @@ class RolloutSlots:
         return rollout
 
 
-
 def space_bytes(space: gym.spaces.Dict) -> int:
     """Bytes of one entry of a Dict space as rollouts store it."""
     return sum(int(np.prod(s.shape)) * storage_dtype(s).itemsize for s in space.spaces.values())

@@ -223,4 +223,3 @@ class ImpalaAlgorithmConfig:
     def total_env_steps(self) -> int:
         """The env-step budget of a full run (without early stopping)."""
         return self.total_updates * self.env_steps_per_update
-

@@ -38,8 +38,6 @@ class NothingToPlot(ValueError):
     """A stats table without any training curve (e.g. a rollout's)."""
 
 
-
-
 def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     """Plot return, losses, grad norms (per step key), policy lag and steps/s over env steps into ``png``."""
     import matplotlib

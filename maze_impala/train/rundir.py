@@ -35,6 +35,7 @@ def claim_output_dir(output_dir: Path, overwrite: bool) -> None:
         shutil.rmtree(output_dir / EVENT_LOG_DIR, ignore_errors=True)
     output_dir.mkdir(parents=True, exist_ok=True)
 
+
 SAFE_TO_CHANGE = (
     "algorithm.n_epochs",
     "algorithm.patience",
