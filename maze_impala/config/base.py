@@ -86,3 +86,10 @@ def to_record(config: Any, **values: Any) -> dict[str, Any]:
             value = getattr(config, f.name)
             record[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
     return record
+
+
+def to_yaml(record: Mapping[str, Any]) -> str:
+    """A config record (:func:`to_record`) as the YAML of a run's ``config.yaml``, which Hydra's CLIs read back."""
+    from omegaconf import OmegaConf  # here, not above: every actor process imports the config package
+
+    return OmegaConf.to_yaml(OmegaConf.create(dict(record)))

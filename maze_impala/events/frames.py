@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from maze_impala.events.stats import StatKey
+
+if TYPE_CHECKING:  # pandas is imported where a DataFrame is made: every actor process imports this package
+    import pandas as pd
 
 StatsRow = tuple[int, int, dict[StatKey, float]]
 """One epoch: (epoch, env steps, statistics)."""
@@ -21,6 +23,8 @@ def to_dataframe(rows: Sequence[StatsRow], form: str = "wide") -> pd.DataFrame:
     (``StatKey.column()``; a statistic missing in an epoch is NaN). ``long``: one row per
     (epoch, statistic) with its address split into columns, for ``groupby`` and plots.
     """
+    import pandas as pd
+
     if form == "long":
         records = [
             {"epoch": epoch, "env_steps": steps, **key._asdict(), "value": value}
@@ -41,5 +45,7 @@ def to_dataframe(rows: Sequence[StatsRow], form: str = "wide") -> pd.DataFrame:
 
 def read_stats_csv(path: str | Path) -> pd.DataFrame:
     """A run's ``stats.csv`` (or its output dir) in the wide form of :func:`to_dataframe`."""
+    import pandas as pd
+
     path = Path(path)
     return pd.read_csv(path / "stats.csv" if path.is_dir() else path)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from maze_impala.files import atomic_write
+
+if TYPE_CHECKING:  # imported where it plots: every actor process imports this package
+    import pandas as pd
 
 CURVES_PNG = "training_curves.png"
 
@@ -44,6 +46,7 @@ def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     stats = pd.read_csv(stats_csv)
     chosen = [(title, _columns(stats, prefixes)) for title, prefixes in panels()]

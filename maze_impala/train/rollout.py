@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import OmegaConf
 
 from maze_impala.actors.actor import seed_for
 from maze_impala.config import ConfigError, ModelConfig, RolloutConfig, from_mapping
-from maze_impala.config.base import to_record
+from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
@@ -108,7 +107,7 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     output_dir.mkdir(parents=True, exist_ok=True)
     record = to_record(config, env=env_record(config.env) if config.env is not None else None)
     job = _job(config)
-    atomic_write_text(output_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(record)))
+    atomic_write_text(output_dir / "config.yaml", to_yaml(record))
     episodes = [(i, seed_for(config.seed, i)) for i in range(config.n_episodes)]
     progress = Progress(config.n_episodes, unit="episode") if config.progress else None
     results: list[EpisodeResult] = []

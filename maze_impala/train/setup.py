@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.restarts import RestartPolicy
@@ -24,7 +23,7 @@ from maze_impala.config import (
     TrainingConfig,
     from_mapping,
 )
-from maze_impala.config.base import to_record
+from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.envs.factory import EnvSpec, env_record, make_env
 from maze_impala.envs.structured import StructuredEnv
@@ -170,7 +169,7 @@ def _wire(
         state = TrainerState.from_checkpoint(checkpoint)  # the RNG state too
         state.history = continue_tables(output_dir, state.epoch)
         version = int(checkpoint["version"])
-    atomic_write_text(output_dir / CONFIG_YAML, OmegaConf.to_yaml(OmegaConf.create(record)))
+    atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)

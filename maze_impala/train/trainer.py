@@ -8,9 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch
 
 from maze_impala.config import ImpalaAlgorithmConfig
@@ -36,6 +35,9 @@ from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, flatten
 from maze_impala.train.state import TrainerState
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class TrainingError(RuntimeError):
