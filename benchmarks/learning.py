@@ -35,6 +35,7 @@ from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.train.trainer import TrainingResult
 
 RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
 STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
@@ -121,7 +122,7 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
     return row
 
 
-def solved_drift(result: Any, epochs: np.ndarray) -> float | None:
+def solved_drift(result: TrainingResult, epochs: np.ndarray) -> float | None:
     """The median over ``epochs`` of the policy's per-update KL (its largest step key's): how far each update moves
     a policy that has reached the threshold, the drift that ends in a fall."""
     columns = {name for row in result.history for name in row if name.startswith(UPDATE_KL + "/")}
