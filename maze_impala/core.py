@@ -168,7 +168,7 @@ class Learner(ABC):
 
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """Weights, optimizer and schedule state, and the version: tensors and plain data only."""
+        """Weights, optimizer state and the version (and with it the schedule): tensors and plain data only."""
 
     @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:

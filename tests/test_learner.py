@@ -369,7 +369,7 @@ def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():
     learner, actor, stats = _setup(n_sgd_passes=3, lr=1e-2)
     rollout = actor.rollout()
     learner.step([rollout])
-    assert learner.version == 1 and learner.scheduler.last_epoch == 1
+    assert learner.version == 1 and learner.optimizer.lr == 1e-2  # the schedule: lr at update 0
     assert learner.optimizer.state_dict()["state"][0]["step"] == 3
     row = by_column(stats.reduce())
     assert 0.0 <= row[PREFIX + "policy_clipped_ratio_fraction/mean/step_key=0"] <= 1.0

@@ -24,7 +24,7 @@ def test_patience_stops_early_and_keeps_the_best_model_apart(tmp_path):
     assert read_checkpoint(tmp_path / "model_best.pt")["epoch"] == 1
     last = read_checkpoint(tmp_path / "model_last.pt")
     assert last["epoch"] == 3 and last["version"] == 9 and last["env_steps"] == result.env_steps
-    assert {"policy", "critic", "optimizer", "scheduler", "config"} <= set(last)
+    assert {"policy", "critic", "optimizer", "config"} <= set(last)
 
 
 def test_every_epoch_is_evaluated_and_counted(tmp_path):

@@ -13,6 +13,7 @@ from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.impala.optim import Adam
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
@@ -63,11 +64,8 @@ class ImpalaLearner(Learner):
         # beta2 = 0.99 (torch's default is 0.999), like the decay of the IMPALA paper's RMSProp: after a
         # long stretch of near-zero policy gradients (a solved task), a slow second-moment estimate turns
         # one failure's gradient spike into steps of several times lr that saturate the softmax for good.
-        # fused: one kernel for all parameters (about 4x faster than the per-parameter loop on a small CPU model).
-        self.optimizer = torch.optim.Adam(
-            [*policy.parameters(), *critic.parameters()], lr=config.lr, betas=(0.9, 0.99), eps=config.eps, fused=True
-        )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        # Adam's fused kernel without torch.optim, whose first use imports torch._dynamo (see optim.py).
+        self.optimizer = Adam([*policy.parameters(), *critic.parameters()], config.lr, (0.9, 0.99), config.eps)
         # What "the policy of step key k" means for gradient norms and clipping: its network and its
         # action distribution's own parameters (e.g. a Gaussian's log-std).
         self._policy_parts = {
@@ -83,6 +81,7 @@ class ImpalaLearner(Learner):
         :attr:`version`."""
         cfg, ev = self.config, self.events
         clock = _PhaseClock()
+        self.optimizer.lr = cfg.lr * self._lr_factor(self.version)
         for rollout in rollouts:
             ev.policy_lag(value=self.version - rollout.policy_version)
         present = {k for r in rollouts for k in r.trajectories}
@@ -111,8 +110,7 @@ class ImpalaLearner(Learner):
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
-        ev.learning_rate(value=self.optimizer.param_groups[0]["lr"])
-        self.scheduler.step()
+        ev.learning_rate(value=self.optimizer.lr)
         self.version += 1
         self._publish(metrics)
         clock.lap("apply")
@@ -125,7 +123,7 @@ class ImpalaLearner(Learner):
     def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:
         """Backward, clip each network's gradient (measuring its norm first) and take an optimizer step."""
         ev, norms = self.events, []
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         total.backward()
         for critic_key, network in self.critic.networks_by_key().items():
             if any(p.grad is not None for p in network.parameters()):
@@ -187,6 +185,7 @@ class ImpalaLearner(Learner):
         return StepForward(self._logits(key, batch), values, self._rewards_with_truncation(key, batch))
 
     def _lr_factor(self, updates: int) -> float:
+        """The learning rate of update ``updates`` (0-based) as a fraction of ``lr``."""
         if self.config.lr_schedule == "linear":
             return max(0.0, 1.0 - updates / self.config.total_updates)
         return 1.0
@@ -218,18 +217,17 @@ class ImpalaLearner(Learner):
         return torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm or math.inf)
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: weights, optimizer state and the policy version."""
+        """Everything needed to resume: weights, optimizer state and the policy version (which sets the schedule's
+        learning rate)."""
         return {
             "policy": self.policy.state_dict(),
             "critic": self.critic.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
             "version": self.version,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        self.optimizer.load_state_dict(state["optimizer"])  # the schedule's learning rate follows from the version
         self.version = int(state["version"])

@@ -175,8 +175,7 @@ def _wire(
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents))
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
-    # the learner's (its optimizer imports torch._dynamo, about a second) and the writers'. The trainer stops them;
-    # a failure before it exists stops them here.
+    # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
     pool.start()
     try:
         learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))

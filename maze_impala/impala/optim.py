@@ -1,0 +1,101 @@
+"""Adam for the learner, without ``torch.optim``.
+
+``torch.optim.Optimizer``'s methods import ``torch._dynamo`` on their first call
+(they are wrapped to stay out of ``torch.compile`` graphs). That import takes about
+1.1 s on a quiet core, and every training run paid it before its first update. The
+learner needs Adam's update and nothing of the framework around it, so :class:`Adam`
+calls the kernel that ``torch.optim.Adam(fused=True)`` calls (one kernel for all
+parameters, on the CPU and on CUDA devices), with the same arguments: the same
+update, bit for bit. Its state has ``torch.optim.Adam``'s ``state_dict`` format, so
+that checkpoints load either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+
+class Adam:
+    """Adam (Kingma and Ba, 2015) without weight decay or AMSGrad, as ``torch.optim.Adam`` computes it.
+
+    A parameter whose gradient is ``None`` at a :meth:`step` is left alone, its moments and step count included
+    (the policy's parameters during the critics' burn-in). :attr:`lr` may change between steps (the schedule).
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float], eps: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("Adam got no parameters to optimize")
+        if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Adam's betas must lie in [0, 1), got {betas}")
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.steps = [self._zero_step(p) for p in self.params]
+        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+
+    def zero_grad(self) -> None:
+        """Drop the gradients (the next backward pass allocates them afresh)."""
+        for p in self.params:
+            p.grad = None
+
+    @staticmethod
+    def _zero_step(param: torch.Tensor) -> torch.Tensor:
+        return torch.zeros((), dtype=torch.float32, device=param.device)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One Adam update of every parameter that has a gradient."""
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not live:
+            return
+        steps = [self.steps[i] for i in live]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            [self.params[i] for i in live],
+            [self.params[i].grad for i in live],
+            [self.exp_avgs[i] for i in live],
+            [self.exp_avg_sqs[i] for i in live],
+            [],  # AMSGrad's maxima: none
+            steps,
+            lr=self.lr,
+            beta1=self.betas[0],
+            beta2=self.betas[1],
+            weight_decay=0.0,
+            eps=self.eps,
+            amsgrad=False,
+            maximize=False,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The moments and step counts, in ``torch.optim.Adam``'s format (parameters by index)."""
+        state = {
+            i: {"step": s.clone(), "exp_avg": m, "exp_avg_sq": v}
+            for i, (s, m, v) in enumerate(zip(self.steps, self.exp_avgs, self.exp_avg_sqs))
+            if s.item() > 0
+        }
+        group = {"lr": self.lr, "betas": self.betas, "eps": self.eps, "weight_decay": 0.0, "amsgrad": False,
+                 "maximize": False, "params": list(range(len(self.params)))}  # fmt: skip
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` (or ``torch.optim.Adam.state_dict``, one group) returned."""
+        groups = state_dict["param_groups"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
+            sizes = [len(g["params"]) for g in groups]
+            raise ValueError(f"the optimizer state holds parameter groups of sizes {sizes}, but this learner has one "
+                             f"group of {len(self.params)} parameters: the checkpoint is of another model")  # fmt: skip
+        self.steps = [self._zero_step(p) for p in self.params]
+        for position, index in enumerate(groups[0]["params"]):
+            saved = state_dict["state"].get(index)
+            if saved is None:
+                continue
+            param = self.params[position]
+            if saved["exp_avg"].shape != param.shape:
+                raise ValueError(f"the optimizer state of parameter {position} has shape {tuple(saved['exp_avg'].shape)}"
+                                 f", the parameter {tuple(param.shape)}: the checkpoint is of another model")  # fmt: skip
+            self.steps[position] = torch.as_tensor(saved["step"], dtype=torch.float32).to(param.device).clone()
+            self.exp_avgs[position] = saved["exp_avg"].to(param.device, param.dtype).clone()
+            self.exp_avg_sqs[position] = saved["exp_avg_sq"].to(param.device, param.dtype).clone()

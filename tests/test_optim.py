@@ -1,0 +1,108 @@
+"""The learner's Adam: torch.optim.Adam's update bit for bit, its state format, and no torch._dynamo import."""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from maze_impala.impala.optim import Adam
+
+SHAPES = [(8, 4), (8,), (3, 8), (3,)]
+SETTINGS = {"lr": 3e-3, "betas": (0.9, 0.99), "eps": 1e-5}
+
+
+def _params() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(shape, generator=generator, requires_grad=True) for shape in SHAPES]
+
+
+def _set_grads(params: list[torch.Tensor], step: int, skip: int | None) -> None:
+    generator = torch.Generator().manual_seed(100 + step)
+    for index, p in enumerate(params):
+        p.grad = None if index == skip else torch.randn(p.shape, generator=generator) * 10.0 ** (-step % 4)
+
+
+def test_adam_is_torchs_fused_adam_bit_for_bit_and_leaves_parameters_without_gradients_alone():
+    ours, theirs = _params(), _params()
+    mine = Adam(ours, **SETTINGS)
+    reference = torch.optim.Adam(theirs, **SETTINGS, fused=True)
+    for step in range(12):
+        skip = 1 if step < 5 else None  # a burn-in of sorts: parameter 1 has no gradient in the first 5 steps
+        mine.lr = reference.param_groups[0]["lr"] = SETTINGS["lr"] * (1 - step / 12)  # a schedule
+        _set_grads(ours, step, skip)
+        _set_grads(theirs, step, skip)
+        mine.step()
+        reference.step()
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
+    assert [int(s) for s in mine.steps] == [12, 7, 12, 12]
+    mine.zero_grad()
+    assert all(p.grad is None for p in ours)
+
+
+def test_adam_state_loads_into_torch_adam_and_back_and_continues_identically():
+    ours, theirs = _params(), _params()
+    mine = Adam(ours, **SETTINGS)
+    for step in range(3):
+        _set_grads(ours, step, skip=3)
+        mine.step()
+    saved = copy.deepcopy(mine.state_dict())  # as a checkpoint holds it
+    assert set(saved["state"]) == {0, 1, 2} and float(saved["state"][0]["step"]) == 3.0  # parameter 3: no step yet
+    with torch.no_grad():
+        for a, b in zip(theirs, ours):
+            a.copy_(b)
+    reference = torch.optim.Adam(theirs, **SETTINGS, fused=True)
+    reference.load_state_dict(saved)  # our state, read by torch
+    again = Adam(_params(), **SETTINGS)
+    again.load_state_dict(reference.state_dict())  # torch's state, read by us
+    assert [int(s) for s in again.steps] == [3, 3, 3, 0]
+    assert torch.equal(again.exp_avg_sqs[0], saved["state"][0]["exp_avg_sq"])
+    for step in range(3, 6):
+        for params in (ours, theirs):
+            _set_grads(params, step, skip=None)
+        mine.step()
+        reference.step()
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
+
+
+def test_adam_refuses_the_state_of_another_model():
+    state = Adam(_params(), **SETTINGS).state_dict()
+    with pytest.raises(ValueError, match="another model"):
+        Adam(_params()[:2], **SETTINGS).load_state_dict(state)
+    other = [torch.zeros(2, 2, requires_grad=True), *_params()[1:]]
+    _set_grads(other, 0, skip=None)
+    mover = Adam(other, **SETTINGS)
+    mover.step()
+    with pytest.raises(ValueError, match=r"shape \(2, 2\).*another model"):
+        Adam(_params(), **SETTINGS).load_state_dict(mover.state_dict())
+
+
+def test_a_learner_update_does_not_import_torch_dynamo():
+    # torch.optim's first call imports torch._dynamo: about a second of every run's start-up, before the first update.
+    code = """
+import sys
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.events.api import EventHub
+from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.impala.learner import ImpalaLearner
+from maze_impala.nn.critics import StepStateCritic
+from maze_impala.nn.models import StructuredPolicy
+from maze_impala.testing import CounterEnv
+env, model = GymStructuredEnv(CounterEnv()), ModelConfig(hidden_units=[8])
+policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, model)
+critic = StepStateCritic(env.observation_spaces_dict, model)
+learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(n_sgd_passes=2), EventHub().publisher(MultiStepIMPALAEvents))
+actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=2, seed=0).build(0, SharedWeights(policy))
+learner.step([actor.rollout()])
+learner.load_state_dict(learner.state_dict())
+print(learner.version, "torch._dynamo" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "False"], f"torch._dynamo was imported: {proc.stdout}"
