@@ -13,8 +13,8 @@ from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.optim import Adam
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
+from maze_impala.impala.optim import Adam
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy

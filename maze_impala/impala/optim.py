@@ -93,9 +93,9 @@ class Adam:
             if saved is None:
                 continue
             param = self.params[position]
-            if saved["exp_avg"].shape != param.shape:
-                raise ValueError(f"the optimizer state of parameter {position} has shape {tuple(saved['exp_avg'].shape)}"
-                                 f", the parameter {tuple(param.shape)}: the checkpoint is of another model")  # fmt: skip
+            if (shape := tuple(saved["exp_avg"].shape)) != tuple(param.shape):
+                raise ValueError(f"the optimizer state of parameter {position} has shape {shape}, the parameter "
+                                 f"{tuple(param.shape)}: the checkpoint is of another model")  # fmt: skip
             self.steps[position] = torch.as_tensor(saved["step"], dtype=torch.float32).to(param.device).clone()
             self.exp_avgs[position] = saved["exp_avg"].to(param.device, param.dtype).clone()
             self.exp_avg_sqs[position] = saved["exp_avg_sq"].to(param.device, param.dtype).clone()
