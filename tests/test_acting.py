@@ -10,6 +10,8 @@ from maze_impala.envs.examples import CoordinationEnv, CuttingEnv
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.acting import NumpyActing, TorchActing, make_acting, numpy_unsupported
 from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
+from maze_impala.train import episodes as episodes_module
+from maze_impala.train.episodes import episode_slots, run_episodes
 
 
 def _sample_obs(space: gym.spaces.Dict, n: int, seed: int) -> dict[str, np.ndarray]:
@@ -104,3 +106,26 @@ def test_policies_numpy_cannot_run_act_through_torch():
             NumpyActing(policy, seed=0)
     with pytest.raises(ValueError, match="auto, numpy or torch"):
         make_acting(box, seed=0, backend="jax")
+
+
+@pytest.mark.parametrize("env_fn", [lambda: make_env("CartPole-v1"), CuttingEnv])
+def test_greedy_episodes_act_through_numpy_as_they_would_through_torch(env_fn, monkeypatch):
+    torch.manual_seed(0)
+    policy = make_policy(env_fn(), ModelConfig(hidden_units=[32]))
+    episodes = [(i, 10 + i) for i in range(5)]
+    backends = []
+
+    def acting(backend):
+        def make(p, seed):
+            backends.append(type(made := make_acting(p, seed, backend)).__name__)
+            return made
+
+        return make
+
+    results = {}
+    for backend in ("auto", "torch"):
+        monkeypatch.setattr(episodes_module, "make_acting", acting(backend))
+        played = run_episodes(episode_slots([env_fn() for _ in range(3)]), policy, episodes, deterministic=True)
+        results[backend] = [(r.episode_id, r.steps, r.episode_return) for r in played]
+    assert backends == ["NumpyActing", "TorchActing"]
+    assert results["auto"] == results["torch"] and len(results["auto"]) == 5
