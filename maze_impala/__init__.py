@@ -1,5 +1,8 @@
 """maze_impala: IMPALA for structured (multi-step, multi-agent) environments."""
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from maze_impala.config import (
     ConfigError,
     ImpalaAlgorithmConfig,
@@ -13,10 +16,40 @@ from maze_impala.core import ActorID, Rollout, StepKey, Trajectory
 from maze_impala.envs.checker import EnvCheckError, check_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.envs.structured import ActorExit, StructuredEnv
-from maze_impala.impala.vtrace import vtrace
-from maze_impala.nn.critics import StructuredCritic
-from maze_impala.nn.models import StructuredPolicy
-from maze_impala.train.setup import load_policy, train
+
+if TYPE_CHECKING:
+    from maze_impala.impala.vtrace import vtrace
+    from maze_impala.nn.critics import StructuredCritic
+    from maze_impala.nn.models import StructuredPolicy
+    from maze_impala.train.setup import load_policy, train
+
+# What needs torch is imported on first use: every actor process imports this package, and one whose policy acts
+# in numpy never imports torch (about 1.2 s of its start).
+_LAZY = {
+    "vtrace": "maze_impala.impala.vtrace",
+    "StructuredCritic": "maze_impala.nn.critics",
+    "StructuredPolicy": "maze_impala.nn.models",
+    "load_policy": "maze_impala.train.setup",
+    "train": "maze_impala.train.setup",
+}
+# ``maze_impala.train`` is the function, as it always was, not the subpackage of that name. Importing the subpackage
+# binds the name to it, once, when it is first imported: so import it now, and unbind the name for __getattr__.
+import maze_impala.train  # noqa: E402, F401
+
+del train
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'maze_impala' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ActorExit",

@@ -142,6 +142,12 @@ class WeightSource(ABC):
         """The newest published version (cheap; no copy)."""
 
     @abstractmethod
+    def read(self) -> tuple[np.ndarray, int]:
+        """A consistent copy of the newest weights, one flat float32 vector (the policy's state dict in order, as
+        :func:`~maze_impala.actors.weights.flatten` makes it), and their version: for actors that act without
+        torch."""
+
+    @abstractmethod
     def load_into(self, module: torch.nn.Module) -> int:
         """Copy the newest weights into ``module`` and return their version."""
 

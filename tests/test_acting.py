@@ -8,7 +8,7 @@ import torch
 from maze_impala.config import ModelConfig
 from maze_impala.envs.examples import CoordinationEnv, CuttingEnv
 from maze_impala.envs.factory import make_env
-from maze_impala.nn.acting import NumpyActing, TorchActing, make_acting, numpy_unsupported
+from maze_impala.nn.acting import NumpyActing, TorchActing, make_acting, numpy_spec, numpy_unsupported
 from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
 from maze_impala.train import episodes as episodes_module
 from maze_impala.train.episodes import episode_slots, run_episodes
@@ -103,7 +103,7 @@ def test_policies_numpy_cannot_run_act_through_torch():
         assert reason in numpy_unsupported(policy)
         assert isinstance(make_acting(policy, seed=0), TorchActing)
         with pytest.raises(ValueError, match="use TorchActing"):
-            NumpyActing(policy, seed=0)
+            numpy_spec(policy)
     with pytest.raises(ValueError, match="auto, numpy or torch"):
         make_acting(box, seed=0, backend="jax")
 

@@ -2,6 +2,8 @@
 
 import copy
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ModelConfig
 from maze_impala.core import ActorFailedError
 from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.nn.acting import numpy_spec
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv
 
@@ -249,3 +252,43 @@ def test_in_process_actors_run_blas_on_one_thread_until_closed():
             assert all(n == 1 for n in blas_threads())
             pool.collect(1)
         assert blas_threads() == before
+
+
+def _libraries(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
+def test_an_actor_process_of_a_numpy_policy_never_imports_torch():
+    # torch is about 1.2 s of an actor process' start and 200 MB of its memory; a numpy policy needs none of it.
+    policy, weights = _weights()
+    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    mapped = {}
+    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_spec(policy))), ("torch", plain)):
+        with SubprocessActors(spec, weights, num_actors=1, queue_size_limit=1) as pool:
+            rollout = pool.collect(1)[0]
+            assert rollout.env_steps == 6
+            mapped[name] = "libtorch" in _libraries(pool.processes[0].pid)
+    assert mapped == {"numpy": False, "torch": True}
+
+
+def test_an_actor_acting_from_a_numpy_spec_makes_the_rollouts_of_one_with_the_torch_policy():
+    policy, weights = _weights()
+    with torch.no_grad():  # weights of their own, so that new weights are seen to arrive
+        for p in policy.parameters():
+            p.mul_(5.0)
+    weights.publish(policy, version=3)
+    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=3, seed=2)
+    actors = [plain.build(0, weights), replace(plain, numpy_policy=numpy_spec(policy)).build(0, weights)]
+    assert actors[0].policy is not None and actors[1].policy is None
+    for _ in range(3):
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.add_(0.5)
+        weights.publish(policy, version=weights.version() + 1)
+        first, second = (actor.rollout() for actor in actors)
+        assert first.policy_version == second.policy_version == weights.version()
+        a, b = first.trajectories[0], second.trajectories[0]
+        np.testing.assert_array_equal(a.actions["action"], b.actions["action"])
+        np.testing.assert_array_equal(a.behaviour_log_probs, b.behaviour_log_probs)
+        np.testing.assert_array_equal(a.observations["observation"], b.observations["observation"])

@@ -57,7 +57,7 @@ def test_a_structured_rollout_reads_back_exactly_as_views_of_its_slot():
         back = slots.read(i % 2)
         _assert_same(rollout, back)
         observations = back.trajectories["cut"].observations["piece"]
-        assert np.shares_memory(observations, slots.memory.numpy()), "arrays are read in place, not copied"
+        assert np.shares_memory(observations, slots.array), "arrays are read in place, not copied"
 
 
 def test_a_rollout_larger_than_its_slot_is_refused_whole():

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import torch
 
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.stepping import FlatStepping, Stepping, SubStepping
@@ -18,13 +17,10 @@ from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.episodes import EpisodeSummary, KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
-from maze_impala.nn.acting import make_acting
-from maze_impala.nn.models import make_policy
+from maze_impala.nn.numpy_acting import Acting, NumpyActing, NumpyPolicySpec
 
-
-def to_torch(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """Zero-copy view of numpy storage as tensors."""
-    return {k: torch.from_numpy(v) for k, v in arrays.items()}
+if TYPE_CHECKING:
+    from maze_impala.nn.models import StructuredPolicy
 
 
 def seed_for(*entropy: int) -> int:
@@ -41,10 +37,14 @@ class ActorSpec:
     n_rollout_steps: int
     envs_per_actor: int
     seed: int
+    numpy_policy: NumpyPolicySpec | None = None
+    """The policy as plain data where it acts in numpy (:func:`~maze_impala.nn.acting.numpy_spec`): its actors
+    then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
-        return RolloutActor(envs, weights, self.model, self.n_rollout_steps, seed_for(self.seed, index), index)
+        return RolloutActor(envs, weights, self.model, self.n_rollout_steps, seed_for(self.seed, index), index,
+                            numpy_policy=self.numpy_policy)  # fmt: skip
 
 
 class RolloutActor(Actor):
@@ -71,20 +71,31 @@ class RolloutActor(Actor):
         env_seeds: list[int] | None = None,
         acting: str = "auto",
         stepping: str = "auto",
+        numpy_policy: NumpyPolicySpec | None = None,
     ):
         """``env_seeds`` (default: derived from ``seed``) seed the envs' first episodes; ``deterministic``
         takes the most likely actions (for tests and demonstrations; training samples); ``acting`` picks
         the backend of the forward passes (see :func:`~maze_impala.nn.acting.make_acting`); ``stepping``:
-        ``general`` takes the general strategy for flat envs too (see :mod:`.stepping`)."""
+        ``general`` takes the general strategy for flat envs too (see :mod:`.stepping`); ``numpy_policy``: see
+        :attr:`ActorSpec.numpy_policy` (used unless ``acting="torch"``)."""
         self.batch = EnvBatch(envs, auto_reset=True)
         self.deterministic = deterministic
-        self.policy = make_policy(envs[0], model)
-        self.policy.requires_grad_(False)
         self.weights = weights
-        self.version = weights.load_into(self.policy)
+        self.policy: StructuredPolicy | None = None
+        """The torch policy the actor acts with and loads weights into; None where it acts from a numpy spec."""
+        self.acting: Acting
+        if numpy_policy is not None and acting != "torch":
+            self.acting = NumpyActing(numpy_policy, seed)
+        else:
+            from maze_impala.nn.acting import make_acting
+            from maze_impala.nn.models import make_policy
+
+            self.policy = make_policy(envs[0], model)
+            self.policy.requires_grad_(False)
+            self.acting = make_acting(self.policy, seed, acting)
+        self.version = self._load_weights()
         self.n_steps = n_rollout_steps
         self.index = index
-        self.acting = make_acting(self.policy, seed, acting)
         self.hub = EventHub()
         self.collector = EventCollector()
         self.hub.listeners.append(self.collector)
@@ -122,12 +133,20 @@ class RolloutActor(Actor):
 
     def rollout(self) -> Rollout:
         if self.weights.version() != self.version:
-            self.version = self.weights.load_into(self.policy)
+            self.version = self._load_weights()
         env_steps = self._run()
         trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
         for key, trajectory in trajectories.items():
             check_finite(trajectory, key)
         return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
+
+    def _load_weights(self) -> int:
+        """Load the newest weights; their version."""
+        if self.policy is not None:
+            return self.weights.load_into(self.policy)
+        flat, version = self.weights.read()
+        cast(NumpyActing, self.acting).load(flat)
+        return version
 
     def _run(self) -> int:
         """The loop: ``n_steps`` structured steps of every env, one batched forward pass per group of envs whose

@@ -85,6 +85,9 @@ class ReceivedWeights(WeightSource):
     def version(self) -> int:
         return self._version
 
+    def read(self) -> tuple[np.ndarray, int]:
+        return np.array(self._flat), self._version  # a copy: the object store's array is read-only
+
     def load_into(self, module: nn.Module) -> int:
         if self._layout is None:
             self._layout = flat_layout(module)

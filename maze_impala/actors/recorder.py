@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from maze_impala.core import NestedArrays, NonFiniteError, StepKey, Trajectory
-from maze_impala.nn.models import storage_dtype
+from maze_impala.envs.spaces import storage_dtype
 
 CLOSED, AWAITING, DECIDED = 0, 1, 2
 

@@ -16,15 +16,15 @@ env fails alike in every restart), :class:`ActorFailedError` ends the run.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
 import time
 from collections import deque
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
+from multiprocessing.sharedctypes import RawArray
 from typing import Any
-
-import torch
-import torch.multiprocessing as tmp
 
 from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
@@ -83,7 +83,7 @@ class SubprocessActors(ActorPool):
         self.weights = weights
         self.num_actors = num_actors
         self.queue_size_limit = queue_size_limit
-        self.ctx = tmp.get_context(start_method)
+        self.ctx = multiprocessing.get_context(start_method)
         self.batch_size = batch_size or queue_size_limit
         self.slot_bytes = slot_bytes
         self.policy = restarts or RestartPolicy(max_restarts=0)
@@ -109,7 +109,7 @@ class SubprocessActors(ActorPool):
         n_slots = self.queue_size_limit + self.num_actors + self.batch_size
         self.slots = RolloutSlots(n_slots, self.slot_bytes or self._estimate_slot_bytes())
         self._free = deque(range(n_slots))
-        self._stop = torch.zeros(1, dtype=torch.int32).share_memory_()
+        self._stop = RawArray(ctypes.c_int32, 1)
         self.actors = [self._spawn(index, generation=0) for index in range(self.num_actors)]
         self._grant()
 

@@ -23,20 +23,21 @@ says so once.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import io
 import pickle
+from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.core import Rollout
+from maze_impala.envs.spaces import storage_dtype
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventRecord
-from maze_impala.nn.models import storage_dtype
 
 ALIGN = 64
 HEADER = 64
@@ -93,16 +94,21 @@ class RolloutSlots:
         if n_slots < 1 or slot_bytes <= HEADER:
             raise ValueError(f"need at least one slot of more than {HEADER} bytes, got {n_slots} x {slot_bytes}")
         self.n_slots, self.slot_bytes = n_slots, _align(slot_bytes)
-        self.memory = torch.zeros((n_slots, self.slot_bytes), dtype=torch.uint8).share_memory_()
+        self.memory = RawArray(ctypes.c_uint8, n_slots * self.slot_bytes)  # zeroed; freed with its last process
         self._view: np.ndarray | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_view": None}
 
-    def _slot(self, slot: int) -> np.ndarray:
+    @property
+    def array(self) -> np.ndarray:
+        """All slots as one ``[n_slots, slot_bytes]`` uint8 array: a view of the shared memory."""
         if self._view is None:
-            self._view = self.memory.numpy()
-        return self._view[slot]
+            self._view = np.frombuffer(self.memory, dtype=np.uint8).reshape(self.n_slots, self.slot_bytes)
+        return self._view
+
+    def _slot(self, slot: int) -> np.ndarray:
+        return self.array[slot]
 
     def write(self, slot: int, rollout: Rollout) -> bool:
         """Write ``rollout`` into ``slot``; False (slot untouched but for scratch) if it does not fit."""

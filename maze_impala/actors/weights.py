@@ -1,26 +1,36 @@
 """Versioned policy weights in shared memory: the learner publishes, actors pull, nobody locks.
 
-The weights live in one flat float32 tensor in shared memory plus a sequence counter
+The weights live in one flat float32 vector in shared memory plus a sequence counter
 (a seqlock): the learner, the only writer, makes the counter odd, copies, and makes it
 even again with the new version; an actor copies the weights and keeps the copy only if
 the counter was the same even number before and after. Nothing can be held by an actor,
 so an actor killed while it reads blocks nobody, and an actor that is up to date pays
 one integer read. The same object works in-process (sequential backend) and across
-processes (it pickles as shared-memory handles).
+processes: the memory is a ``multiprocessing`` shared array, which reaches actor
+processes as they start (as their arguments) and is released when the last process
+that maps it exits, however it exits. Actors that act in numpy read the vector as it is
+(:meth:`SharedWeights.read`), so this module imports torch only where a module is
+flattened or loaded.
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
+from multiprocessing.sharedctypes import RawArray
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+import numpy as np
 
 from maze_impala.core import WeightPublisher, WeightSource
+from maze_impala.nn.numpy_acting import Layout
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 RETRY_SECONDS = 1e-4
-Layout = list[tuple[str, tuple[int, ...], int]]
-"""(name, shape, number of elements) of each tensor of a state dict, in order."""
+__all__ = ["Layout", "SharedWeights", "flat_layout", "flatten", "load_flat"]
 
 
 def flat_layout(module: nn.Module) -> Layout:
@@ -34,50 +44,70 @@ def flat_layout(module: nn.Module) -> Layout:
 
 def flatten(module: nn.Module) -> torch.Tensor:
     """``module``'s state as one flat float32 CPU vector."""
+    import torch
+
     with torch.no_grad():
         return torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
 
 
-def load_flat(module: nn.Module, flat: torch.Tensor, layout: Layout) -> None:
-    """Load a vector :func:`flatten` made into ``module``."""
+def load_flat(module: nn.Module, flat: np.ndarray | torch.Tensor, layout: Layout) -> None:
+    """Load a vector :func:`flatten` made (or its numpy copy) into ``module``."""
+    import torch
+
+    vector = torch.from_numpy(flat) if isinstance(flat, np.ndarray) else flat
     state, offset = {}, 0
     for name, shape, numel in layout:
-        state[name] = flat[offset : offset + numel].view(shape)
+        state[name] = vector[offset : offset + numel].view(shape)
         offset += numel
     module.load_state_dict(state)
 
 
 class SharedWeights(WeightSource, WeightPublisher):
-    """Learner side: :meth:`publish`; actor side: :meth:`version` and :meth:`load_into`."""
+    """Learner side: :meth:`publish`; actor side: :meth:`version`, :meth:`read` and :meth:`load_into`."""
 
     def __init__(self, module: nn.Module, version: int = 0):
         self._layout = flat_layout(module)
-        total = sum(n for _, _, n in self._layout)
-        self._flat = torch.zeros(total, dtype=torch.float32).share_memory_()
-        self._meta = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self._raw_flat = RawArray(ctypes.c_float, max(1, sum(n for _, _, n in self._layout)))
+        self._raw_meta = RawArray(ctypes.c_int64, 2)
         """[sequence (odd while the learner writes), version]"""
+        self._views: tuple[np.ndarray, np.ndarray] | None = None
         self.publish(module, version=version)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_views": None}
+
+    @property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._views is None:
+            self._views = (np.frombuffer(self._raw_flat, dtype=np.float32), np.frombuffer(self._raw_meta, np.int64))
+        return self._views
 
     def publish(self, module: nn.Module, version: int) -> None:
         """Make ``module``'s weights the newest, stamped with ``version``."""
-        flat = flatten(module)
-        if flat.numel() != self._flat.numel():
+        flat = flatten(module).numpy()
+        shared, meta = self._arrays
+        if flat.size != sum(n for _, _, n in self._layout):
             raise ValueError("publish: the module does not have the layout these shared weights were made for")
-        self._meta[0] += 1  # odd: a write is under way
-        self._flat.copy_(flat)
-        self._meta[1] = version
-        self._meta[0] += 1  # even: consistent again
+        meta[0] += 1  # odd: a write is under way
+        shared[: flat.size] = flat
+        meta[1] = version
+        meta[0] += 1  # even: consistent again
 
     def version(self) -> int:
-        return int(self._meta[1])
+        return int(self._arrays[1][1])
+
+    def read(self) -> tuple[np.ndarray, int]:
+        shared, meta = self._arrays
+        size = sum(n for _, _, n in self._layout)
+        while True:
+            before = int(meta[0])
+            if before % 2 == 0:
+                flat, version = shared[:size].copy(), int(meta[1])
+                if int(meta[0]) == before:
+                    return flat, version
+            time.sleep(RETRY_SECONDS)  # the learner is writing: a copy takes microseconds
 
     def load_into(self, module: nn.Module) -> int:
-        while True:
-            before = int(self._meta[0])
-            if before % 2 == 0:
-                flat, version = self._flat.clone(), int(self._meta[1])
-                if int(self._meta[0]) == before:
-                    break
-            time.sleep(RETRY_SECONDS)  # the learner is writing: a copy takes microseconds
+        flat, version = self.read()
         load_flat(module, flat, self._layout)
         return version

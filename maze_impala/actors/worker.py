@@ -14,11 +14,10 @@ import contextlib
 import ctypes
 import os
 import signal
+import sys
 import traceback
 import warnings
 from typing import Any
-
-import torch
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.transport import RolloutSlots
@@ -41,17 +40,19 @@ def actor_main(
     weights: WeightSource,
     slots: RolloutSlots,
     conn: Any,
-    stop: torch.Tensor,
+    stop: Any,
     parent: int,
 ) -> None:
-    """Entry point of an actor process (``spec.seed`` already includes its restart count)."""
+    """Entry point of an actor process (``spec.seed`` already includes its restart count); ``stop``: a shared int32
+    array, nonzero once the learner stops the actors. An actor whose policy acts in numpy never imports torch."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle; it stops us.
-    torch.set_num_threads(1)  # one core per actor; the processes must not fight over cores
     stopping = lambda: bool(stop[0]) or os.getppid() != parent  # noqa: E731
     actor, warned = None, False
     try:
         actor = spec.build(index, weights)
+        if "torch" in sys.modules:  # a policy that acts through torch: one core per actor, as for numpy's BLAS
+            sys.modules["torch"].set_num_threads(1)
         while not stopping():
             slot = _wait_for_grant(conn, stopping)  # before the rollout: it starts with the newest weights
             if slot is None:

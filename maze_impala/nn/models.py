@@ -14,10 +14,11 @@ from torch.nn import functional as F
 from maze_impala.config.model import ModelConfig
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.checker import MASK_SUFFIX
+from maze_impala.envs.spaces import storage_dtype
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.nn.distributions import DictActionDistribution
+from maze_impala.nn.numpy_acting import MASKED_LOGIT, mask_error
 
-MASKED_LOGIT = -1e9
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
@@ -45,17 +46,6 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 FUNCTIONAL_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
-
-
-def storage_dtype(space: gym.Space) -> np.dtype:
-    """The numpy dtype in which observations/actions of ``space`` are stored in rollouts."""
-    if isinstance(space, gym.spaces.Box):
-        return np.dtype(np.float32)
-    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
-        return np.dtype(np.int64)
-    if isinstance(space, gym.spaces.MultiBinary):
-        return np.dtype(np.int8)
-    raise TypeError(f"unsupported space {space}: use Box, Discrete, MultiDiscrete or MultiBinary inside a Dict")
 
 
 class ObservationEncoder(nn.Module):
@@ -168,14 +158,6 @@ def action_masks(obs_space: gym.spaces.Dict, act_space: gym.spaces.Dict) -> dict
             )
         masks[key] = key + MASK_SUFFIX
     return masks
-
-
-def mask_error(step_key: StepKey, mask_key: str, action_key: str) -> ValueError:
-    """The error for an observation that allows no action of a head."""
-    return ValueError(
-        f"step key {step_key!r}: observation {mask_key!r} masks every action of {action_key!r}; "
-        "an env must leave at least one action allowed"
-    )
 
 
 class StructuredPolicy(nn.Module):
