@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,7 +35,9 @@ from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.train.trainer import TrainingResult
+
+if TYPE_CHECKING:  # the actor processes re-import this script: only what they need, so no torch
+    from maze_impala.train.trainer import TrainingResult
 
 RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
 STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()

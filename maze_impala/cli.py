@@ -2,7 +2,8 @@
 
 Every run writes ``<job>.log`` (``train.log`` or ``rollout.log``) into its output directory:
 what the console showed, plus the full traceback of a failure, which the console shows
-as one line.
+as one line. Hydra and OmegaConf are imported when the command runs: actor processes re-import the
+``maze-run`` script, and need neither.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from hydra.errors import InstantiationException
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING, Any
 
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys
 from maze_impala.files import RunDirInUseError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 CONFIGS = {"conf_train": TrainingConfig, "conf_rollout": RolloutConfig}
 """The primary configs and the dataclass whose fields are their keys."""
@@ -48,6 +49,8 @@ def to_training_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> Traini
     ``overrides`` are the command line's: an ``env._target_=...`` without an ``env=`` group
     replaces the default env config instead of merging into it (see :func:`env_config`).
     """
+    from omegaconf import OmegaConf
+
     data = OmegaConf.to_container(cfg, resolve=True)
     data["env"] = env_config(cfg, overrides)
     return from_mapping(TrainingConfig, data)
@@ -55,6 +58,8 @@ def to_training_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> Traini
 
 def to_rollout_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> RolloutConfig:
     """Validate a composed ``conf_rollout`` into a :class:`RolloutConfig`."""
+    from omegaconf import OmegaConf
+
     data = OmegaConf.to_container(cfg, resolve=True)
     data["env"] = env_config(cfg, overrides) if cfg.get("env") is not None else None
     return from_mapping(RolloutConfig, data)
@@ -63,6 +68,8 @@ def to_rollout_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> Rollout
 def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
     """The env config: the composed one, or only the ``env.*`` keys given on the command line when they set a
     ``_target_`` of their own (the default env's keys, e.g. ``name``, belong to the default env's factory)."""
+    from omegaconf import OmegaConf
+
     env = OmegaConf.to_container(cfg.env, resolve=True)
     keys = [_key(o) for o in overrides]
     if "env._target_" in keys and "env" not in keys and isinstance(env, dict):
@@ -98,6 +105,8 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
 
 def _fail(error: BaseException, code: int = 2) -> None:
     """Print a configuration or env error the way users can act on, and exit."""
+    from hydra.errors import InstantiationException
+
     if isinstance(error, InstantiationException):  # the env's _target_ raised; show its own message
         cause = error.__cause__ or error
         message = f"cannot build the env: {type(cause).__name__}: {cause}"
@@ -129,6 +138,8 @@ def say(message: str, error: bool = False) -> None:
 
 
 def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
+    from hydra.errors import InstantiationException
+
     from maze_impala.train.rollout import rollout
 
     try:
@@ -149,6 +160,8 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
 
 
 def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
+    from hydra.errors import InstantiationException
+
     from maze_impala.train.setup import build_trainer
 
     try:

@@ -40,7 +40,10 @@ def test_importing_the_package_leaves_out_torch_and_the_tables_and_plotting_libr
     # Every actor process imports maze_impala: about 0.4 s more per process with pandas and omegaconf in the chain,
     # and 1.2 s with torch, which an actor whose policy acts in numpy does without.
     heavy = ("torch", "pandas", "omegaconf", "hydra", "matplotlib")
-    code = f"import sys, maze_impala; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    # What an actor process imports: the package, its entry point, and the CLI (which spawn re-imports as the main
+    # script of a `maze-run` run).
+    modules = "maze_impala, maze_impala.actors.worker, maze_impala.actors.weights, maze_impala.cli"
+    code = f"import sys, {modules}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]", f"import maze_impala imported {proc.stdout.strip()}: import them where used"
+    assert proc.stdout.strip() == "[]", f"importing {modules} imported {proc.stdout.strip()}: import them where used"
