@@ -34,8 +34,7 @@ _LAZY = {
 }
 # ``maze_impala.train`` is the function, as it always was, not the subpackage of that name. Importing the subpackage
 # binds the name to it, once, when it is first imported: so import it now, and unbind the name for __getattr__.
-import maze_impala.train  # noqa: E402, F401
-
+importlib.import_module("maze_impala.train")
 del train
 
 
