@@ -8,6 +8,8 @@ import functools
 import os
 import signal
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from maze_impala.envs.factory import make_env  # noqa: E402
 from maze_impala.events.api import EventHub  # noqa: E402
 from maze_impala.events.interfaces import ActorEvents  # noqa: E402
 from maze_impala.events.stats import StatsAggregator, by_column  # noqa: E402
+from maze_impala.nn.acting import numpy_spec  # noqa: E402
 from maze_impala.nn.models import make_policy  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
@@ -181,3 +184,16 @@ def test_close_kills_every_actor_and_leaves_a_ray_it_did_not_start_running():
         time.sleep(0.1)
     assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
     assert ray.is_initialized(), "the module's Ray was not the pool's to shut down"
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
+def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
+    policy = make_policy(make_env(CounterEnv), MODEL)
+    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    mapped = {}
+    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_spec(policy))), ("torch", plain)):
+        with RayActors(spec, RayWeights(policy), 1, queue_size_limit=1) as pool:
+            assert pool.collect(1)[0].env_steps == 6
+            ((_, pid),) = pool.placements()
+            mapped[name] = "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    assert mapped == {"numpy": False, "torch": True}

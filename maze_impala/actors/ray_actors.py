@@ -30,15 +30,14 @@ import logging
 import math
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
-import torch
 from threadpoolctl import threadpool_limits
-from torch import nn
 
 from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
@@ -47,6 +46,9 @@ from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolic
 from maze_impala.actors.weights import Layout, flat_layout, flatten, load_flat
 from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
+
+if TYPE_CHECKING:
+    from torch import nn
 
 log = logging.getLogger("maze_impala")
 
@@ -91,7 +93,7 @@ class ReceivedWeights(WeightSource):
     def load_into(self, module: nn.Module) -> int:
         if self._layout is None:
             self._layout = flat_layout(module)
-        load_flat(module, torch.from_numpy(np.array(self._flat)), self._layout)  # the object is read-only
+        load_flat(module, np.array(self._flat), self._layout)  # a copy: the object store's array is read-only
         return self._version
 
 
@@ -113,9 +115,10 @@ class ActorHost:
         if flat is not None:
             self.weights.receive(version, flat)
         if self.actor is None:
-            torch.set_num_threads(1)  # one core per actor, as in actor processes
             self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actor = self.spec.build(self.index, self.weights)
+            if "torch" in sys.modules:  # a policy that acts through torch: one core per actor, as in actor processes
+                sys.modules["torch"].set_num_threads(1)
         return self.actor.rollout()
 
 
