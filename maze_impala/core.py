@@ -147,9 +147,13 @@ class WeightSource(ABC):
         :func:`~maze_impala.actors.weights.flatten` makes it), and their version: for actors that act without
         torch."""
 
-    @abstractmethod
     def load_into(self, module: torch.nn.Module) -> int:
-        """Copy the newest weights into ``module`` and return their version."""
+        """Copy the newest weights into ``module`` (laid out as its state dict) and return their version."""
+        from maze_impala.actors.weights import load_flat  # torch, for actors that act through it
+
+        flat, version = self.read()
+        load_flat(module, flat)
+        return version
 
 
 class WeightPublisher(ABC):

@@ -23,10 +23,10 @@ def _random_return(target: str) -> float:
 @pytest.mark.parametrize(
     ("env", "target", "threshold", "epochs"),
     [
-        # optimum 8, random about 0.84; with the shipped settings 7.2-7.3 after 3 epochs of 4 in both runners
+        # optimum 8, random about 0.84; with the shipped settings 7.3 after 3 epochs of 4 in both runners
         ("cutting", "maze_impala.envs.examples.CuttingEnv", 5.0, 4),
-        # optimum 10, random about 0.97; with the shipped settings 7.0 (dev) and 6.0 (local) after 4 epochs of 6,
-        # 9.9 and 9.8 after 6
+        # optimum 10, random about 0.97; with the shipped settings 7.0 (dev) and 7.4 (local) after 4 epochs of 6,
+        # 9.9 in both after 6
         ("coordination", "maze_impala.envs.examples.CoordinationEnv", 5.0, 6),
     ],
 )

@@ -43,7 +43,7 @@ from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
-from maze_impala.actors.weights import Layout, flat_layout, flatten, load_flat
+from maze_impala.actors.weights import flat_layout, flatten
 from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
 
@@ -57,12 +57,12 @@ class RayWeights(WeightPublisher):
     """The learner's side of the weights on Ray: the newest version, put into the object store when first needed."""
 
     def __init__(self, module: nn.Module, version: int = 0):
-        self._layout = flat_layout(module)
+        self._size = sum(n for _, _, n in flat_layout(module))
         self.publish(module, version)
 
     def publish(self, module: nn.Module, version: int) -> None:
         flat = flatten(module).numpy()
-        if flat.size != sum(n for _, _, n in self._layout):
+        if flat.size != self._size:
             raise ValueError("publish: the module does not have the layout these weights were made for")
         self._flat, self._version, self._ref = flat, version, None
 
@@ -78,7 +78,6 @@ class ReceivedWeights(WeightSource):
 
     def __init__(self) -> None:
         self._version, self._flat = -1, np.zeros(0, dtype=np.float32)
-        self._layout: Layout | None = None
 
     def receive(self, version: int, flat: np.ndarray) -> None:
         if version > self._version:
@@ -89,12 +88,6 @@ class ReceivedWeights(WeightSource):
 
     def read(self) -> tuple[np.ndarray, int]:
         return np.array(self._flat), self._version  # a copy: the object store's array is read-only
-
-    def load_into(self, module: nn.Module) -> int:
-        if self._layout is None:
-            self._layout = flat_layout(module)
-        load_flat(module, np.array(self._flat), self._layout)  # a copy: the object store's array is read-only
-        return self._version
 
 
 class ActorHost:

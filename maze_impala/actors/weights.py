@@ -50,13 +50,13 @@ def flatten(module: nn.Module) -> torch.Tensor:
         return torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
 
 
-def load_flat(module: nn.Module, flat: np.ndarray | torch.Tensor, layout: Layout) -> None:
-    """Load a vector :func:`flatten` made (or its numpy copy) into ``module``."""
+def load_flat(module: nn.Module, flat: np.ndarray | torch.Tensor) -> None:
+    """Load a vector :func:`flatten` made (or its numpy copy) into ``module``, laid out as its state dict."""
     import torch
 
     vector = torch.from_numpy(flat) if isinstance(flat, np.ndarray) else flat
     state, offset = {}, 0
-    for name, shape, numel in layout:
+    for name, shape, numel in flat_layout(module):
         state[name] = vector[offset : offset + numel].view(shape)
         offset += numel
     module.load_state_dict(state)
@@ -66,8 +66,8 @@ class SharedWeights(WeightSource, WeightPublisher):
     """Learner side: :meth:`publish`; actor side: :meth:`version`, :meth:`read` and :meth:`load_into`."""
 
     def __init__(self, module: nn.Module, version: int = 0):
-        self._layout = flat_layout(module)
-        self._raw_flat = RawArray(ctypes.c_float, max(1, sum(n for _, _, n in self._layout)))
+        self._size = sum(n for _, _, n in flat_layout(module))
+        self._raw_flat = RawArray(ctypes.c_float, max(1, self._size))  # a RawArray has at least one element
         self._raw_meta = RawArray(ctypes.c_int64, 2)
         """[sequence (odd while the learner writes), version]"""
         self._views: tuple[np.ndarray, np.ndarray] | None = None
@@ -86,7 +86,7 @@ class SharedWeights(WeightSource, WeightPublisher):
         """Make ``module``'s weights the newest, stamped with ``version``."""
         flat = flatten(module).numpy()
         shared, meta = self._arrays
-        if flat.size != sum(n for _, _, n in self._layout):
+        if flat.size != self._size:
             raise ValueError("publish: the module does not have the layout these shared weights were made for")
         meta[0] += 1  # odd: a write is under way
         shared[: flat.size] = flat
@@ -98,16 +98,10 @@ class SharedWeights(WeightSource, WeightPublisher):
 
     def read(self) -> tuple[np.ndarray, int]:
         shared, meta = self._arrays
-        size = sum(n for _, _, n in self._layout)
         while True:
             before = int(meta[0])
             if before % 2 == 0:
-                flat, version = shared[:size].copy(), int(meta[1])
+                flat, version = shared[: self._size].copy(), int(meta[1])
                 if int(meta[0]) == before:
                     return flat, version
             time.sleep(RETRY_SECONDS)  # the learner is writing: a copy takes microseconds
-
-    def load_into(self, module: nn.Module) -> int:
-        flat, version = self.read()
-        load_flat(module, flat, self._layout)
-        return version
