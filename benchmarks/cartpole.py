@@ -20,8 +20,14 @@ import tempfile
 import time
 
 from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala.events.api import mean
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey
 
-RETURN = "train/EpisodeEvents/episode_return/mean"
+RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
+ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
+STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
+STEPS_PER_SECOND = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
 
 
 def run_once(runner: str, seed: int, overrides: dict[str, str] | None = None) -> dict:
@@ -38,17 +44,15 @@ def run_once(runner: str, seed: int, overrides: dict[str, str] | None = None) ->
             output_dir=out,
         )
     wall = time.perf_counter() - started
-    returns, elapsed = result.column(RETURN), result.column("train/RunEvents/elapsed_seconds/last")
-    steps = result.column("train/RunEvents/env_steps/last")
+    returns, elapsed = result.column(RETURN), result.column(ELAPSED)
+    steps = result.column(STEPS)
     first = next((i for i, r in enumerate(returns) if r >= 475), None)
     return {
         "runner": runner,
         "seed": seed,
         "seconds_to_475": None if first is None else round(elapsed[first], 2),
         "env_steps_to_475": None if first is None else int(steps[first]),
-        "update_loop_steps_per_second": round(
-            statistics.mean(result.column("train/RunEvents/env_steps_per_second/last"))
-        ),
+        "update_loop_steps_per_second": round(statistics.mean(result.column(STEPS_PER_SECOND))),
         "overall_steps_per_second": round(result.env_steps / wall),
         "wall_seconds": round(wall, 1),
     }

@@ -24,7 +24,6 @@ import json
 import math
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +94,6 @@ def algorithm_for(epoch_length: int, changes: dict[str, str]) -> ImpalaAlgorithm
 def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int) -> dict:
     """One training run, summarised."""
     with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
         result = train(
             task.env,
             algorithm,
@@ -104,11 +102,9 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
             seed=seed,
             output_dir=out,
         )
-        wall = time.perf_counter() - started
     returns = np.array(result.column(RETURN), dtype=float)
     steps = np.array(result.column(STEPS), dtype=float)
-    elapsed = np.array(result.column(ELAPSED), dtype=float)
-    start_up = wall - elapsed[-1]  # before the first update: processes, imports, the first rollouts
+    elapsed = np.array(result.column(ELAPSED), dtype=float)  # from the start of train's set-up: start-up included
     tail = returns[-max(1, len(returns) // 10) :]
     row = {"seed": seed, "final": float(np.nanmean(tail)), "steps": None, "seconds": None, "collapsed": False}
     reached = np.flatnonzero(returns >= task.threshold)
@@ -118,7 +114,7 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
         if window:
             after &= steps <= steps[first] + window
         low = np.nanmin(returns[after]) if after.any() and not np.isnan(returns[after]).all() else math.inf
-        row.update(steps=int(steps[first]), seconds=round(float(elapsed[first] + start_up), 2),
+        row.update(steps=int(steps[first]), seconds=round(float(elapsed[first]), 2),
                    collapsed=bool(low < task.floor), lowest_after=float(low),
                    drift=solved_drift(result, after))  # fmt: skip
     return row

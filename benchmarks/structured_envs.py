@@ -22,7 +22,9 @@ import pandas as pd
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.envs.factory import make_env
-from maze_impala.events.api import EventHub
+from maze_impala.events.api import EventHub, mean
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey
 from maze_impala.nn.models import make_random_policy
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
@@ -30,8 +32,9 @@ ENVS = {
     "cutting": ({"_target_": "maze_impala.envs.examples.CuttingEnv"}, 6.5, 8.0),
     "coordination": ({"_target_": "maze_impala.envs.examples.CoordinationEnv"}, 9.5, 10.0),
 }
-TRAIN = "train/EpisodeEvents/episode_return/mean"
-EVAL = "eval/EpisodeEvents/episode_return/mean"
+TRAIN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
+EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
+ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 
 
 def random_return(env: dict, episodes: int = 2000) -> float:
@@ -56,9 +59,7 @@ def run(env: dict, threshold: float, seed: int, runner: str, epochs: int, critic
     reached = stats[stats[TRAIN] >= threshold]
     return {
         "seed": seed,
-        "seconds_to_threshold": float(reached["train/RunEvents/elapsed_seconds/last"].iloc[0])
-        if len(reached)
-        else None,
+        "seconds_to_threshold": float(reached[ELAPSED].iloc[0]) if len(reached) else None,
         "best_train_return": float(stats[TRAIN].max()),
         "final_eval_return": float(stats[EVAL].iloc[-1]),
         "seconds": total,

@@ -34,8 +34,8 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
     last_checkpoint = read_checkpoint(tmp_path / "model_last.pt")
     assert result.epochs == 5 and len(result.history) == 5
     assert last_checkpoint["version"] == 5 * 4 and last_checkpoint["epoch"] == 5
-    # Adam's step count (n_sgd_passes per update) continues from the first run's, not from zero
-    passes = algorithm.n_sgd_passes
+    # Adam's step count (n_sgd_passes x n_sgd_minibatches per update) continues from the first run's, not from zero
+    passes = algorithm.n_sgd_passes * algorithm.n_sgd_minibatches
     steps = [s["step"] for s in last_checkpoint["optimizer"]["state"].values()]
     assert all(int(step) == 20 * passes for step in steps)
     assert int(next(iter(first["optimizer"]["state"].values()))["step"]) == 8 * passes

@@ -71,7 +71,9 @@ def _learner(env_fn, model=MODEL, n_envs=2, n_steps=4, **overrides):
 
 
 def test_each_step_key_learns_from_its_own_vtrace_targets_with_separate_gradient_norms():
-    learner, actor, stats = _learner(lambda: TwoStepEnv(n_steps=3, end_mid_step_at=1), n_envs=1, n_steps=3, gamma=0.9)
+    learner, actor, stats = _learner(  # one minibatch: the loss of the whole batch is the one reported
+        lambda: TwoStepEnv(n_steps=3, end_mid_step_at=1), n_envs=1, n_steps=3, gamma=0.9, n_sgd_minibatches=1
+    )
     rollouts = [actor.rollout(), actor.rollout()]
     batch = stack_step(rollouts, "b", learner.device)
     assert not batch.mask.all()  # "b" columns of different lengths were padded

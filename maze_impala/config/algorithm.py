@@ -93,15 +93,15 @@ class ImpalaAlgorithmConfig:
     """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
     vtrace_lambda: float = 1.0
     """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
-    n_sgd_passes: int = 8
-    """Optimizer steps on each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
+    n_sgd_passes: int = 4
+    """Passes over each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
     weights stay those of the policy before the batch's first step. One policy version (and one
     learning-rate step) per batch, whatever the passes."""
-    n_sgd_minibatches: int = 1
+    n_sgd_minibatches: int = 2
     """Optimizer steps per pass: each pass cuts the batch into this many minibatches of whole trajectories (the
     batch's columns, in fixed contiguous runs) and takes one step on each; n_sgd_passes x n_sgd_minibatches steps
     per batch, each on 1/n_sgd_minibatches of it. pi_0, the trust region's anchor, stays the policy before the
-    batch's first step."""
+    batch's first step. At most the envs of the smallest batch (``envs_per_actor`` x its rollouts)."""
     clip_range: float | None = 0.05
     """The policy loss. A float eps: PPO's clipped surrogate, over the V-trace advantages: a sample stops pushing
     an action's probability once it moved eps away from that of the policy named by ``trust_region``. None:
@@ -154,7 +154,7 @@ class ImpalaAlgorithmConfig:
             "n_sgd_minibatches",
             self.n_sgd_minibatches,
             f"at most the envs of the smallest batch (envs_per_actor x rollouts = {columns}): a minibatch holds whole "
-            "trajectories",
+            f"trajectories; set algorithm.n_sgd_minibatches={columns} or give the actors more envs",
         )
         _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
         _check(finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")

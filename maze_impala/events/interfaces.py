@@ -39,7 +39,8 @@ class RunEvents(EventInterface):
 
     @epoch_stats(last)
     def elapsed_seconds(self, value: float):
-        """Wall-clock seconds from the start of training (actor start-up included) to the end of this epoch."""
+        """Wall-clock seconds from the start of this process's run (its set-up, the actors' start-up included) to the
+        end of this epoch; a resumed run counts again from its resumption."""
 
     @epoch_stats(last)
     def epoch_seconds(self, value: float):

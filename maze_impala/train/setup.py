@@ -119,6 +119,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     run's config, the env does not fit the model, ``output_dir`` holds another run, or a
     resume changes what the run learns; :class:`RunDirInUseError` if another run trains there.
     """
+    started = time.perf_counter()  # elapsed_seconds count from here: the actors' start-up is part of a run's time
     record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
     if config.resume and not (output_dir / LAST_MODEL).is_file():
@@ -129,7 +130,9 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         checkpoint = _resume_from(output_dir, record) if config.resume else None
         if checkpoint is None:
             claim_output_dir(output_dir, config.overwrite)
-        return _wire(config, record, output_dir, checkpoint, lock)
+        trainer = _wire(config, record, output_dir, checkpoint, lock)
+        trainer.started = started
+        return trainer
     except BaseException:
         lock.release()
         raise

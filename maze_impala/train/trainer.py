@@ -94,6 +94,7 @@ class ImpalaTrainer:
         plot: bool = True,
         checkpoint_every: int = 1,
         on_close: list[Callable[[], None]] | None = None,
+        started: float | None = None,
     ):
         self.config = config
         self.learner = learner
@@ -119,13 +120,17 @@ class ImpalaTrainer:
         self.checkpoint_every = checkpoint_every
         self.on_close = on_close or []
         """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
+        self.started = started
+        """``time.perf_counter()`` when the run's set-up began (``build_trainer``), from which ``elapsed_seconds``
+        counts; None: from the call of ``train``."""
 
     def train(self) -> TrainingResult:
         """Train until ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
         cfg, state = self.config, self.state
         stats: list[StatsRow] = []
         results: list[EpisodeResult] = []
-        first_epoch, training_started = state.epoch + 1, time.perf_counter()
+        first_epoch = state.epoch + 1
+        training_started = time.perf_counter() if self.started is None else self.started
         threads = torch.get_num_threads()
         learner_threads = self.pool.learner_threads() if cfg.device == "cpu" else None
         if learner_threads is not None:
