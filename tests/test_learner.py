@@ -365,12 +365,12 @@ def test_learner_anchored_surrogate_matches_a_hand_computation_and_first_pass_gr
         case.loss(logits, "actors")
 
 
-def test_each_batch_takes_n_sgd_passes_steps_but_one_policy_version():
-    learner, actor, stats = _setup(n_sgd_passes=3, lr=1e-2)
+def test_each_batch_takes_passes_x_minibatches_steps_but_one_policy_version():
+    learner, actor, stats = _setup(n_sgd_passes=3, n_sgd_minibatches=2, lr=1e-2)
     rollout = actor.rollout()
     learner.step([rollout])
     assert learner.version == 1 and learner.optimizer.lr == 1e-2  # the schedule: lr at update 0
-    assert learner.optimizer.state_dict()["state"][0]["step"] == 3
+    assert learner.optimizer.state_dict()["state"][0]["step"] == 3 * 2
     row = by_column(stats.reduce())
     assert 0.0 <= row[PREFIX + "policy_clipped_ratio_fraction/mean/step_key=0"] <= 1.0
     assert row[PREFIX + "policy_update_kl/max/step_key=0"] > 0.0  # two steps before the last pass moved the policy
