@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from maze_impala.impala.vtrace import vtrace
     from maze_impala.nn.critics import StructuredCritic
     from maze_impala.nn.models import StructuredPolicy
-    from maze_impala.train.setup import load_policy, train
 
 # What needs torch is imported on first use: every actor process imports this package, and one whose policy acts
 # in numpy never imports torch (about 1.2 s of its start).
@@ -29,13 +28,11 @@ _LAZY = {
     "vtrace": "maze_impala.impala.vtrace",
     "StructuredCritic": "maze_impala.nn.critics",
     "StructuredPolicy": "maze_impala.nn.models",
-    "load_policy": "maze_impala.train.setup",
-    "train": "maze_impala.train.setup",
 }
 # ``maze_impala.train`` is the function, as it always was, not the subpackage of that name. Importing the subpackage
-# binds the name to it, once, when it is first imported: so import it now, and unbind the name for __getattr__.
+# binds the name to it, once, when it is first imported: so import it first, then bind the name to the function.
 importlib.import_module("maze_impala.train")
-del train
+from maze_impala.api import load_policy, train  # noqa: E402  (torch-free: they import what they need when called)
 
 
 def __getattr__(name: str) -> Any:

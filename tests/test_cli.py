@@ -10,7 +10,7 @@ import pytest
 from clitools import TINY, alive, children, run_cli
 from omegaconf import OmegaConf
 
-from maze_impala.train.setup import load_policy
+from maze_impala import load_policy
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

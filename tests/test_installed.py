@@ -40,10 +40,11 @@ def test_importing_the_package_leaves_out_torch_and_the_tables_and_plotting_libr
     # Every actor process imports maze_impala: about 0.4 s more per process with pandas and omegaconf in the chain,
     # and 1.2 s with torch, which an actor whose policy acts in numpy does without.
     heavy = ("torch", "pandas", "omegaconf", "hydra", "matplotlib")
-    # What an actor process imports: the package, its entry point, and the CLI (which spawn re-imports as the main
-    # script of a `maze-run` run).
+    # What an actor process imports: the package, its entry point, the CLI (which spawn re-imports as the main
+    # script of a `maze-run` run), and what a user's script imports at its top (spawn re-imports that too).
     modules = "maze_impala, maze_impala.actors.worker, maze_impala.actors.weights, maze_impala.cli"
-    code = f"import sys, {modules}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    script = "from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, load_policy, train"
+    code = f"import sys, {modules}; {script}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", f"importing {modules} imported {proc.stdout.strip()}: import them where used"

@@ -18,16 +18,12 @@ from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import (
     ConfigError,
     ImpalaAlgorithmConfig,
-    ModelConfig,
-    OutputConfig,
     RunnerConfig,
     TrainingConfig,
-    from_mapping,
 )
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import ActorPool, WeightPublisher
-from maze_impala.envs.factory import EnvSpec, env_record, make_env
-from maze_impala.envs.structured import StructuredEnv
+from maze_impala.envs.factory import env_record, make_env
 from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
@@ -52,7 +48,7 @@ from maze_impala.train.rundir import (
     continue_tables,
 )
 from maze_impala.train.state import TrainerState
-from maze_impala.train.trainer import ImpalaTrainer, TrainingResult
+from maze_impala.train.trainer import ImpalaTrainer
 
 
 def console_columns() -> list[str]:
@@ -236,58 +232,9 @@ def _trainer(
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:
-    """The run's config as plain data (``config.yaml``, checkpoints), from which :func:`load_policy` rebuilds the env.
+    """The run's config as plain data (``config.yaml``, checkpoints), from which ``load_policy`` rebuilds the env.
 
     An env factory is recorded as a ``_target_`` config (see :func:`~maze_impala.envs.factory.env_record`); one
     that cannot be raises :class:`ConfigError` here, before training.
     """
     return to_record(config, env=env_record(config.env))
-
-
-def train(
-    env: EnvSpec = "CartPole-v1",
-    algorithm: ImpalaAlgorithmConfig | None = None,
-    model: ModelConfig | None = None,
-    runner: RunnerConfig | None = None,
-    seed: int = 1234,
-    output_dir: str | Path | None = None,
-    output: OutputConfig | None = None,
-    overwrite: bool = False,
-    resume_from: str | Path | None = None,
-) -> TrainingResult:
-    """Train IMPALA from Python with the same components and defaults as ``maze-run -cn conf_train``.
-
-    Writes ``config.yaml``, ``stats.csv``, ``kpis.csv``, TensorBoard events and the last and best
-    model into ``output_dir`` (default: ``outputs/train/<time>``); ``resume_from`` (a run
-    directory) continues that run from its last checkpoint instead. Call it under
-    ``if __name__ == "__main__":`` in a script: the default ``runner=local`` starts actor processes.
-    """
-    config = TrainingConfig(
-        env,
-        algorithm or ImpalaAlgorithmConfig(),
-        model or ModelConfig(),
-        runner or RunnerConfig(),
-        output or OutputConfig(),
-        seed,
-        overwrite,
-        str(resume_from) if resume_from is not None else None,
-    )
-    out = Path(output_dir) if output_dir else Path("outputs", "train", time.strftime("%Y-%m-%d_%H-%M-%S"))
-    return build_trainer(config, out).train()
-
-
-def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
-    """The policy of a checkpoint written by training, and a fresh env of the run's config.
-
-    The env and model are rebuilt from the config stored in the checkpoint, so this
-    works for any run whose env is given by an id or a ``_target_`` config.
-    """
-    state = read_checkpoint(checkpoint)
-    record = state.get("config")
-    if record is None:
-        raise ConfigError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
-    env = make_env(record["env"])
-    policy = make_policy(env, from_mapping(ModelConfig, record["model"], "model"))
-    restore_modules(state, checkpoint, policy=policy)
-    policy.eval()
-    return policy, env
