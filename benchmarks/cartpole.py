@@ -14,6 +14,7 @@ over all wall-clock time, evaluation and start-up included.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import tempfile
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
     args = parser.parse_args()
     overrides = dict(item.split("=", 1) for item in args.set)
+    importlib.import_module("maze_impala.train.setup")  # torch, which train imports on its first call: not in a run
     rows = []
     header = (
         f"{'runner':<7}{'seed':>5}{'s to 475':>10}{'steps to 475':>14}{'steps/s':>10}{'overall/s':>11}{'wall s':>8}"

@@ -20,6 +20,7 @@ update moves a policy that has learnt: in every run, a view of the drift that en
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import statistics
@@ -167,6 +168,9 @@ def main() -> None:
     parser.add_argument("--json", help="also write every run to this JSON file")
     args = parser.parse_args()
     changes = dict(item.split("=", 1) for item in args.set)
+    # train imports torch on its first call; import it here, so that every run's seconds are those of a process
+    # that has it (as they were when `from maze_impala import train` imported it), not the first run's alone
+    importlib.import_module("maze_impala.train.setup")
     summaries = []
     for name in args.envs:
         task = SUITE[name]

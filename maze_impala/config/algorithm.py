@@ -93,11 +93,11 @@ class ImpalaAlgorithmConfig:
     """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
     vtrace_lambda: float = 1.0
     """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
-    n_sgd_passes: int = 4
+    n_sgd_passes: int = 8
     """Passes over each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
     weights stay those of the policy before the batch's first step. One policy version (and one
     learning-rate step) per batch, whatever the passes."""
-    n_sgd_minibatches: int = 2
+    n_sgd_minibatches: int = 1
     """Optimizer steps per pass: each pass cuts the batch into this many minibatches of whole trajectories (the
     batch's columns, in fixed contiguous runs) and takes one step on each; n_sgd_passes x n_sgd_minibatches steps
     per batch, each on 1/n_sgd_minibatches of it. pi_0, the trust region's anchor, stays the policy before the
