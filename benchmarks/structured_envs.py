@@ -18,15 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
-from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub, mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
-from maze_impala.nn.models import make_random_policy
-from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
 ENVS = {
     "cutting": ({"_target_": "maze_impala.envs.examples.CuttingEnv"}, 6.5, 8.0),
@@ -38,11 +33,18 @@ ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 
 
 def random_return(env: dict, episodes: int = 2000) -> float:
+    # torch and pandas are imported where used: the actor processes re-import this script, and need neither
+    from maze_impala.envs.factory import make_env
+    from maze_impala.nn.models import make_random_policy
+    from maze_impala.train.evaluator import RolloutEvaluator, mean_return
+
     evaluator = RolloutEvaluator(env, episodes, False, 0, EventHub())
     return mean_return(evaluator.evaluate(make_random_policy(make_env(env))))
 
 
 def run(env: dict, threshold: float, seed: int, runner: str, epochs: int, critic: str) -> dict:
+    import pandas as pd
+
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         train(

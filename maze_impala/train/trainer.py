@@ -94,7 +94,6 @@ class ImpalaTrainer:
         plot: bool = True,
         checkpoint_every: int = 1,
         on_close: list[Callable[[], None]] | None = None,
-        started: float | None = None,
     ):
         self.config = config
         self.learner = learner
@@ -120,9 +119,9 @@ class ImpalaTrainer:
         self.checkpoint_every = checkpoint_every
         self.on_close = on_close or []
         """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
-        self.started = started
-        """``time.perf_counter()`` when the run's set-up began (``build_trainer``), from which ``elapsed_seconds``
-        counts; None: from the call of ``train``."""
+        self.started: float | None = None
+        """``time.perf_counter()`` when the run's set-up began (``build_trainer`` sets it), from which
+        ``elapsed_seconds`` counts; None: from the call of ``train``."""
 
     def train(self) -> TrainingResult:
         """Train until ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
