@@ -24,8 +24,16 @@ import time
 from pathlib import Path
 
 from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala.events.api import mean
+from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey
 
-RETURN = "train/EpisodeEvents/episode_return/mean"
+RETURN = StatKey.of(EpisodeEvents.episode_return, mean).column()
+RATE = StatKey.of(RunEvents.env_steps_per_second, "last").column()
+
+
+def restarts_column(cause: str) -> str:
+    return StatKey.of(ActorEvents.restarted, "sum", group=f"cause={cause}").column()
 
 
 def actor_pids() -> list[int]:
@@ -89,8 +97,8 @@ def run(seed: int, fault: str, every: float) -> dict:
     finally:
         done.set()
         logging.getLogger("maze_impala").removeHandler(restarts)
-    returns, steps_per_s = result.column(RETURN), result.column("train/RunEvents/env_steps_per_second/last")
-    restarted = sum(v for c in ("died", "hung") for v in result.column(f"train/ActorEvents/restarted/sum/cause={c}")
+    returns, steps_per_s = result.column(RETURN), result.column(RATE)
+    restarted = sum(v for c in ("died", "hung") for v in result.column(restarts_column(c))
                     if v == v)  # fmt: skip
     detection = [d - k for k, d in zip(kills, restarts.detected)]
     recovery = [r - k for k, r in zip(kills, restarts.recovered)]

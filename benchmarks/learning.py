@@ -2,6 +2,7 @@
 
     python benchmarks/learning.py                                   # the whole suite, 3 seeds, runner=local
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --runners local dev
+    python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --stop --window 100000
     python benchmarks/learning.py --envs Pendulum-v1 --set n_sgd_passes=1   # change a setting of every run
 
 Every run trains with the shipped algorithm settings (``maze-run -cn conf_train algorithm=impala``, the same
@@ -9,12 +10,21 @@ for every env), except that an epoch is shorter
 (``epoch_length`` updates, with ``n_epochs`` scaled so that the number of updates, and with it the
 learning-rate schedule and the env-step budget, is the shipped one), so that the return is seen at a
 finer grain. Per env and runner the table gives: the seeds whose mean training return (per epoch)
-reached the threshold; the median env steps and seconds (from the call of ``train``, start-up and
-evaluations included) to the first epoch at the threshold; the mean final return (last 10% of each
-run's epochs); and collapses: seeds whose return fell below the env's floor after first reaching the
-threshold, within ``--window`` env steps of reaching it (``--window 0``: until the end of the run). Each run's
-``drift`` is the median ``policy_update_kl`` over those epochs (the table: the median over the seeds): how far one
-update moves a policy that has learnt: in every run, a view of the drift that ends in the rare falls.
+reached the threshold; the median env steps and seconds (``elapsed_seconds``: from the start of the run's
+set-up, start-up and evaluations included; torch is imported before the first run) to the first epoch at the
+threshold; the mean final return (last 10% of each run's epochs); and collapses: seeds whose return fell below
+the env's floor after first reaching the threshold, within ``--window`` env steps of reaching it (``--window 0``:
+until the end of the run). Each run's ``drift`` is the median ``policy_update_kl`` over those epochs (the table:
+the median over the seeds): how far one update moves a policy that has learnt: in every run, a view of the drift
+that ends in the rare falls.
+
+``--stop`` ends each run at its first epoch ``--window`` env steps or more after it first reached the threshold
+(or at the end of its budget): the same reach, seconds and falls in a fraction of the time; its final return is
+then the mean over the epochs after reaching.
+
+Seconds depend on the moment on a shared machine: the table is followed by a calibration, the learner's ms per
+update on one fixed batch (``benchmarks/calibration.py``) before and after the runs; seconds of tables taken at
+different moments compare in proportion to it.
 """
 
 from __future__ import annotations
@@ -26,18 +36,18 @@ import math
 import statistics
 import tempfile
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from calibration import describe, learner_updates_per_second
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, TrainingConfig
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
+from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
-
-if TYPE_CHECKING:  # the actor processes re-import this script: only what they need, so no torch
-    from maze_impala.train.trainer import TrainingResult
 
 RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
 STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
@@ -92,40 +102,72 @@ def algorithm_for(epoch_length: int, changes: dict[str, str]) -> ImpalaAlgorithm
     )
 
 
-def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int) -> dict:
-    """One training run, summarised."""
+class _Stopped(Exception):
+    """Raised by :class:`Watch` to end a run once its window has passed."""
+
+
+class Watch(StatsWriter):
+    """Keeps every epoch's row of a run; with ``stop_after``, ends the run that many env steps after its return first
+    reached ``threshold`` (a stopped run: what the table needs, in a fraction of the full run's time)."""
+
+    def __init__(self, threshold: float, stop_after: int | None = None):
+        self.threshold, self.stop_after = threshold, stop_after
+        self.rows: list[dict[str, float]] = []
+        self.reached_at: float | None = None
+
+    def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
+        self.rows.append(row)
+        if self.reached_at is None and row.get(RETURN, -math.inf) >= self.threshold:
+            self.reached_at = env_steps
+        if (
+            self.stop_after is not None
+            and self.reached_at is not None
+            and env_steps >= self.reached_at + self.stop_after
+        ):
+            raise _Stopped
+
+    def column(self, name: str) -> np.ndarray:
+        return np.array([row.get(name, math.nan) for row in self.rows], dtype=float)
+
+
+def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int, stop: bool) -> dict:
+    """One training run (stopped ``window`` env steps after reaching the threshold with ``stop``), summarised."""
+    from maze_impala.train.setup import build_trainer
+
+    output = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    watch = Watch(task.threshold, stop_after=window if stop else None)
     with tempfile.TemporaryDirectory() as out:
-        result = train(
-            task.env,
-            algorithm,
-            runner=RunnerConfig(runner),
-            output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
-            seed=seed,
-            output_dir=out,
-        )
-    returns = np.array(result.column(RETURN), dtype=float)
-    steps = np.array(result.column(STEPS), dtype=float)
-    elapsed = np.array(result.column(ELAPSED), dtype=float)  # from the start of train's set-up: start-up included
+        config = TrainingConfig(task.env, algorithm, runner=RunnerConfig(runner), output=output, seed=seed)
+        trainer = build_trainer(config, Path(out))
+        trainer.writers.append(watch)
+        try:
+            trainer.train()
+        except _Stopped:
+            pass
+    returns, steps = watch.column(RETURN), watch.column(STEPS)
+    elapsed = watch.column(ELAPSED)  # from the start of the run's set-up: start-up included
     tail = returns[-max(1, len(returns) // 10) :]
     row = {"seed": seed, "final": float(np.nanmean(tail)), "steps": None, "seconds": None, "collapsed": False}
     reached = np.flatnonzero(returns >= task.threshold)
     if len(reached):
         first = int(reached[0])
         after = steps > steps[first]
-        if window:
+        if window and not stop:  # a stopped run ended at its first epoch at or past the window: all of it counts
             after &= steps <= steps[first] + window
+        if stop:  # the final return of a stopped run: that of the epochs it watched (or of reaching, if none)
+            row["final"] = float(np.nanmean(returns[after] if after.any() else returns[first : first + 1]))
         low = np.nanmin(returns[after]) if after.any() and not np.isnan(returns[after]).all() else math.inf
         row.update(steps=int(steps[first]), seconds=round(float(elapsed[first]), 2),
                    collapsed=bool(low < task.floor), lowest_after=float(low),
-                   drift=solved_drift(result, after))  # fmt: skip
+                   drift=solved_drift(watch, after))  # fmt: skip
     return row
 
 
-def solved_drift(result: TrainingResult, epochs: np.ndarray) -> float | None:
+def solved_drift(watch: Watch, epochs: np.ndarray) -> float | None:
     """The median over ``epochs`` of the policy's per-update KL (its largest step key's): how far each update moves
     a policy that has reached the threshold, the drift that ends in a fall."""
-    columns = {name for row in result.history for name in row if name.startswith(UPDATE_KL + "/")}
-    per_epoch = np.fmax.reduce([result.column(name) for name in columns], axis=0) if columns else np.array([])
+    columns = {name for row in watch.rows for name in row if name.startswith(UPDATE_KL + "/")}
+    per_epoch = np.fmax.reduce([watch.column(name) for name in columns], axis=0) if columns else np.array([])
     chosen = per_epoch[epochs] if len(per_epoch) else per_epoch
     return float(np.nanmedian(chosen)) if len(chosen) and not np.isnan(chosen).all() else None
 
@@ -164,13 +206,25 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--epoch-length", type=int, default=10, help="updates per epoch (the grain of the table)")
     parser.add_argument("--window", type=int, default=200_000, help="env steps after reaching to watch for a collapse")
+    parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="end each run at its first epoch --window env steps or more after it reached the threshold",
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
     parser.add_argument("--json", help="also write every run to this JSON file")
+    parser.add_argument(
+        "--calibrate",
+        type=float,
+        default=3.0,
+        help="seconds of the calibration (learner alone) before and after (0: none)",
+    )
     args = parser.parse_args()
     changes = dict(item.split("=", 1) for item in args.set)
     # train imports torch on its first call; import it here, so that every run's seconds are those of a process
     # that has it (as they were when `from maze_impala import train` imported it), not the first run's alone
     importlib.import_module("maze_impala.train.setup")
+    calibration = [1000 / learner_updates_per_second(seconds=args.calibrate)[0]] if args.calibrate else []
     summaries = []
     for name in args.envs:
         task = SUITE[name]
@@ -178,14 +232,17 @@ def main() -> None:
         for runner in args.runners:
             rows = []
             for seed in args.seeds:
-                rows.append(run_once(task, runner, seed, algorithm, args.window))
+                rows.append(run_once(task, runner, seed, algorithm, args.window, args.stop))
                 print(f"{name} {runner} seed {seed}: {json.dumps(rows[-1])}", flush=True)
             summaries.append(summarise(name, runner, rows))
     print()
     print_table(summaries)
+    if args.calibrate:
+        calibration.append(1000 / learner_updates_per_second(seconds=args.calibrate)[0])
+        print(describe(calibration))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(summaries, f, indent=1)
+            json.dump({"calibration_ms_per_update": calibration, "tables": summaries}, f, indent=1)
 
 
 if __name__ == "__main__":

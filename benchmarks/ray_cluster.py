@@ -31,9 +31,11 @@ from maze_impala.actors.ray_actors import RayActors, RayWeights
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.config import ModelConfig
 from maze_impala.envs.factory import make_env
+from maze_impala.events.interfaces import RunEvents
+from maze_impala.events.stats import StatKey
 from maze_impala.nn.models import make_policy
 
-RATE = "train/RunEvents/env_steps_per_second/last"
+RATE = StatKey.of(RunEvents.env_steps_per_second, "last").column()
 HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 0}
 
 

@@ -42,6 +42,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from calibration import learner_updates_per_second
+
+from maze_impala.events.interfaces import RunEvents
+from maze_impala.events.stats import StatKey
+from maze_impala.impala.events import MultiStepIMPALAEvents
 
 
 def _tree_rss_bytes(root: int) -> int:
@@ -146,36 +151,15 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
 
 def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> tuple[float, float]:
     """Updates and samples per second on one fixed batch of ``batch_size`` rollouts, on ``args.device``."""
-    import torch
-
-    from maze_impala.actors.actor import ActorSpec
-    from maze_impala.actors.weights import SharedWeights
     from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
-    from maze_impala.envs.factory import make_env
-    from maze_impala.events.api import EventHub
-    from maze_impala.impala.events import MultiStepIMPALAEvents
-    from maze_impala.impala.learner import ImpalaLearner
-    from maze_impala.nn.critics import make_critic
-    from maze_impala.nn.models import make_policy
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    env = make_env(args.env)
-    model = ModelConfig(hidden_units=args.hidden)
-    policy, critic = make_policy(env, model), make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
-    algorithm = ImpalaAlgorithmConfig(device=args.device)
-    learner = ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents))
-    actor = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0).build(
-        0, SharedWeights(policy)
+    algorithm = ImpalaAlgorithmConfig(
+        device=args.device, n_rollout_steps=args.n_rollout_steps, envs_per_actor=args.envs_per_actor
     )
-    batch = [actor.rollout() for _ in range(batch_size)]
-    samples = sum(r.env_steps for r in batch)
-    for _ in range(5):
-        learner.step(batch)
-    updates, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        learner.step(batch)
-        updates += 1
-    rate = updates / (time.perf_counter() - started)
+    rate, samples = learner_updates_per_second(
+        args.env, algorithm, ModelConfig(hidden_units=args.hidden), batch_size=batch_size, seconds=seconds,
+        threads=max(1, os.cpu_count() or 1),
+    )  # fmt: skip
     return rate, rate * samples
 
 
@@ -202,9 +186,9 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, fl
     def median(name: str) -> float:
         return statistics.median(result.column(name)[1:])
 
-    steps = median("train/RunEvents/env_steps_per_second/last")
-    updates = median("train/RunEvents/updates_per_second/last")
-    waiting = median("train/MultiStepIMPALAEvents/time_dequeuing_actors/percent/mean") / 100
+    steps = median(StatKey.of(RunEvents.env_steps_per_second, "last").column())
+    updates = median(StatKey.of(RunEvents.updates_per_second, "last").column())
+    waiting = median(StatKey.of(MultiStepIMPALAEvents.time_dequeuing_actors, field="percent").column()) / 100
     per_update = steps / updates / (args.envs_per_actor * args.n_rollout_steps)
     return {"env_steps_per_s": steps, "updates_per_s": updates, "rollouts_per_update": per_update,
             "learner_waiting": waiting}  # fmt: skip
@@ -304,6 +288,8 @@ def main() -> None:
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()
+    if args.epochs < 2:
+        parser.error(f"--epochs {args.epochs}: the rates are medians over the epochs after the first; give 2 or more")
 
     base = measure(args)
     report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}

@@ -1,0 +1,56 @@
+"""The benchmarks run against the installed package and print what their docs quote: a short run of each table."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def run_script(name: str, *args: str, cwd: Path) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_learning_benchmark_prints_its_table_and_the_calibration(tmp_path):
+    # 2 epochs of 10 updates: too short to reach 475, long enough to go through every part of the script
+    out = tmp_path / "learning.json"
+    args = ["--envs", "CartPole-v1", "--seeds", "1", "--set", "n_epochs=1", "epoch_length=20"]
+    stdout = run_script("learning.py", *args, "--calibrate", "0.5", "--json", str(out), cwd=tmp_path)
+    assert "| CartPole-v1 | local | 0/1 | - | - |" in stdout
+    assert "calibration: the learner took" in stdout
+    report = json.loads(out.read_text())
+    first, last = report["calibration_ms_per_update"]
+    assert 0 < first < 10_000 and 0 < last < 10_000
+    (table,) = report["tables"]
+    (run,) = table["runs"]
+    assert run["seed"] == 1 and run["steps"] is None and run["final"] > 0
+
+
+def test_calibration_runs_alone(tmp_path):
+    stdout = run_script("calibration.py", cwd=tmp_path)
+    assert "ms per update" in stdout and "env steps per batch" in stdout
+
+
+def test_a_stopped_run_ends_its_window_after_first_reaching_the_threshold(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    watch = learning.Watch(threshold=475.0, stop_after=2_000)
+    for epoch, (steps, ret) in enumerate([(1_000, 300.0), (2_000, 480.0), (3_000, 420.0)], start=1):
+        watch.write(epoch, steps, {learning.STEPS: steps, learning.RETURN: ret})
+    assert watch.reached_at == 2_000
+    with pytest.raises(learning._Stopped):
+        watch.write(4, 4_000, {learning.STEPS: 4_000, learning.RETURN: 500.0})
+    assert list(watch.column(learning.RETURN)) == [300.0, 480.0, 420.0, 500.0]
+    never = learning.Watch(threshold=475.0)  # without stop_after: the whole run
+    never.write(1, 1_000, {learning.RETURN: 500.0})
+    never.write(2, 10**9, {learning.RETURN: 500.0})
+    assert len(never.rows) == 2
