@@ -158,7 +158,7 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
             row["final"] = float(np.nanmean(returns[after] if after.any() else returns[first : first + 1]))
         low = np.nanmin(returns[after]) if after.any() and not np.isnan(returns[after]).all() else math.inf
         row.update(steps=int(steps[first]), seconds=round(float(elapsed[first]), 2),
-                   collapsed=bool(low < task.floor), lowest_after=float(low),
+                   collapsed=bool(low < task.floor), lowest_after=float(low) if math.isfinite(low) else None,
                    drift=solved_drift(watch, after))  # fmt: skip
     return row
 
