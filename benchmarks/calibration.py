@@ -1,7 +1,7 @@
 """The learner alone on one fixed batch: how fast this machine is at the moment of a benchmark.
 
 On a shared machine the same run takes up to twice as long at one moment as at another. A benchmark that prints
-``learner_updates_per_second`` beside its table lets tables taken at different moments be compared: seconds scale
+``calibration_ms`` beside its table lets tables taken at different moments be compared: seconds scale
 with the learner's ms per update, env steps do not.
 
     python benchmarks/calibration.py                # CartPole-v1, the shipped settings, one thread
@@ -61,6 +61,11 @@ def learner_updates_per_second(
         return updates / (time.perf_counter() - started), sum(r.env_steps for r in batch)
     finally:
         torch.set_num_threads(before)
+
+
+def calibration_ms(seconds: float = 3.0) -> float:
+    """The calibration: the shipped learner's ms per update on its CartPole batch, on one thread."""
+    return 1000 / learner_updates_per_second(seconds=seconds)[0]
 
 
 def describe(ms_per_update: Sequence[float]) -> str:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from calibration import describe, learner_updates_per_second
+from calibration import calibration_ms, describe
 
 from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, TrainingConfig
 from maze_impala.events.api import mean
@@ -221,10 +221,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     changes = dict(item.split("=", 1) for item in args.set)
-    # train imports torch on its first call; import it here, so that every run's seconds are those of a process
-    # that has it (as they were when `from maze_impala import train` imported it), not the first run's alone
+    # build_trainer's module imports torch; import it here, so that every run's seconds are those of a process that
+    # has it, not the first run's alone with the import in it
     importlib.import_module("maze_impala.train.setup")
-    calibration = [1000 / learner_updates_per_second(seconds=args.calibrate)[0]] if args.calibrate else []
+    calibration = [calibration_ms(args.calibrate)] if args.calibrate else []
     summaries = []
     for name in args.envs:
         task = SUITE[name]
@@ -238,7 +238,7 @@ def main() -> None:
     print()
     print_table(summaries)
     if args.calibrate:
-        calibration.append(1000 / learner_updates_per_second(seconds=args.calibrate)[0])
+        calibration.append(calibration_ms(args.calibrate))
         print(describe(calibration))
     if args.json:
         with open(args.json, "w") as f:
