@@ -82,6 +82,9 @@ class Trajectory:
     agent_ids: np.ndarray  # [N] int64: the agent of each column
     ancestors: dict[StepKey, NestedArrays] = field(default_factory=dict)
     """For the delta critic: per earlier sub-step key, its observation in the same structured step, ``[T + 1, N]``."""
+    initial_state: NestedArrays = field(default_factory=dict)
+    """A recurrent policy's state at each column's first decision (``[N, ...]`` per name; empty: feed-forward):
+    where the learner unrolls the column from, zeroing it again after every decision that ended an episode."""
 
     @property
     def n_steps(self) -> int:
@@ -117,6 +120,7 @@ class Trajectory:
             mask=zeros(self.mask),
             agent_ids=self.agent_ids,
             ancestors={key: edge(obs) for key, obs in self.ancestors.items()},
+            initial_state=self.initial_state,
         )
 
 
@@ -144,16 +148,7 @@ class WeightSource(ABC):
     @abstractmethod
     def read(self) -> tuple[np.ndarray, int]:
         """A consistent copy of the newest weights, one flat float32 vector (the policy's state dict in order, as
-        :func:`~maze_impala.actors.weights.flatten` makes it), and their version: for actors that act without
-        torch."""
-
-    def load_into(self, module: torch.nn.Module) -> int:
-        """Copy the newest weights into ``module`` (laid out as its state dict) and return their version."""
-        from maze_impala.actors.weights import load_flat  # torch, for actors that act through it
-
-        flat, version = self.read()
-        load_flat(module, flat)
-        return version
+        :func:`~maze_impala.nn.flat.flatten` makes it: parameters and buffers), and their version."""
 
 
 class WeightPublisher(ABC):

@@ -216,9 +216,10 @@ def leaving_agents_aec() -> StructuredEnv:
 def read_weights_forever(weights: Any, model: Any, ready: Any) -> None:
     """A process that does nothing but load shared weights, to be killed in the middle of a read."""
     from maze_impala.envs.factory import make_env
+    from maze_impala.nn.flat import load_flat
     from maze_impala.nn.models import make_policy
 
     policy = make_policy(make_env("CartPole-v1"), model)
     ready.set()
     while True:
-        weights.load_into(policy)
+        load_flat(policy, weights.read()[0])

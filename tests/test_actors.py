@@ -19,8 +19,10 @@ from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ModelConfig
 from maze_impala.core import ActorFailedError
 from maze_impala.envs.gym_adapter import GymStructuredEnv
-from maze_impala.nn.acting import numpy_spec
+from maze_impala.nn.flat import flatten
 from maze_impala.nn.models import StructuredPolicy
+from maze_impala.nn.numpy_acting import NumpyActing
+from maze_impala.nn.torch_acting import TorchActing, make_acting, numpy_form_of
 from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv
 
 MODEL = ModelConfig(hidden_units=[8])
@@ -62,8 +64,7 @@ def test_actor_pulls_new_weights_and_stamps_the_version():
     weights.publish(policy, version=7)
     rollout = actor.rollout()
     assert rollout.policy_version == 7
-    for mine, theirs in zip(actor.policy.parameters(), policy.parameters()):
-        torch.testing.assert_close(mine, theirs)
+    torch.testing.assert_close(flatten(actor.acting.policy), flatten(policy))
 
 
 def test_sequential_and_subprocess_give_the_same_first_rollouts():
@@ -209,8 +210,8 @@ def _actor(n_envs, env_seeds, deterministic=True, seed=0, stepping="auto"):
     envs = [make_env("CartPole-v1") for _ in range(n_envs)]
     torch.manual_seed(5)  # the same policy weights for every actor of a test
     policy = StructuredPolicy(envs[0].observation_spaces_dict, envs[0].action_spaces_dict, MODEL)
-    return RolloutActor(envs, SharedWeights(policy), MODEL, 40, seed, deterministic=deterministic, env_seeds=env_seeds,
-                        stepping=stepping)  # fmt: skip
+    return RolloutActor(envs, SharedWeights(policy), make_acting(policy), 40, seed, deterministic=deterministic,
+                        env_seeds=env_seeds, stepping=stepping)  # fmt: skip
 
 
 def test_batched_and_unbatched_acting_record_the_same_steps():
@@ -264,7 +265,7 @@ def test_an_actor_process_of_a_numpy_policy_never_imports_torch():
     policy, weights = _weights()
     plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
     mapped = {}
-    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_spec(policy))), ("torch", plain)):
+    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_form_of(policy))), ("torch", plain)):
         with SubprocessActors(spec, weights, num_actors=1, queue_size_limit=1) as pool:
             rollout = pool.collect(1)[0]
             assert rollout.env_steps == 6
@@ -272,15 +273,15 @@ def test_an_actor_process_of_a_numpy_policy_never_imports_torch():
     assert mapped == {"numpy": False, "torch": True}
 
 
-def test_an_actor_acting_from_a_numpy_spec_makes_the_rollouts_of_one_with_the_torch_policy():
+def test_an_actor_acting_from_a_numpy_form_makes_the_rollouts_of_one_with_the_torch_policy():
     policy, weights = _weights()
     with torch.no_grad():  # weights of their own, so that new weights are seen to arrive
         for p in policy.parameters():
             p.mul_(5.0)
     weights.publish(policy, version=3)
     plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=3, seed=2)
-    actors = [plain.build(0, weights), replace(plain, numpy_policy=numpy_spec(policy)).build(0, weights)]
-    assert actors[0].policy is not None and actors[1].policy is None
+    actors = [plain.build(0, weights), replace(plain, numpy_policy=numpy_form_of(policy)).build(0, weights)]
+    assert isinstance(actors[0].acting, TorchActing) and isinstance(actors[1].acting, NumpyActing)
     for _ in range(3):
         with torch.no_grad():
             for p in policy.parameters():
@@ -290,5 +291,5 @@ def test_an_actor_acting_from_a_numpy_spec_makes_the_rollouts_of_one_with_the_to
         assert first.policy_version == second.policy_version == weights.version()
         a, b = first.trajectories[0], second.trajectories[0]
         np.testing.assert_array_equal(a.actions["action"], b.actions["action"])
-        np.testing.assert_array_equal(a.behaviour_log_probs, b.behaviour_log_probs)
+        np.testing.assert_allclose(a.behaviour_log_probs, b.behaviour_log_probs, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(a.observations["observation"], b.observations["observation"])

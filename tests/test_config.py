@@ -93,7 +93,7 @@ def test_composed_bad_value_is_a_config_error():
 @pytest.mark.parametrize(
     "override",
     [
-        "+model.recurrent=true",
+        "+model.dropout=0.1",
         "+algorithm.obs_normalization=true",
         "+resume_from=x",
         "+runner.n_processes=2",

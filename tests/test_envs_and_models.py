@@ -9,6 +9,7 @@ from maze_impala.config import ModelConfig
 from maze_impala.core import ActorID
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.nn.acting import StreamNoise
 from maze_impala.nn.critics import StepStateCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy
@@ -71,7 +72,7 @@ def _reference(name, logits):
 def test_log_prob_and_entropy_match_torch_distributions(name):
     dist = DictActionDistribution(gym.spaces.Dict({"a": SPACES[name]}))
     logits = torch.randn(5, dist.n_inputs)
-    actions = dist.sample(logits)
+    actions, joint = dist.sample_with_log_prob(logits, StreamNoise(0))
     assert actions["a"].shape == (5, *SPACES[name].shape)
     if name != "box":  # a Gaussian is unbounded; envs clip to their Box
         assert all(SPACES[name].contains(np.asarray(a, dtype=SPACES[name].dtype)) for a in actions["a"].numpy())
@@ -91,6 +92,7 @@ def test_log_prob_and_entropy_match_torch_distributions(name):
         expected_lp = normal.log_prob(actions["a"]).sum(-1)
         expected_h = normal.entropy().sum(-1)
     torch.testing.assert_close(log_prob, expected_lp)
+    torch.testing.assert_close(joint, expected_lp)
     torch.testing.assert_close(entropy, expected_h)
 
 
@@ -98,7 +100,7 @@ def test_dict_action_space_sums_heads_and_deterministic_takes_the_mode():
     space = gym.spaces.Dict({"piece": gym.spaces.Discrete(3), "cut": gym.spaces.Box(-1, 1, (1,))})
     dist = DictActionDistribution(space)
     logits = torch.tensor([[0.25, 0.0, 5.0, 0.0]])  # gym sorts Dict keys: "cut" comes first
-    mode = dist.sample(logits, deterministic=True)
+    mode, _ = dist.sample_with_log_prob(logits, None)
     assert int(mode["piece"]) == 1 and float(mode["cut"]) == pytest.approx(0.25)
     total = dist.log_prob(logits, mode)
     parts = dist._split(logits)
@@ -111,7 +113,7 @@ def test_dict_action_space_sums_heads_and_deterministic_takes_the_mode():
 def test_sampling_follows_the_probabilities():
     dist = DictActionDistribution(gym.spaces.Dict({"a": gym.spaces.Discrete(3)}))
     logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]])).expand(20000, 3)
-    freq = torch.bincount(dist.sample(logits)["a"], minlength=3).float() / 20000
+    freq = torch.bincount(dist.sample_with_log_prob(logits, StreamNoise(1))[0]["a"], minlength=3).float() / 20000
     torch.testing.assert_close(freq, torch.tensor([0.2, 0.5, 0.3]), atol=0.015, rtol=0)
 
 

@@ -30,7 +30,7 @@ from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import CsvTable, EventLogWriter, kpi_row, read_event_logs
 from maze_impala.events.writers import CsvWriter
 from maze_impala.nn.models import StructuredPolicy, make_policy
-from maze_impala.train.episodes import episode_slots, run_episodes
+from maze_impala.train.evaluator import play_episodes
 from maze_impala.train.progress import Progress
 
 
@@ -107,17 +107,21 @@ def test_env_events_and_kpis_from_actor_processes_arrive_once():
     assert 0.0 <= row["train/KpiEvents/kpi/mean/name=cover_rate"] <= 1.0
 
 
-class _AgentIdPolicy(StructuredPolicy):
-    """Agent i always claims resource i (a fixed convention)."""
+class _ClaimOwnResource(torch.nn.Module):
+    """A policy network by which agent i always claims resource i (a fixed convention)."""
 
-    def raw_logits(self, step_key, obs, batch_dims, agent_ids):
-        return 10.0 * torch.nn.functional.one_hot(obs["agent"].long(), 4).float()
+    def state_shapes(self):
+        return {}
+
+    def step(self, obs, state, agent_ids=None):
+        return 10.0 * torch.nn.functional.one_hot(obs["agent"].long(), 4).float(), state
 
 
 def test_kpi_csv_of_a_shipped_env_matches_a_hand_computed_episode(tmp_path):
     env = CoordinationEnv(n_agents=3, n_steps=10)
-    policy = _AgentIdPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]))
-    (result,) = run_episodes(episode_slots([env]), policy, [(0, 42)], deterministic=True, batched=False)
+    policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]))
+    policy.networks["0"] = _ClaimOwnResource()
+    (result,) = play_episodes([env], policy, [(0, 42)], deterministic=True)
     # By hand: the agents claim {0, 1, 2}, which covers the open resources exactly when resource 3 is
     # blocked; otherwise the claim of the blocked resource collides. The env draws the blocked resource
     # of each step (and one more after the last) from default_rng(seed).
@@ -156,7 +160,7 @@ def test_stats_dataframe_round_trips_through_the_csv(tmp_path):
 def test_event_logs_load_back_into_pandas(tmp_path):
     env = CoordinationEnv(n_steps=3)
     policy = make_policy(env, ModelConfig(hidden_units=[4]))
-    (result,) = run_episodes(episode_slots([env], keep_raw_events=True), policy, [(7, 1)], True, False)
+    (result,) = play_episodes([env], policy, [(7, 1)], True, keep_raw_events=True)
     logs = EventLogWriter(tmp_path / "event_logs")
     logs.add(result.episode_id, result.raw, epoch=2)
     logs.flush()
@@ -225,4 +229,4 @@ def test_repeated_evaluations_listen_to_each_env_once():
         assert [r.kpis for r in evaluator.evaluate(policy)] == first  # same seeds, same greedy policy
         row = by_column(stats.reduce())
         assert row["eval/EpisodeEvents/episode_return/count"] == 2
-    assert all(len(e.event_hub.listeners) == 1 for e in evaluator.slots.envs)
+    assert all(len(e.event_hub.listeners) == 1 for e in evaluator.envs)

@@ -29,8 +29,8 @@ from maze_impala.envs.factory import make_env  # noqa: E402
 from maze_impala.events.api import EventHub  # noqa: E402
 from maze_impala.events.interfaces import ActorEvents  # noqa: E402
 from maze_impala.events.stats import StatsAggregator, by_column  # noqa: E402
-from maze_impala.nn.acting import numpy_spec  # noqa: E402
 from maze_impala.nn.models import make_policy  # noqa: E402
+from maze_impala.nn.torch_acting import numpy_form_of  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
 MODEL = ModelConfig(hidden_units=[8])
@@ -191,7 +191,7 @@ def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
     policy = make_policy(make_env(CounterEnv), MODEL)
     plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
     mapped = {}
-    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_spec(policy))), ("torch", plain)):
+    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_form_of(policy))), ("torch", plain)):
         with RayActors(spec, RayWeights(policy), 1, queue_size_limit=1) as pool:
             assert pool.collect(1)[0].env_steps == 6
             ((_, pid),) = pool.placements()

@@ -16,6 +16,7 @@ from maze_impala.impala.batch import stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.vtrace import vtrace
+from maze_impala.nn.acting import StreamNoise
 from maze_impala.nn.critics import DeltaStateCritic, SharedStateCritic, make_critic
 from maze_impala.nn.models import PerAgentNet, StructuredPolicy, make_policy
 from maze_impala.testing import TwoStepEnv
@@ -116,7 +117,7 @@ def test_masked_actions_are_never_sampled_and_have_zero_probability():
     policy = _masked_policy()
     mask = torch.tensor([[1, 0, 1, 0], [0, 0, 0, 1]] * 500, dtype=torch.int8)
     obs = {"x": torch.randn(1000, 2), "action_mask": mask}
-    actions, log_probs = policy.act(0, obs)
+    actions, log_probs, _ = policy.act(0, obs, noise=StreamNoise(0))
     assert mask.gather(1, actions["action"][:, None]).all()
     logits = policy.logits(0, obs)
     dist = policy.distribution(0)

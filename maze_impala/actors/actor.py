@@ -1,31 +1,45 @@
-"""The actor: steps ``E`` structured envs side by side, one batched forward pass per step key and sub-step."""
+"""The actor: steps ``E`` structured envs side by side, one batched forward pass per step key and sub-step.
+
+One loop serves training (:meth:`RolloutActor.rollout`), evaluation and rollouts (:meth:`RolloutActor.play`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from maze_impala.actors.recorder import StepRecorder, check_finite
-from maze_impala.actors.stepping import FlatStepping, Stepping, SubStepping
+from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig
-from maze_impala.core import Actor, Rollout, StepKey, WeightSource
+from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
 from maze_impala.envs.batch import EnvBatch
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
-from maze_impala.events.api import EventCollector, EventHub
-from maze_impala.events.episodes import EpisodeSummary, KpiEvents
+from maze_impala.events.api import EventCollector, EventHub, EventRecord
+from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
-from maze_impala.nn.numpy_acting import Acting, NumpyActing, NumpyPolicySpec
+from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
+from maze_impala.nn.numpy_acting import NumpyActing, NumpyPolicyForm
 
-if TYPE_CHECKING:
-    from maze_impala.nn.models import StructuredPolicy
+SEED_BOUND = 2**31
+"""Env seeds lie below this: every env takes them, those that read a signed 32-bit int too."""
 
 
 def seed_for(*entropy: int) -> int:
-    """A well-mixed 32-bit seed from the run seed and indices (actor, env, ...)."""
-    return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0])
+    """A well-mixed seed below 2**31 from the run seed and indices (actor, env, ...)."""
+    return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0]) % SEED_BOUND
+
+
+def torch_acting(env: StructuredEnv, model: ModelConfig) -> Acting:
+    """Acting through a torch policy built for ``env`` (its weights come from the actor's weight source)."""
+    from maze_impala.nn.models import make_policy
+    from maze_impala.nn.torch_acting import TorchActing
+
+    policy = make_policy(env, model)
+    policy.requires_grad_(False)
+    return TorchActing(policy)
 
 
 @dataclass
@@ -37,62 +51,113 @@ class ActorSpec:
     n_rollout_steps: int
     envs_per_actor: int
     seed: int
-    numpy_policy: NumpyPolicySpec | None = None
-    """The policy as plain data where it acts in numpy (:func:`~maze_impala.nn.acting.numpy_spec`): its actors
-    then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
+    numpy_policy: NumpyPolicyForm | None = None
+    """The policy's numpy form where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`): its
+    actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
+
+    def acting(self, env: StructuredEnv) -> Acting:
+        return NumpyActing(self.numpy_policy) if self.numpy_policy is not None else torch_acting(env, self.model)
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
-        return RolloutActor(envs, weights, self.model, self.n_rollout_steps, seed_for(self.seed, index), index,
-                            numpy_policy=self.numpy_policy)  # fmt: skip
+        return RolloutActor(envs, weights, self.acting(envs[0]), self.n_rollout_steps, seed_for(self.seed, index),
+                            index, record_ancestors=self.model.critic == "delta")  # fmt: skip
+
+
+@dataclass
+class EpisodeResult:
+    """One played episode (evaluation, rollouts)."""
+
+    episode_id: int
+    seed: int
+    steps: int
+    """Structured steps."""
+    episode_return: float
+    actor_returns: dict[ActorID, float] = field(default_factory=dict)
+    """The reward credited to each actor (step key, agent)."""
+    kpis: dict[str, float] = field(default_factory=dict)
+    records: list[EventRecord] = field(default_factory=list)
+    """The env's events of the episode, reduced as their interfaces declare."""
+    raw: list[tuple[int, EventRecord]] = field(default_factory=list)
+    """Every event of the episode with its structured step (when raw events were asked for)."""
+
+
+class _Training(Episodes):
+    """Training: every episode is published as events, and followed by another (the env's own stream goes on)."""
+
+    def __init__(self, actor: RolloutActor):
+        self.actor = actor
+
+    def finished(self, episode: Episode) -> None:
+        self.actor.publish_episode(episode)
+
+    def next(self, env: int) -> tuple[bool, int | None]:
+        return True, None
+
+
+class _Playing(Episodes):
+    """Evaluation: each env plays the next of a list of ``(episode id, seed)`` until none is left; the random
+    numbers of an episode's actions come from a stream seeded by its seed."""
+
+    def __init__(self, actor: RolloutActor, episodes: Sequence[tuple[int, int]],
+                 on_episode: Callable[[EpisodeResult], None] | None):  # fmt: skip
+        self.actor, self.todo, self.on_episode = actor, list(episodes)[::-1], on_episode
+        self.playing: dict[int, tuple[int, int]] = {}
+        self.results: list[EpisodeResult] = []
+
+    def finished(self, episode: Episode) -> None:
+        episode_id, seed = self.playing.pop(episode.env)
+        summary = episode.summary
+        result = EpisodeResult(episode_id, seed, episode.length, episode.episode_return, episode.actor_returns,
+                               summary.kpis, summary.records, summary.raw)  # fmt: skip
+        self.results.append(result)
+        if self.on_episode is not None:
+            self.on_episode(result)
+
+    def next(self, env: int) -> tuple[bool, int | None]:
+        if not self.todo:
+            return False, None
+        episode_id, seed = self.todo.pop()
+        self.playing[env] = (episode_id, seed)
+        self.actor.episode_noise(env, seed)
+        return True, seed
 
 
 class RolloutActor(Actor):
-    """Produces rollouts of ``n_rollout_steps`` structured steps of each of its environments.
+    """Produces rollouts of ``n_rollout_steps`` structured steps of each of its environments, and plays episodes.
 
-    Every sub-step, the envs whose next actor shares a step key are acted for in one
-    batched forward pass. Each actor's decisions are recorded in its own column (see
-    :class:`~maze_impala.actors.recorder.StepRecorder`), credited with rewards as the
-    :class:`~maze_impala.envs.structured.StructuredEnv` contract says, and closed
-    when the actor leaves or the episode ends. One loop (:meth:`_run`) does it for every
-    env; how the envs are stepped and recorded is its :class:`~.stepping.Stepping`
-    strategy's (a fast path for flat envs, the general one otherwise).
+    Every sub-step, the envs whose next actor shares a step key are acted for in one batched forward pass, from
+    the recurrent state of each acting env and agent. Each actor's decisions are recorded in its own column (see
+    :class:`~maze_impala.actors.recorder.StepRecorder`, which also keeps the columns' states), credited with
+    rewards as the :class:`~maze_impala.envs.structured.StructuredEnv` contract says, and closed when the actor
+    leaves or the episode ends. One loop (:meth:`_run`) does it for every env, in training and in :meth:`play`;
+    how the envs are stepped is its :class:`~.stepping.Stepping` strategy's (a fast path for flat envs in
+    training, the general one otherwise).
     """
 
     def __init__(
         self,
         envs: list[StructuredEnv],
         weights: WeightSource,
-        model: ModelConfig,
+        acting: Acting,
         n_rollout_steps: int,
         seed: int,
         index: int = 0,
         deterministic: bool = False,
         env_seeds: list[int] | None = None,
-        acting: str = "auto",
         stepping: str = "auto",
-        numpy_policy: NumpyPolicySpec | None = None,
+        record_ancestors: bool = False,
+        keep_raw_events: bool = False,
     ):
-        """``env_seeds`` (default: derived from ``seed``) seed the envs' first episodes; ``deterministic``
-        takes the most likely actions (for tests and demonstrations; training samples); ``acting`` picks
-        the backend of the forward passes (see :func:`~maze_impala.nn.acting.make_acting`); ``stepping``:
-        ``general`` takes the general strategy for flat envs too (see :mod:`.stepping`); ``numpy_policy``: see
-        :attr:`ActorSpec.numpy_policy` (used unless ``acting="torch"``)."""
-        self.batch = EnvBatch(envs, auto_reset=True)
-        self.deterministic = deterministic
-        self.weights = weights
-        self.policy: StructuredPolicy | None = None
-        """The torch policy the actor acts with and loads weights into; None where it acts from a numpy spec."""
-        self.acting: Acting
-        if numpy_policy is not None and acting != "torch":
-            self.acting = NumpyActing(numpy_policy, seed)
-        else:
-            from maze_impala.nn.acting import make_acting
-            from maze_impala.nn.models import make_policy
-
-            self.policy = make_policy(envs[0], model)
-            self.policy.requires_grad_(False)
-            self.acting = make_acting(self.policy, seed, acting)
+        """``weights`` and ``acting``: the weights to act with and how (see :mod:`maze_impala.nn.acting`);
+        ``env_seeds`` (default: derived from ``seed``) seed the envs' first training episodes; ``deterministic``
+        takes the most likely actions (for tests and demonstrations; training samples); ``stepping``: ``general``
+        takes the general strategy for flat envs too (see :mod:`.stepping`); ``record_ancestors``: record the earlier
+        sub-steps' observations of each decision (the delta critic); ``keep_raw_events``: keep every event of a
+        played episode."""
+        self.batch = EnvBatch(envs, keep_raw_events)
+        self.weights, self.acting = weights, acting
+        self.noise: Noise | None = None if deterministic else StreamNoise(seed)
         self.version = self._load_weights()
         self.n_steps = n_rollout_steps
         self.index = index
@@ -102,15 +167,15 @@ class RolloutActor(Actor):
         self.episode_events = self.hub.publisher(EpisodeEvents)
         self.kpi_events = self.hub.publisher(KpiEvents)
         self.order = list(self.batch.step_keys)
-        self.ancestors = model.critic == "delta"
         obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
         self.recorders = {
             key: StepRecorder(
                 obs_spaces[key],
                 act_spaces[key],
                 n_rollout_steps + 1,
-                {k: obs_spaces[k] for k in self.order[:position]} if self.ancestors else None,
+                {k: obs_spaces[k] for k in self.order[:position]} if record_ancestors else None,
                 columns=len(envs) * max(self.batch.agent_counts[key], 1),
+                state_shapes=acting.state_shapes(key),
             )
             for position, key in enumerate(self.order)
         }
@@ -118,60 +183,95 @@ class RolloutActor(Actor):
             for key, count in self.batch.agent_counts.items():
                 for agent in range(max(count, 0)):
                     self.recorders[key].column(e, agent)
-        flat = all(env.is_flat for env in envs) and not self.ancestors
+        flat = all(env.is_flat for env in envs) and not record_ancestors
         if stepping not in ("auto", "general"):
             raise ValueError(f"stepping must be auto or general, got {stepping!r}")
-        self.stepping: Stepping = (
-            FlatStepping(self.batch, self.recorders, self.publish_episode)
-            if flat and stepping == "auto"
-            else SubStepping(self.batch, self.recorders, self.publish_episode, self.order, self.ancestors)
-        )
+        self.flat = flat and stepping == "auto"
+        self.stepping = self._stepping(_Training(self), record_ancestors)
         """How the envs take their sub-steps: the fast path for flat envs (one actor, every step a structured
         step), the general strategy otherwise (see :mod:`.stepping`)."""
-        for e in range(len(envs)):
-            self.stepping.start(e, env_seeds[e] if env_seeds is not None else seed_for(seed, e))
+        self.record_ancestors = record_ancestors
+        self._started = False
+        self._env_seeds = env_seeds if env_seeds is not None else [seed_for(seed, e) for e in range(len(envs))]
+
+    def _stepping(self, episodes: Episodes, record_ancestors: bool, general: bool = False) -> Stepping:
+        if self.flat and not general:
+            return FlatStepping(self.batch, self.recorders, episodes)
+        return SubStepping(self.batch, self.recorders, episodes, self.order, record_ancestors)
 
     def rollout(self) -> Rollout:
+        if not self._started:  # the envs' first episodes start with the first rollout
+            for e, env_seed in enumerate(self._env_seeds):
+                self.stepping.start(e, env_seed)
+            self._started = True
         if self.weights.version() != self.version:
             self.version = self._load_weights()
-        env_steps = self._run()
+        steps_left = np.full(len(self.batch), self.n_steps)
+        self._run(self.stepping, steps_left, self.noise)
         trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
         for key, trajectory in trajectories.items():
             check_finite(trajectory, key)
-        return Rollout(trajectories, self.version, self.index, env_steps, self.collector.drain())
+        return Rollout(trajectories, self.version, self.index, self.n_steps * len(self.batch), self.collector.drain())
+
+    def play(
+        self,
+        episodes: Sequence[tuple[int, int]],
+        on_episode: Callable[[EpisodeResult], None] | None = None,
+    ) -> list[EpisodeResult]:
+        """Play ``episodes`` (``(episode id, seed)`` pairs) with the newest weights, nothing recorded for learning:
+        each env takes the next episode when its last one ends. Sampled actions draw from a stream per episode,
+        seeded by its seed, so an episode's actions depend on its seed and the policy only. Results in episode
+        order; ``on_episode`` sees each one as it ends. Not to be mixed with :meth:`rollout` on one actor."""
+        self.version = self._load_weights()
+        schedule = _Playing(self, episodes, on_episode)
+        stepping = self._stepping(schedule, self.record_ancestors, general=True)
+        stepping.idle[:] = True
+        self._streams = [np.random.default_rng(0) for _ in range(len(self.batch))]
+        for e in range(min(len(self.batch), len(episodes))):
+            stepping.start(e, schedule.next(e)[1])
+        noise = RowNoise(self._streams) if self.noise is not None else None
+        steps_left = np.full(len(self.batch), self.n_steps)
+        while not stepping.idle.all():
+            self._run(stepping, steps_left, noise)  # in chunks, so that the recorders' buffers stay small
+            for recorder in self.recorders.values():
+                recorder.discard()
+            steps_left[:] = self.n_steps
+        return sorted(schedule.results, key=lambda r: r.episode_id)
+
+    def episode_noise(self, env: int, seed: int) -> None:
+        """Restart env ``env``'s random stream for an episode played with ``seed``."""
+        self._streams[env] = np.random.default_rng(seed_for(seed, 1))
 
     def _load_weights(self) -> int:
         """Load the newest weights; their version."""
-        if self.policy is not None:
-            return self.weights.load_into(self.policy)
         flat, version = self.weights.read()
-        cast(NumpyActing, self.acting).load(flat)
+        self.acting.load(flat)
         return version
 
-    def _run(self) -> int:
-        """The loop: ``n_steps`` structured steps of every env, one batched forward pass per group of envs whose
-        next actor shares a step key; returns the env steps (structured steps) taken."""
-        steps_left = np.full(len(self.batch), self.n_steps)
-        while groups := self.stepping.groups(steps_left):
+    def _run(self, stepping: Stepping, steps_left: np.ndarray, noise: Noise | None) -> None:
+        """The loop: until ``steps_left`` is spent, one batched forward pass per group of envs whose next actor
+        shares a step key, from and into the recorded states of the acting columns."""
+        while groups := stepping.groups(steps_left):
             for key, group in groups:
                 recorder = self.recorders[key]
-                rows, cols = self.stepping.slots(key, group)
-                obs = recorder.gather(rows, cols)
-                actions, log_probs = self.acting.act(key, obs, self.deterministic, recorder.agent_ids[cols])
-                recorder.decide(rows, cols, actions, log_probs)
-                steps_left[group] -= self.stepping.step(key, group, rows, cols, actions)
-        return self.n_steps * len(self.batch)
+                rows, cols = stepping.slots(key, group)
+                obs, state = recorder.gather(rows, cols), recorder.gather_state(cols)
+                group_noise = noise.for_rows(group) if noise is not None else None
+                actions, log_probs, state = self.acting.act(key, obs, state, recorder.agent_ids[cols], group_noise)
+                recorder.decide(rows, cols, actions, log_probs, state)
+                steps_left[group] -= stepping.step(key, group, rows, cols, actions)
 
-    def publish_episode(
-        self, episode_return: float, length: int, key_returns: dict[StepKey, float], summary: EpisodeSummary
-    ) -> None:
-        """A finished episode's return, length, return per step key, the env's reduced events and its KPIs."""
-        self.episode_events.episode_return(value=episode_return)
-        self.episode_events.episode_length(value=length)
-        for key, value in key_returns.items():
-            self.episode_events.step_key_return(step_key=key, value=value)
-        self.hub.replay(summary.records)  # the env's own events, reduced per step and episode
-        for name, value in summary.kpis.items():
+    def publish_episode(self, episode: Episode) -> None:
+        """A finished training episode's return, length, return per step key, the env's reduced events and KPIs."""
+        self.episode_events.episode_return(value=episode.episode_return)
+        self.episode_events.episode_length(value=episode.length)
+        by_key: dict[StepKey, list[float]] = {}
+        for actor, value in episode.actor_returns.items():
+            by_key.setdefault(actor.step_key, []).append(value)
+        for key, values in by_key.items():  # the mean over the key's actors
+            self.episode_events.step_key_return(step_key=key, value=float(np.mean(values)))
+        self.hub.replay(episode.summary.records)  # the env's own events, reduced per step and episode
+        for name, value in episode.summary.kpis.items():
             self.kpi_events.kpi(name=name, value=value)
 
     def close(self) -> None:

@@ -43,9 +43,9 @@ from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
-from maze_impala.actors.weights import flat_layout, flatten
 from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
+from maze_impala.nn.flat import flat_layout, flat_size, flatten
 
 if TYPE_CHECKING:
     from torch import nn
@@ -57,7 +57,7 @@ class RayWeights(WeightPublisher):
     """The learner's side of the weights on Ray: the newest version, put into the object store when first needed."""
 
     def __init__(self, module: nn.Module, version: int = 0):
-        self._size = sum(n for _, _, n in flat_layout(module))
+        self._size = flat_size(flat_layout(module))
         self.publish(module, version)
 
     def publish(self, module: nn.Module, version: int) -> None:

@@ -6,6 +6,11 @@ either an observation waiting for its action (``AWAITING``) or a decision whose
 reward and next observation are still to come (``DECIDED``). The open row is the
 bootstrap row of the rollout and travels on as row 0 of the next one, so every
 decision is learned from exactly once.
+
+The recorder owns each column's life, its recurrent state included: the state the
+column's next decision starts from (zeroed when the column's decision closes, i.e. its
+episode ends or its agent leaves), and the state its rollout started from (the input
+state of its row 0), which every trajectory carries for the learner to unroll from.
 """
 
 from __future__ import annotations
@@ -56,8 +61,11 @@ class StepRecorder:
         rows: int,
         ancestor_spaces: Mapping[StepKey, gym.spaces.Dict] | None = None,
         columns: int = 4,
+        state_shapes: Mapping[str, tuple[int, ...]] | None = None,
     ):
+        """``state_shapes``: one row of the policy's recurrent state, per name (none: a feed-forward policy)."""
         self.obs_space, self.act_space = obs_space, act_space
+        self.state_shapes = dict(state_shapes or {})
         self.ancestor_spaces = dict(ancestor_spaces or {})
         self.capacity, self.n_columns = max(2, rows), 0
         self._columns: dict[tuple[int, int], int] = {}
@@ -66,7 +74,14 @@ class StepRecorder:
         self.rows = np.zeros(0, dtype=np.int64)
         """Rows used per column (the open row included)."""
         self.state = np.zeros(0, dtype=np.int8)
+        self.recurrent: dict[str, np.ndarray] = {}
+        """Per column, the recurrent state its next decision starts from (``[columns, ...]`` per name)."""
+        self._open_state: dict[str, np.ndarray] = {}
+        """Per column, the state its open row's decision starts from."""
+        self._initial: dict[str, np.ndarray] = {}
+        """Per column, the state its row 0 started from: where the learner unrolls the rollout from."""
         self._allocate(self.capacity, columns)
+        self._allocate_states(columns)
 
     def _allocate(self, rows: int, cols: int) -> None:
         self.obs = allocate(self.obs_space, (rows, cols))
@@ -83,12 +98,21 @@ class StepRecorder:
         nested += [a for obs in self.ancestors.values() for a in obs.values()]
         return [*nested, self.log_probs, self.rewards, self.terminated, self.truncated]
 
+    def _allocate_states(self, cols: int) -> None:
+        for states in (self.recurrent, self._open_state, self._initial):
+            for name, shape in self.state_shapes.items():
+                old = states.get(name)
+                states[name] = np.zeros((cols, *shape), dtype=np.float32)
+                if old is not None:
+                    states[name][: len(old)] = old
+
     def _grow(self, rows: int, cols: int) -> None:
         old, old_rows, truncated = self._arrays(), self.capacity, self._truncated
         self._allocate(rows, cols)
         for new, previous in zip(self._arrays(), old):
             new[:old_rows, : previous.shape[1]] = previous[:old_rows]
         self._truncated, self.capacity = truncated, rows
+        self._allocate_states(cols)
 
     def add_truncated(self, row: int, col: int, final_obs: Mapping) -> None:
         """Mark the decision at ``(row, col)`` as cut off, to be bootstrapped from ``final_obs``."""
@@ -126,6 +150,10 @@ class StepRecorder:
         store(self.obs, (row, col), obs)
         self.rows[col] = row + 1
         self.state[col] = AWAITING
+        for name, now in self.recurrent.items():
+            self._open_state[name][col] = now[col]
+            if row == 0:
+                self._initial[name][col] = now[col]
 
     def awaiting_rows(self, cols: np.ndarray) -> np.ndarray:
         return self.rows[cols] - 1
@@ -134,17 +162,33 @@ class StepRecorder:
         """The observations at ``(rows, cols)``, stacked (a copy)."""
         return {k: v[rows, cols] for k, v in self.obs.items()}
 
-    def decide(self, rows: np.ndarray, cols: np.ndarray, actions: Mapping[str, np.ndarray], log_probs: np.ndarray):
+    def gather_state(self, cols: np.ndarray | slice) -> NestedArrays:
+        """The recurrent state the next decisions of ``cols`` start from (a copy; empty: feed-forward)."""
+        return {name: state[cols] for name, state in self.recurrent.items()}
+
+    def decide(
+        self,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        actions: Mapping[str, np.ndarray],
+        log_probs: np.ndarray,
+        state: Mapping[str, np.ndarray],
+    ) -> None:
+        """Record the decisions at ``(rows, cols)`` and the recurrent state they lead to."""
         for key, array in self.actions.items():
             array[rows, cols] = actions[key]
         self.log_probs[rows, cols] = log_probs
         self.state[cols] = DECIDED
+        for name, now in self.recurrent.items():
+            now[cols] = state[name]
 
     def advance(self, row: int, cols: slice) -> None:
         """The decisions at ``row`` of ``cols`` are followed by observations written at ``row + 1`` in place
         (the flat fast path's :meth:`observe` for a whole row)."""
         self.rows[cols] = row + 2
         self.state[cols] = AWAITING
+        for name, now in self.recurrent.items():
+            self._open_state[name][cols] = now[cols]
 
     def credit(self, col: int, reward: float) -> bool:
         """Add ``reward`` to the latest decision of ``col`` if it has an open one."""
@@ -154,7 +198,8 @@ class StepRecorder:
         return True
 
     def close(self, col: int, truncated: bool, final_obs: Mapping | None) -> None:
-        """End the open decision of ``col``: terminated, or truncated and bootstrapped from ``final_obs``."""
+        """End the open decision of ``col``: terminated, or truncated and bootstrapped from ``final_obs``; its
+        actor's next decision starts from the initial (zero) state."""
         if self.state[col] != DECIDED:
             return
         row = int(self.rows[col]) - 1
@@ -163,6 +208,8 @@ class StepRecorder:
         else:
             self.terminated[row, col] = True
         self.state[col] = CLOSED
+        for now in self.recurrent.values():
+            now[col] = 0.0
 
     def finish(self) -> Trajectory | None:
         """The trajectory of the completed decisions; open rows move to row 0 of fresh buffers."""
@@ -173,14 +220,25 @@ class StepRecorder:
         if T + 1 > self.capacity:
             self._grow(T + 1, self._column_capacity())
         trajectory = self._trajectory(lengths, is_open, T) if T > 0 else None
-        carried = [(col, int(self.rows[col]) - 1) for col in np.flatnonzero(is_open)]
+        self._carry_open_rows(is_open)
+        return trajectory
+
+    def discard(self) -> None:
+        """Drop the completed decisions without making a trajectory (acting without learning: evaluation)."""
+        self._carry_open_rows(self.state[: self.n_columns] != CLOSED)
+
+    def _carry_open_rows(self, is_open: np.ndarray) -> None:
+        """Open rows move to row 0 of fresh buffers, and with them the state they started from."""
+        open_cols = np.flatnonzero(is_open)
+        carried = [(col, int(self.rows[col]) - 1) for col in open_cols]
         old = self._arrays()
-        self._allocate(self.capacity, self._column_capacity())
+        self._allocate(self.capacity, self._column_capacity())  # the truncated-decision list starts empty too
         for new, previous in zip(self._arrays(), old):
             for col, row in carried:
                 new[0, col] = previous[row, col]
-        self.rows[:n] = is_open.astype(np.int64)
-        return trajectory
+        for name, initial in self._initial.items():
+            initial[open_cols] = self._open_state[name][open_cols]
+        self.rows[: len(is_open)] = is_open.astype(np.int64)
 
     def _trajectory(self, lengths: np.ndarray, is_open: np.ndarray, T: int) -> Trajectory:
         n = self.n_columns
@@ -207,4 +265,5 @@ class StepRecorder:
             mask=np.arange(T)[:, None] < lengths[None, :],
             agent_ids=self.agent_ids.copy(),
             ancestors={key: {k: v[: T + 1, :n] for k, v in obs.items()} for key, obs in self.ancestors.items()},
+            initial_state={name: initial[:n].copy() for name, initial in self._initial.items()},
         )

@@ -1,10 +1,13 @@
 """How an actor's envs take their sub-steps: the strategies of :class:`~maze_impala.actors.actor.RolloutActor`'s loop.
 
-The actor has one rollout loop: for every group of envs whose next actor shares a step
-key, it asks its :class:`Stepping` where their decisions go (:meth:`Stepping.slots`),
-acts for the group in one batched forward pass, records the decisions, and hands the
-actions back to the strategy, which steps the envs and records what they returned
-(:meth:`Stepping.step`). Two strategies, which record the same data (a test checks it):
+The actor has one loop: for every group of envs whose next actor shares a step key, it
+asks its :class:`Stepping` where their decisions go (:meth:`Stepping.slots`), acts for
+the group in one batched forward pass, records the decisions, and hands the actions
+back to the strategy, which steps the envs and records what they returned
+(:meth:`Stepping.step`). When an env's episode ends, the strategy closes its actors'
+decisions through the recorders (which also reset their recurrent states), hands the
+:class:`Episode` to the actor, and starts the env's next episode if the actor's
+:class:`Episodes` has one. Two strategies, which record the same data (a test checks it):
 
 * :class:`SubStepping`, for every structured env: envs grouped by the step key of their
   next actor, rewards credited as the :class:`~maze_impala.envs.structured.StructuredEnv`
@@ -13,12 +16,14 @@ actions back to the strategy, which steps the envs and records what they returne
   structured step, e.g. any Gymnasium env): every env decides at the same row, so the
   observations are read from and written into the recorder's ``[T + 1, E]`` buffers in
   place, and plain Gymnasium envs are stepped directly, past their first (checked) steps.
+  Its envs play in step: every episode that ends is followed by another.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,21 +37,49 @@ Group = list[int] | slice
 """Envs that act together: their indices, or a slice of all of them."""
 Rows = np.ndarray | int
 Cols = np.ndarray | slice
-EpisodeSink = Callable[[float, int, dict[StepKey, float], EpisodeSummary], None]
-"""Takes a finished episode: its return, length, return per step key and the env's reduced events."""
+
+
+@dataclass
+class Episode:
+    """A finished episode of one of the actor's envs."""
+
+    env: int
+    episode_return: float
+    """The sum of the rewards ``step()`` returned."""
+    length: int
+    """Structured steps."""
+    actor_returns: dict[ActorID, float]
+    """The reward credited to each actor (step key and agent) that acted in it."""
+    summary: EpisodeSummary
+    """The env's reduced events and KPIs."""
+
+
+class Episodes(ABC):
+    """What an actor does with finished episodes, and which episode each env plays next."""
+
+    @abstractmethod
+    def finished(self, episode: Episode) -> None:
+        """An env's episode ended."""
+
+    @abstractmethod
+    def next(self, env: int) -> tuple[bool, int | None]:
+        """Whether env ``env`` plays another episode, and its seed (None: the env's own stream continues)."""
 
 
 class Stepping(ABC):
     """Steps an :class:`EnvBatch` for the actor's loop and records into its recorders, one per step key."""
 
-    def __init__(self, batch: EnvBatch, recorders: dict[StepKey, StepRecorder], publish: EpisodeSink):
-        self.batch, self.recorders, self.publish = batch, recorders, publish
+    def __init__(self, batch: EnvBatch, recorders: dict[StepKey, StepRecorder], episodes: Episodes):
+        self.batch, self.recorders, self.episodes = batch, recorders, episodes
         self.current = np.zeros(len(batch), dtype=np.int64)
         """The column of every env's next actor."""
+        self.idle = np.zeros(len(batch), dtype=bool)
+        """Envs that have no episode to play."""
 
-    def start(self, e: int, seed: int) -> None:
-        """Reset env ``e`` with ``seed`` and record its first observation."""
+    def start(self, e: int, seed: int | None) -> None:
+        """Start an episode of env ``e`` (reset with ``seed``) and record its first observation."""
         self.batch.reset(e, seed=seed)
+        self.idle[e] = False
         self.observe(e)
 
     def observe(self, e: int) -> None:
@@ -56,6 +89,14 @@ class Stepping(ABC):
         col = recorder.column(e, actor.agent_id)
         recorder.observe(col, self.batch.observations[e])
         self.current[e] = col
+
+    def _next_episode(self, e: int) -> bool:
+        """Start env ``e``'s next episode if it has one; whether it did."""
+        go, seed = self.episodes.next(e)
+        if go:
+            self.batch.reset(e, seed=seed)
+        self.idle[e] = not go
+        return go
 
     @abstractmethod
     def groups(self, steps_left: np.ndarray) -> Collection[tuple[StepKey, Group]]:
@@ -77,13 +118,13 @@ class SubStepping(Stepping):
         self,
         batch: EnvBatch,
         recorders: dict[StepKey, StepRecorder],
-        publish: EpisodeSink,
+        episodes: Episodes,
         order: list[StepKey],
         ancestors: bool = False,
     ):
         """``order``: the step keys in the order structured steps visit them; ``ancestors``: record the earlier
         sub-steps' observations next to each decision (for the delta critic)."""
-        super().__init__(batch, recorders, publish)
+        super().__init__(batch, recorders, episodes)
         self.order, self.ancestors = order, ancestors
         E = len(batch)
         self.pot = np.zeros(E)
@@ -91,10 +132,10 @@ class SubStepping(Stepping):
         self.in_step: list[list[tuple[StepKey, int, int]]] = [[] for _ in range(E)]
         """(step key, column, row) of the decisions taken in the current structured step."""
         self.credited: list[dict[tuple[StepKey, int], float]] = [{} for _ in range(E)]
-        """Reward credited to each actor in the current episode."""
+        """Reward credited to each actor (step key, column) in the current episode."""
 
     def groups(self, steps_left: np.ndarray) -> Collection[tuple[StepKey, Group]]:
-        return self.batch.groups(np.flatnonzero(steps_left > 0)).items()
+        return self.batch.groups(np.flatnonzero((steps_left > 0) & ~self.idle)).items()
 
     def slots(self, key: StepKey, group: Group) -> tuple[Rows, Cols]:
         recorder = self.recorders[key]
@@ -110,9 +151,9 @@ class SubStepping(Stepping):
         for i, e in enumerate(group):
             sub = self.batch.step(e, {k: a[i] for k, a in actions.items()})
             self.in_step[e].append((key, int(cols[i]), int(rows[i])))
-            self._account(e, sub)
             ended[i] = sub.step_ended
-            self.observe(e)
+            if self._account(e, sub):
+                self.observe(e)
         return ended
 
     def _credit(self, e: int, actor: ActorID, reward: float) -> None:
@@ -122,8 +163,9 @@ class SubStepping(Stepping):
             key = (actor.step_key, col)
             self.credited[e][key] = self.credited[e].get(key, 0.0) + reward
 
-    def _account(self, e: int, sub: SubStep) -> None:
-        """Credit rewards, close the decisions of leaving actors, and end steps and episodes."""
+    def _account(self, e: int, sub: SubStep) -> bool:
+        """Credit rewards, close the decisions of leaving actors, and end steps and episodes; whether the env has
+        an observation to act on next (False: idle)."""
         if sub.actor_rewards is None:
             self.pot[e] += sub.reward
         else:
@@ -139,12 +181,19 @@ class SubStepping(Stepping):
                 self.credited[e][key, col] = self.credited[e].get((key, col), 0.0) + pot
             self.pot[e] = 0.0
             self.in_step[e].clear()
-        if sub.episode_ended:
-            for key, recorder in self.recorders.items():
-                for col in recorder.columns_of(e):
-                    own = sub.final_actor is not None and tuple(sub.final_actor) == (key, recorder.agent_ids[col])
-                    recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
-            self._end_episode(e, sub)
+        if not sub.episode_ended:
+            return True
+        for key, recorder in self.recorders.items():
+            for col in recorder.columns_of(e):
+                own = sub.final_actor is not None and tuple(sub.final_actor) == (key, recorder.agent_ids[col])
+                recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
+        returns = {ActorID(key, int(self.recorders[key].agent_ids[col])): value
+                   for (key, col), value in self.credited[e].items()}  # fmt: skip
+        self.episodes.finished(Episode(e, sub.episode_return, sub.episode_length, returns, sub.summary))
+        self.credited[e].clear()
+        self.pot[e] = 0.0
+        self.in_step[e].clear()
+        return self._next_episode(e)
 
     def _record_ancestors(self, e: int, key: StepKey, row: int, col: int) -> None:
         """Copy the earlier sub-steps' observations of this structured step next to the decision (delta critic)."""
@@ -159,22 +208,12 @@ class SubStepping(Stepping):
             for name, array in ancestors[k].items():
                 array[row, col] = self.recorders[k].obs[name][r, c]
 
-    def _end_episode(self, e: int, sub: SubStep) -> None:
-        by_key: dict[StepKey, list[float]] = {}
-        for (key, _), value in self.credited[e].items():
-            by_key.setdefault(key, []).append(value)
-        key_returns = {key: float(np.mean(values)) for key, values in by_key.items()}  # mean over the key's actors
-        self.publish(sub.episode_return, sub.episode_length, key_returns, sub.summary)
-        self.credited[e].clear()
-        self.pot[e] = 0.0
-        self.in_step[e].clear()
-
 
 class FlatStepping(Stepping):
     """The fast path for flat envs: all envs decide at row ``t`` of column ``e``; nothing to credit or group."""
 
-    def __init__(self, batch: EnvBatch, recorders: dict[StepKey, StepRecorder], publish: EpisodeSink):
-        super().__init__(batch, recorders, publish)
+    def __init__(self, batch: EnvBatch, recorders: dict[StepKey, StepRecorder], episodes: Episodes):
+        super().__init__(batch, recorders, episodes)
         (self.key, self.recorder), E = next(iter(recorders.items())), len(batch)
         self.all = slice(0, E)
         self.returns = np.zeros(E, dtype=np.float64)
@@ -186,6 +225,7 @@ class FlatStepping(Stepping):
         self.ones = np.ones(E, dtype=np.int64)
         """Every env ends a structured step with every step."""
         self.everyone = ((self.key, self.all),)
+        self.actor = ActorID(self.key, 0)
 
     def groups(self, steps_left: np.ndarray) -> Collection[tuple[StepKey, Group]]:
         return self.everyone if steps_left[0] > 0 else ()  # every env has the same number of steps left
@@ -253,13 +293,13 @@ class FlatStepping(Stepping):
             store(self.recorder.obs, (t + 1, e), observation)
 
     def _close(self, t: int, e: int, terminated: bool, final_obs: dict) -> None:
-        """Env ``e`` ended its episode at step ``t``: mark the decision, publish the episode, start the next one."""
-        if terminated:
-            self.recorder.terminated[t, e] = True
-        else:
-            self.recorder.add_truncated(t, e, final_obs)
+        """Env ``e`` ended its episode at step ``t``: close the decision, hand over the episode, start the next."""
+        self.recorder.close(e, not terminated, final_obs)
         episode_return, length = float(self.returns[e]), int(self.lengths[e])
-        self.publish(episode_return, length, {self.key: episode_return}, self.batch.finish_episode(e))
+        episode = Episode(e, episode_return, length, {self.actor: episode_return}, self.batch.finish_episode(e))
+        self.episodes.finished(episode)
         self.returns[e], self.lengths[e] = 0.0, 0
-        self.batch.reset(e)
+        if not self._next_episode(e):
+            raise RuntimeError("the flat fast path plays every env in step: give each env another episode, or take "
+                               "the general stepping")  # fmt: skip
         store(self.recorder.obs, (t + 1, e), self.batch.observations[e])

@@ -159,5 +159,6 @@ def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
         per_entry = 2 * obs + space_bytes(action_spaces[key]) + 4 + 4 + 1 + 1 + 1 + 16  # obs, truncated obs, ...
         if spec.model.critic == "delta":  # the earlier sub-steps' observations of each decision
             per_entry += sum(space_bytes(observation_spaces[k]) for k in keys[:position])
-        total += rows * columns * per_entry + 64 * ALIGN  # one alignment gap per array at most
+        state = {"lstm": 2, "gru": 1}.get(spec.model.recurrent, 0) * spec.model.recurrent_units * 4
+        total += rows * columns * per_entry + columns * state + 64 * ALIGN  # one alignment gap per array at most
     return total

@@ -23,50 +23,34 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from maze_impala.core import WeightPublisher, WeightSource
-from maze_impala.nn.numpy_acting import Layout
+from maze_impala.nn.flat import flat_layout, flat_size, flatten
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
 RETRY_SECONDS = 1e-4
-__all__ = ["Layout", "SharedWeights", "flat_layout", "flatten", "load_flat"]
+__all__ = ["ModuleWeights", "SharedWeights"]
 
 
-def flat_layout(module: nn.Module) -> Layout:
-    """The layout of ``module``'s state in one flat float32 vector (floating-point state only)."""
-    state = module.state_dict()
-    for name, tensor in state.items():
-        if not tensor.is_floating_point():
-            raise TypeError(f"published weights support floating-point state only; {name} is {tensor.dtype}")
-    return [(name, tuple(t.shape), t.numel()) for name, t in state.items()]
+class ModuleWeights(WeightSource):
+    """The weights of a module in this process, as a weight source: every :meth:`read` is the module's state as it
+    is now (for the evaluator and the rollout CLI, which act with a module's current weights)."""
 
+    def __init__(self, module: nn.Module, version: int = 0):
+        self.module, self._version = module, version
 
-def flatten(module: nn.Module) -> torch.Tensor:
-    """``module``'s state as one flat float32 CPU vector."""
-    import torch
+    def version(self) -> int:
+        return self._version
 
-    with torch.no_grad():
-        return torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
-
-
-def load_flat(module: nn.Module, flat: np.ndarray | torch.Tensor) -> None:
-    """Load a vector :func:`flatten` made (or its numpy copy) into ``module``, laid out as its state dict."""
-    import torch
-
-    vector = torch.from_numpy(flat) if isinstance(flat, np.ndarray) else flat
-    state, offset = {}, 0
-    for name, shape, numel in flat_layout(module):
-        state[name] = vector[offset : offset + numel].view(shape)
-        offset += numel
-    module.load_state_dict(state)
+    def read(self) -> tuple[np.ndarray, int]:
+        return flatten(self.module).numpy(), self._version
 
 
 class SharedWeights(WeightSource, WeightPublisher):
-    """Learner side: :meth:`publish`; actor side: :meth:`version`, :meth:`read` and :meth:`load_into`."""
+    """Learner side: :meth:`publish`; actor side: :meth:`version` and :meth:`read`."""
 
     def __init__(self, module: nn.Module, version: int = 0):
-        self._size = sum(n for _, _, n in flat_layout(module))
+        self._size = flat_size(flat_layout(module))
         self._raw_flat = RawArray(ctypes.c_float, max(1, self._size))  # a RawArray has at least one element
         self._raw_meta = RawArray(ctypes.c_int64, 2)
         """[sequence (odd while the learner writes), version]"""

@@ -5,9 +5,15 @@ them with :func:`from_mapping`, which refuses unknown keys. Every invalid value 
 :class:`ConfigError`, whose message names the key and what it must be.
 """
 
-from maze_impala.config.algorithm import LR_SCHEDULES, TRUST_REGIONS, ImpalaAlgorithmConfig, RolloutEvaluatorConfig
+from maze_impala.config.algorithm import (
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    TRUST_REGIONS,
+    ImpalaAlgorithmConfig,
+    RolloutEvaluatorConfig,
+)
 from maze_impala.config.base import ConfigError, from_mapping
-from maze_impala.config.model import ACTIVATIONS, CRITIC_TYPES, ModelConfig
+from maze_impala.config.model import ACTIVATIONS, CRITIC_TYPES, RECURRENT, ModelConfig
 from maze_impala.config.run import POLICY_TYPES, PolicyConfig, RolloutConfig, TrainingConfig
 from maze_impala.config.runner import (
     BACKEND_ALIASES,
@@ -26,7 +32,9 @@ __all__ = [
     "CRITIC_TYPES",
     "EVENT_LOG_FORMATS",
     "LR_SCHEDULES",
+    "OPTIMIZERS",
     "POLICY_TYPES",
+    "RECURRENT",
     "TRUST_REGIONS",
     "ConfigError",
     "ImpalaAlgorithmConfig",

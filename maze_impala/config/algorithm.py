@@ -12,6 +12,10 @@ from maze_impala.config.base import check, finite
 
 LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
+OPTIMIZERS = ("adam", "rmsprop")
+OPTIMIZER_EPS = {"adam": 1e-5, "rmsprop": 0.01}
+"""Each optimizer's epsilon where ``eps`` is None: Adam's as in PPO's implementations, RMSProp's as in the IMPALA
+paper's settings and torchbeast's."""
 
 
 def _check(ok: bool, name: str, value: object, requirement: str) -> None:
@@ -51,14 +55,17 @@ class ImpalaAlgorithmConfig:
     n_rollout_steps: int = 32
     """Steps per rollout (per environment of an actor)."""
     lr: float = 3e-3
-    """Learning rate of the Adam optimizer."""
+    """Learning rate of the optimizer."""
     lr_schedule: str = "linear"
     """constant, or linear: anneal lr to 0 over n_epochs x epoch_length updates (as in the IMPALA paper)."""
-    eps: float = 1e-5
-    """Adam's epsilon, a floor under each parameter's gradient scale. 1e-5, as in PPO's implementations: once a task
-    is solved a parameter's gradient is about 1e-5 (noise), and with a smaller floor Adam scales that noise up to
-    steps of about lr (solved CartPole: the policy's weights move a third as far per update as with 1e-8, see
-    docs/getting_started.md). ``algorithm=impala_cartpole`` sets 1e-3, which the one-pass IMPALA loss needed."""
+    optimizer: str = "adam"
+    """adam (betas 0.9 and 0.99), or rmsprop (decay 0.99, no momentum), the optimizer of the IMPALA paper,
+    torchbeast and rllte."""
+    eps: float | None = None
+    """The optimizer's epsilon, a floor under each parameter's gradient scale; None: the optimizer's own, 1e-5 for
+    Adam (as in PPO's implementations: once a task is solved a parameter's gradient is about 1e-5, noise, and with
+    a smaller floor Adam scales that noise up to steps of about lr; see docs/benchmarks.md) and 0.01 for RMSProp
+    (the IMPALA paper's). ``algorithm=impala_cartpole`` sets 1e-3, which the one-pass IMPALA loss needed."""
     gamma: float = 0.98
     """Discount factor."""
     policy_loss_coef: float = 1.0
@@ -87,12 +94,18 @@ class ImpalaAlgorithmConfig:
     envs_per_actor: int = 32
     """Environments each actor steps side by side, with one batched forward pass per step (the more,
     the cheaper each env step's share of the forward pass)."""
+    vtrace: bool = True
+    """Correct the value targets and advantages for the actors' lag with V-trace's importance weights; false: plain
+    n-step bootstrapped targets and advantages, no importance correction (schola's switch)."""
     vtrace_clip_rho_threshold: float | None = 1.0
     """rho-bar, the clip of the importance weights in the value targets; None: no clip."""
+    vtrace_clip_c_threshold: float | None = 1.0
+    """c-bar, the clip of the importance weights in V-trace's traces, c_t = lambda * min(c-bar, rho_t) (EvoRL's
+    clip_c_threshold); None: no clip."""
     vtrace_clip_pg_rho_threshold: float | None = 1.0
     """Clip of the importance weights in the policy-gradient advantages; None: no clip."""
     vtrace_lambda: float = 1.0
-    """lambda of the V-trace traces, c_t = lambda * min(1, rho_t); 1.0 is plain V-trace."""
+    """lambda of the V-trace traces, c_t = lambda * min(c-bar, rho_t); 1.0 is plain V-trace."""
     n_sgd_passes: int = 8
     """Passes over each batch (sample reuse, as in IMPACT, Luo et al. 2019); V-trace's importance
     weights stay those of the policy before the batch's first step. One policy version (and one
@@ -157,7 +170,9 @@ class ImpalaAlgorithmConfig:
             f"trajectories; set algorithm.n_sgd_minibatches={columns} or give the actors more envs",
         )
         _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
-        _check(finite(self.eps) and self.eps > 0, "eps", self.eps, "a finite float > 0")
+        _check(self.eps is None or (finite(self.eps) and self.eps > 0), "eps", self.eps, "None or a finite float > 0")
+        _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer, f"one of {OPTIMIZERS}")
+        _check(isinstance(self.vtrace, bool), "vtrace", self.vtrace, "true or false")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
         _check(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
         for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
@@ -175,7 +190,7 @@ class ImpalaAlgorithmConfig:
             self.queue_out_of_sync_factor,
             "a finite float > 0",
         )
-        for name in ("vtrace_clip_rho_threshold", "vtrace_clip_pg_rho_threshold"):
+        for name in ("vtrace_clip_rho_threshold", "vtrace_clip_c_threshold", "vtrace_clip_pg_rho_threshold"):
             value = getattr(self, name)
             _check(value is None or (finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
         _check(
@@ -197,6 +212,11 @@ class ImpalaAlgorithmConfig:
             self.vtrace_lambda,
             "in (0, 1]",
         )
+
+    @property
+    def optimizer_eps(self) -> float:
+        """The optimizer's epsilon: ``eps``, or the optimizer's own where that is None."""
+        return OPTIMIZER_EPS[self.optimizer] if self.eps is None else self.eps
 
     @property
     def batch_bounds(self) -> tuple[int, int]:

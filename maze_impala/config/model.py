@@ -1,21 +1,22 @@
-"""The networks: one MLP per policy and per critic (per step key)."""
+"""The networks: one per policy and per critic (per step key), and what they are made of."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from maze_impala.config.base import ConfigError, check_choice
+from maze_impala.config.base import ConfigError, check, check_choice
 
 CRITIC_TYPES = ("step", "shared", "delta")
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
+RECURRENT = ("none", "lstm", "gru")
 
 
 @dataclass
 class ModelConfig:
-    """The MLP used for every policy and critic network."""
+    """The networks of every policy and critic (see docs/models.md)."""
 
     hidden_units: list[int] = field(default_factory=lambda: [128, 128])
-    """Widths of the hidden layers."""
+    """Widths of the MLP layers after each step key's observation encoder."""
     activation: str = "tanh"
     """One of tanh, relu, elu, silu."""
     per_agent_networks: bool = False
@@ -23,9 +24,31 @@ class ModelConfig:
     critic: str = "step"
     """step: one critic per step key; shared: one network for every sub-step; delta: later sub-steps
     predict the change to the previous sub-step's value (see :mod:`maze_impala.nn.critics`)."""
+    recurrent: str = "none"
+    """none, lstm or gru: a recurrent core after each policy network's MLP layers (per step key, or per agent with
+    per_agent_networks). Its state is kept per env and agent by the actors and re-unrolled by the learner from
+    each rollout's first state; the critics read the core's output (detached) beside their own encoding."""
+    recurrent_units: int = 128
+    """Units of the recurrent core."""
+    normalize_observations: bool = False
+    """Normalise Box observations (not action masks or images) by running mean and variance per step key and key,
+    clipped to +-5 standard deviations. The statistics are model buffers: the learner updates them once per batch,
+    and they travel with the weights to the actors and into every checkpoint."""
 
     def __post_init__(self) -> None:
         check_choice("model.critic", self.critic, CRITIC_TYPES)
         check_choice("model.activation", self.activation, ACTIVATIONS)
+        check_choice("model.recurrent", self.recurrent, RECURRENT)
         if not self.hidden_units or any(int(h) <= 0 for h in self.hidden_units):
             raise ConfigError(f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}")
+        check(
+            isinstance(self.recurrent_units, int) and self.recurrent_units >= 1,
+            "model.recurrent_units",
+            self.recurrent_units,
+            "an int >= 1",
+        )
+        if self.recurrent != "none" and self.critic == "delta":
+            raise ConfigError(
+                "model.critic=delta cannot read a recurrent policy's memory (it values earlier sub-steps' observations "
+                "without their states); use model.critic=step or shared with model.recurrent"
+            )

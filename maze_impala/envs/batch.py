@@ -1,9 +1,10 @@
 """Several structured envs stepped side by side, one sub-step at a time.
 
-Shared by the actors and the evaluators: it tells who acts next in every env, groups
-the envs whose next actor shares a step key (one batched forward pass per group),
-and turns each sub-step into a :class:`SubStep` record: the rewards, where a
-structured step ended, which actors left, and whether the episode is over.
+The actor's view of its envs (training, evaluation and rollouts alike): it tells who
+acts next in every env, groups the envs whose next actor shares a step key (one batched
+forward pass per group), and turns each sub-step into a :class:`SubStep` record: the
+rewards, where a structured step ended, which actors left, and whether the episode is
+over. Whoever steps the envs starts their next episodes (:meth:`EnvBatch.reset`).
 """
 
 from __future__ import annotations
@@ -63,11 +64,10 @@ class EnvBatch:
     a message naming the step key and the key, instead of far away in a rollout buffer or a loss.
     """
 
-    def __init__(self, envs: list[StructuredEnv], auto_reset: bool, keep_raw_events: bool = False):
+    def __init__(self, envs: list[StructuredEnv], keep_raw_events: bool = False):
         if not envs:
             raise ValueError("EnvBatch needs at least one env")
         self.envs = envs
-        self.auto_reset = auto_reset
         self.logs = [EpisodeEventLog(keep_raw=keep_raw_events) for _ in envs]
         """Each env's domain events of its current episode."""
         for env, log in zip(envs, self.logs):
@@ -111,7 +111,7 @@ class EnvBatch:
         return {k: np.stack([np.asarray(self.observations[e][k]) for e in group]) for k in self.observations[group[0]]}
 
     def step(self, e: int, action: Mapping[str, np.ndarray]) -> SubStep:
-        """One sub-step of env ``e``; with ``auto_reset`` a finished episode is followed by a new one."""
+        """One sub-step of env ``e`` (a finished episode's env waits for :meth:`reset`)."""
         env, actor = self.envs[e], self.actors[e]
         self.logs[e].step = int(self._lengths[e])
         result = env.step(action)
@@ -133,8 +133,6 @@ class EnvBatch:
             sub.final_observation, sub.final_actor = obs, env.actor_id()
             sub.episode_return, sub.episode_length = float(self._returns[e]), int(self._lengths[e])
             sub.summary = self.logs[e].finish(self.kpis[e])
-            if self.auto_reset:
-                self.reset(e)
             return sub
         self._observe(e, obs)
         return sub

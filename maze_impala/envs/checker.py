@@ -18,10 +18,8 @@ import gymnasium as gym
 import numpy as np
 
 from maze_impala.core import ActorID, StepKey
+from maze_impala.envs.spaces import MASK_SUFFIX
 from maze_impala.envs.structured import ActorExit, StructuredEnv
-
-MASK_SUFFIX = "_mask"
-"""An observation key ``<action key>_mask`` masks the discrete action head ``<action key>``."""
 
 
 class EnvCheckError(ValueError):

@@ -1,9 +1,14 @@
-"""How rollouts store the values of a space."""
+"""How rollouts store the values of a space, and the conventions models read from observation spaces."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+
+MASK_SUFFIX = "_mask"
+"""An observation key ``<action key>_mask`` masks the discrete action head ``<action key>`` (1: allowed)."""
+MASKED_LOGIT = -1e9
+"""The logit of a masked action (its probability underflows to 0)."""
 
 
 def storage_dtype(space: gym.Space) -> np.dtype:
@@ -15,3 +20,25 @@ def storage_dtype(space: gym.Space) -> np.dtype:
     if isinstance(space, gym.spaces.MultiBinary):
         return np.dtype(np.int8)
     raise TypeError(f"unsupported space {space}: use Box, Discrete, MultiDiscrete or MultiBinary inside a Dict")
+
+
+def mask_error(step_key: object, mask_key: str, action_key: str) -> ValueError:
+    """The error for an observation that allows no action of a head."""
+    return ValueError(
+        f"step key {step_key!r}: observation {mask_key!r} masks every action of {action_key!r}; "
+        "an env must leave at least one action allowed"
+    )
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """A rank-3 Box (an image, channels first or last): image encoders' input, never normalised by statistics."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+
+
+def normalizable_keys(space: gym.spaces.Dict) -> list[str]:
+    """The observation keys running statistics normalise: Box keys that are neither action masks nor images."""
+    return [
+        key
+        for key, sub in space.spaces.items()
+        if isinstance(sub, gym.spaces.Box) and not key.endswith(MASK_SUFFIX) and not is_image_space(sub)
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -25,6 +25,15 @@ class StepBatch:
     mask: torch.Tensor  # [T, N] bool
     agent_ids: torch.Tensor  # [N]
     ancestors: dict[StepKey, dict[str, torch.Tensor]]  # [T + 1, N, ...] per earlier sub-step key
+    initial_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    """``[N, ...]`` per name: a recurrent policy's state at each column's first decision (empty: feed-forward)."""
+
+    @property
+    def first(self) -> torch.Tensor:
+        """``[T + 1, N]`` bool: the decision of row ``t`` starts a new episode of its column (its actor's previous
+        decision, in row ``t - 1``, ended one): where a recurrent state is zeroed."""
+        done = self.terminated | self.truncated
+        return torch.cat([torch.zeros_like(done[:1]), done])
 
     def columns(self, start: int, stop: int) -> StepBatch:
         """Columns ``start`` to ``stop`` (views where the layout allows; time-limit cut-offs re-indexed)."""
@@ -43,6 +52,7 @@ class StepBatch:
             mask=self.mask[:, cut],
             agent_ids=self.agent_ids[cut],
             ancestors={key: {name: obs[:, cut] for name, obs in of.items()} for key, of in self.ancestors.items()},
+            initial_state={name: state[cut] for name, state in self.initial_state.items()},
         )
 
 
@@ -76,6 +86,7 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
         mask=cat([tr.mask for tr in trajectories]),
         agent_ids=cat([tr.agent_ids for tr in trajectories], axis=0),
         ancestors={key: cat_nested([tr.ancestors[key] for tr in trajectories]) for key in first.ancestors},
+        initial_state=cat_nested([tr.initial_state for tr in trajectories], axis=0),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -14,10 +15,10 @@ from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
-from maze_impala.impala.optim import Adam
+from maze_impala.impala.optim import make_optimizer
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
-from maze_impala.nn.models import StructuredPolicy
+from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
 
 Metric = tuple[Any, dict[str, Any], torch.Tensor]
 """An event, its arguments other than ``value``, and the value still on the device."""
@@ -61,16 +62,11 @@ class ImpalaLearner(Learner):
             raise RuntimeError("algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu")
         self.policy = policy.to(self.device)
         self.critic = critic.to(self.device)
-        # beta2 = 0.99 (torch's default is 0.999), like the decay of the IMPALA paper's RMSProp: after a
-        # long stretch of near-zero policy gradients (a solved task), a slow second-moment estimate turns
-        # one failure's gradient spike into steps of several times lr that saturate the softmax for good.
-        # Adam's fused kernel without torch.optim, whose first use imports torch._dynamo (see optim.py).
-        self.optimizer = Adam([*policy.parameters(), *critic.parameters()], config.lr, (0.9, 0.99), config.eps)
+        self.optimizer = make_optimizer([*policy.parameters(), *critic.parameters()], config)
         # What "the policy of step key k" means for gradient norms and clipping: its network and its
         # action distribution's own parameters (e.g. a Gaussian's log-std).
         self._policy_parts = {
-            key: nn.ModuleList([self.policy.networks[str(key)], self.policy.distributions[str(key)]])
-            for key in policy.step_keys
+            key: nn.ModuleList([self.policy.network(key), self.policy.distribution(key)]) for key in policy.step_keys
         }
         self.events = events
         self.version = 0
@@ -86,7 +82,8 @@ class ImpalaLearner(Learner):
             ev.policy_lag(value=self.version - rollout.policy_version)
         present = {k for r in rollouts for k in r.trajectories}
         keys = [k for k in self.policy.step_keys if k in present]
-        minibatches = split_columns({k: stack_step(rollouts, k, self.device) for k in keys}, cfg.n_sgd_minibatches)
+        batches = {k: self._normalized(k, stack_step(rollouts, k, self.device)) for k in keys}
+        minibatches = split_columns(batches, cfg.n_sgd_minibatches)
         distributions = {key: self.policy.distribution(key) for key in keys}
         clock.lap("stack")
         # The trust region's anchor, pi_0: the policy before the batch's first optimizer step. With one minibatch,
@@ -166,23 +163,44 @@ class ImpalaLearner(Learner):
                 metrics.append((ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction))
         return metrics
 
+    def _normalized(self, key: StepKey, batch: StepBatch) -> StepBatch:
+        """The batch's observations as the networks' inputs; a normalising policy first adds the batch's decisions to
+        its statistics (once per batch, before any forward pass over it)."""
+        policy = self.policy
+        if not policy.normalizes:
+            return batch
+        policy.update_normalizers(key, {k: v[:-1][batch.mask] for k, v in batch.observations.items()})
+        return replace(
+            batch,
+            observations=policy.normalize(key, batch.observations),
+            truncated_observations=policy.normalize(key, batch.truncated_observations),
+            ancestors={k: policy.normalize(k, obs) for k, obs in batch.ancestors.items()},
+        )
+
     @torch.no_grad()
     def _log_probs(
         self, minibatch: dict[StepKey, StepBatch], distributions: dict[StepKey, DictActionDistribution]
     ) -> dict[StepKey, torch.Tensor]:
         """log pi(a_t|x_t) of the actions taken, per step key, under the current policy."""
-        return {key: distributions[key].log_prob(self._logits(key, b), b.actions) for key, b in minibatch.items()}
+        return {key: distributions[key].log_prob(self._unroll(key, batch).logits, batch.actions)
+                for key, batch in minibatch.items()}  # fmt: skip
 
-    def _logits(self, key: StepKey, batch: StepBatch) -> torch.Tensor:
-        """The target policy's logits on x_0..x_{T-1}, ``[T, N, L]``."""
-        obs = {k: v[:-1] for k, v in batch.observations.items()}
-        return self.policy.logits(key, obs, batch_dims=2, agent_ids=batch.agent_ids)
+    def _unroll(self, key: StepKey, batch: StepBatch) -> PolicyUnroll:
+        """The target policy over the batch: logits on x_0..x_{T-1}, ``[T, N, L]``, and a recurrent policy's memory,
+        re-unrolled from each column's recorded first state."""
+        return self.policy.unroll(key, batch.observations, batch.initial_state, batch.first, batch.agent_ids)
 
     def _forward(self, key: StepKey, batch: StepBatch) -> StepForward:
         """The target policy's logits on x_0..x_{T-1}, the critic's values on x_0..x_T, and the rewards with the
         value of the final observation of each truncated episode added (see :meth:`_rewards_with_truncation`)."""
-        values = self.critic.values(key, batch.observations, batch_dims=2, ancestors=batch.ancestors)
-        return StepForward(self._logits(key, batch), values, self._rewards_with_truncation(key, batch))
+        unroll = self._unroll(key, batch)
+        memory = None if unroll.memory is None else unroll.memory.features.detach()
+        values = self.critic.values(key, batch.observations, 2, batch.ancestors, memory)
+        if memory is not None:  # padding rows hold their column's bootstrap value (their inputs carry on a state)
+            lengths = batch.mask.sum(0)
+            rows = torch.arange(values.shape[0], device=values.device).unsqueeze(1)
+            values = values.gather(0, torch.minimum(rows, lengths.unsqueeze(0)))
+        return StepForward(unroll.logits, values, self._rewards_with_truncation(key, batch, unroll))
 
     def _lr_factor(self, updates: int) -> float:
         """The learning rate of update ``updates`` (0-based) as a fraction of ``lr``."""
@@ -190,12 +208,15 @@ class ImpalaLearner(Learner):
             return max(0.0, 1.0 - updates / self.config.total_updates)
         return 1.0
 
-    def _rewards_with_truncation(self, key: StepKey, batch: StepBatch) -> torch.Tensor:
+    def _rewards_with_truncation(
+        self, key: StepKey, batch: StepBatch, unroll: PolicyUnroll | None = None
+    ) -> torch.Tensor:
         """r_t, plus gamma * V(final obs) where an episode was cut off by a time limit.
 
         Truncated steps get discount 0 (the next observation belongs to a new
         episode); adding the discounted value of the observation the episode really
-        ended in keeps the target that of an unfinished episode.
+        ended in keeps the target that of an unfinished episode. A critic of a recurrent
+        policy reads the memory the final observation came with (``unroll``'s, made here if not given).
         """
         rewards = batch.rewards
         if batch.truncated_index.numel() == 0:
@@ -204,7 +225,14 @@ class ImpalaLearner(Learner):
         # The delta critic values the final observation on top of the earlier sub-steps of its decision.
         ancestors = {k: {n: v[t, col] for n, v in obs.items()} for k, obs in batch.ancestors.items()}
         with torch.no_grad():
-            final_values = self.critic.values(key, batch.truncated_observations, batch_dims=1, ancestors=ancestors)
+            memory = None
+            if self.policy.recurrent:  # the memory the final observation came with: the state after decision t
+                unroll = unroll or self._unroll(key, batch)
+                assert unroll.memory is not None
+                ends, cells = unroll.memory.ends, list(zip(t.tolist(), col.tolist()))
+                state = {name: torch.stack([ends[i][name][c] for i, c in cells]) for name in ends[cells[0][0]]}
+                memory = self.policy.memory(key, batch.truncated_observations, state, batch.agent_ids[col])
+            final_values = self.critic.values(key, batch.truncated_observations, 1, ancestors, memory)
         rewards = rewards.clone()
         rewards[t, col] += self.config.gamma * final_values
         return rewards

@@ -76,6 +76,8 @@ def impala_step_loss(
     anchor_log_probs: torch.Tensor | None = None,
     clip_range: float | None = None,
     trust_region: str = "learner",
+    clip_c_threshold: float | None = 1.0,
+    importance_weights: bool = True,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -87,7 +89,7 @@ def impala_step_loss(
         values: V(x_t) for ``t = 0..T``, ``[T + 1, N]`` (the last row bootstraps).
         rewards: r_t, ``[T, N]``.
         discounts: gamma_t, zero after a terminal step, ``[T, N]``.
-        clip_rho_threshold, clip_pg_rho_threshold, lambda_: see :func:`vtrace`.
+        clip_rho_threshold, clip_pg_rho_threshold, lambda_, clip_c_threshold: see :func:`vtrace`.
         mask: ``[T, N]``, true where an entry holds a decision. Padding entries must
             come with reward 0, discount 1 and ``values`` that repeat the column's
             bootstrap value (as :meth:`Trajectory.padded` lays them out): V-trace is
@@ -108,6 +110,9 @@ def impala_step_loss(
             ``r_t = pi(a_t|x_t) / pi_0(a_t|x_t)`` over V-trace's policy-gradient advantages
             ``min(rho_bar_pg, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t))``, so that each batch may move the
             policy by ``eps`` whatever the lag, which V-trace's weights correct.
+        importance_weights: False: the value targets and policy-gradient advantages are plain n-step
+            bootstrapped ones (V-trace with every importance weight 1: no correction for the actors' lag);
+            the surrogate's ratio is unchanged.
     """
     target_log_probs = distribution.log_prob(logits, actions)
     reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
@@ -120,7 +125,7 @@ def impala_step_loss(
         log_rhos, log_ratios = log_rhos * weights, log_ratios * weights
         average = lambda x: (x * weights).sum() / weights.sum().clamp(min=1.0)  # noqa: E731
     returns = vtrace(
-        log_rhos=log_rhos,
+        log_rhos=log_rhos if importance_weights else torch.zeros_like(log_rhos),
         discounts=discounts,
         rewards=rewards,
         values=values[:-1].detach(),
@@ -128,6 +133,7 @@ def impala_step_loss(
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         lambda_=lambda_,
+        clip_c_threshold=clip_c_threshold,
     )
     if trust_region not in TRUST_REGIONS:
         raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {trust_region!r}")
@@ -204,6 +210,8 @@ def impala_loss(
             anchor_log_probs=None if anchor_log_probs is None else anchor_log_probs[key],
             clip_range=config.clip_range,
             trust_region=config.trust_region,
+            clip_c_threshold=config.vtrace_clip_c_threshold,
+            importance_weights=config.vtrace,
         )
         total = total + config.value_loss_coef * loss.value_loss
         if train_policy:

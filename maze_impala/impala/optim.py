@@ -1,4 +1,4 @@
-"""Adam for the learner, without ``torch.optim``.
+"""Adam and RMSProp for the learner, without ``torch.optim``.
 
 ``torch.optim.Optimizer``'s methods import ``torch._dynamo`` on their first call
 (they are wrapped to stay out of ``torch.compile`` graphs). That import takes about
@@ -7,7 +7,8 @@ learner needs Adam's update and nothing of the framework around it, so :class:`A
 calls the kernel that ``torch.optim.Adam(fused=True)`` calls (one kernel for all
 parameters, on the CPU and on CUDA devices), with the same arguments: the same
 update, bit for bit. Its state has ``torch.optim.Adam``'s ``state_dict`` format, so
-that checkpoints load either way.
+that checkpoints load either way. :class:`RMSProp` (the IMPALA paper's and torchbeast's optimizer) is written
+the same way, with ``torch._foreach`` kernels and ``torch.optim.RMSprop``'s update and state format.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+
+from maze_impala.config import ImpalaAlgorithmConfig
 
 
 class Adam:
@@ -99,3 +102,76 @@ class Adam:
             self.steps[position] = torch.as_tensor(saved["step"], dtype=torch.float32).to(param.device).clone()
             self.exp_avgs[position] = saved["exp_avg"].to(param.device, param.dtype).clone()
             self.exp_avg_sqs[position] = saved["exp_avg_sq"].to(param.device, param.dtype).clone()
+
+
+class RMSProp:
+    """RMSProp without momentum or centering, as ``torch.optim.RMSprop`` computes it: a running mean of squared
+    gradients (decay ``alpha``) and steps of ``lr * g / (sqrt(mean) + eps)``.
+
+    As :class:`Adam`: parameters without a gradient at a :meth:`step` are left alone; :attr:`lr` may change.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, alpha: float, eps: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("RMSProp got no parameters to optimize")
+        self.lr, self.alpha, self.eps = lr, alpha, eps
+        self.steps = [0] * len(self.params)
+        self.square_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not live:
+            return
+        params, grads = [self.params[i] for i in live], [self.params[i].grad for i in live]
+        squares = [self.square_avgs[i] for i in live]
+        for i in live:
+            self.steps[i] += 1
+        torch._foreach_mul_(squares, self.alpha)
+        torch._foreach_addcmul_(squares, grads, grads, value=1.0 - self.alpha)
+        scales = torch._foreach_sqrt(squares)
+        torch._foreach_add_(scales, self.eps)
+        torch._foreach_addcdiv_(params, grads, scales, value=-self.lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The running means and step counts, in ``torch.optim.RMSprop``'s format (parameters by index)."""
+        state = {
+            i: {"step": torch.tensor(float(n)), "square_avg": avg}
+            for i, (n, avg) in enumerate(zip(self.steps, self.square_avgs))
+            if n > 0
+        }
+        group = {"lr": self.lr, "alpha": self.alpha, "eps": self.eps, "weight_decay": 0.0, "momentum": 0.0,
+                 "centered": False, "params": list(range(len(self.params)))}  # fmt: skip
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.params) or "alpha" not in groups[0]:
+            raise ValueError("the optimizer state is not RMSProp's for this learner's parameters: the checkpoint is "
+                             "of another model or optimizer")  # fmt: skip
+        self.steps = [0] * len(self.params)
+        for position, index in enumerate(groups[0]["params"]):
+            saved = state_dict["state"].get(index)
+            if saved is None:
+                continue
+            param = self.params[position]
+            if tuple(saved["square_avg"].shape) != tuple(param.shape):
+                raise ValueError(f"the optimizer state of parameter {position} does not fit it: the checkpoint is of "
+                                 "another model")  # fmt: skip
+            self.steps[position] = int(float(saved["step"]))
+            self.square_avgs[position] = saved["square_avg"].to(param.device, param.dtype).clone()
+
+
+def make_optimizer(params: Iterable[torch.Tensor], config: ImpalaAlgorithmConfig) -> Adam | RMSProp:
+    """The optimizer ``config.optimizer`` names, with its settings."""
+    if config.optimizer == "rmsprop":  # the IMPALA paper's decay
+        return RMSProp(params, config.lr, alpha=0.99, eps=config.optimizer_eps)
+    # beta2 = 0.99 (torch's default is 0.999), like the decay of the IMPALA paper's RMSProp: after a long stretch
+    # of near-zero policy gradients (a solved task), a slow second-moment estimate turns one failure's gradient
+    # spike into steps of several times lr that saturate the softmax for good.
+    return Adam(params, config.lr, (0.9, 0.99), config.optimizer_eps)

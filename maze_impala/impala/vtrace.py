@@ -24,13 +24,14 @@ def vtrace(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     lambda_: float = 1.0,
+    clip_c_threshold: float | None = 1.0,
 ) -> VTraceReturns:
     """Compute V-trace targets and policy-gradient advantages over time-major tensors.
 
     With the paper's symbols, for ``t = 0 .. T-1`` and ``rho_t = pi(a_t|x_t) / mu(a_t|x_t)``::
 
         rho_bar_t = min(rho_bar, rho_t)                 # clip_rho_threshold
-        c_t       = lambda * min(1, rho_t)              # trace-cutting coefficient
+        c_t       = lambda * min(c_bar, rho_t)          # trace-cutting coefficient (c_bar: clip_c_threshold)
         delta_t   = rho_bar_t * (r_t + gamma_t * V(x_{t+1}) - V(x_t))
         v_s - V(x_s) = delta_s + gamma_s * c_s * (v_{s+1} - V(x_{s+1}))   with v_T = V(x_T)
         A_s       = min(rho_bar_pg, rho_s) * (r_s + gamma_s * v_{s+1} - V(x_s))
@@ -48,6 +49,7 @@ def vtrace(
         clip_rho_threshold: rho-bar; ``None`` disables the clip.
         clip_pg_rho_threshold: the clip of the policy-gradient rho; ``None`` disables it.
         lambda_: the trace-mixing lambda of the paper's remark (1.0 is plain V-trace).
+        clip_c_threshold: c-bar, the clip of the traces' weights (1.0 in the paper); ``None`` disables it.
 
     Returns:
         :class:`VTraceReturns` with ``vs`` and ``pg_advantages``, both without gradient.
@@ -64,7 +66,7 @@ def vtrace(
 
     rhos = torch.exp(log_rhos)
     clipped_rhos = rhos if clip_rho_threshold is None else torch.clamp(rhos, max=clip_rho_threshold)
-    cs = lambda_ * torch.clamp(rhos, max=1.0)
+    cs = lambda_ * (rhos if clip_c_threshold is None else torch.clamp(rhos, max=clip_c_threshold))
 
     values_tp1 = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)

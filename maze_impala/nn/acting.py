@@ -1,97 +1,103 @@
-"""How actors turn observations into actions: batched, numpy in and numpy out.
+"""The one way to act: batched, numpy in and numpy out, with the recurrent state as an explicit input and output.
 
-:func:`make_acting` gives an actor a :class:`~maze_impala.nn.numpy_acting.NumpyActing`
-(the policy's MLPs in numpy, see :mod:`maze_impala.nn.numpy_acting`) wherever the
-policy is made only of what it covers: shared :class:`StepNet` networks and
-categorical action heads (Discrete, MultiDiscrete, with or without masks).
-:func:`numpy_spec` describes such a policy in plain data, so that an actor process can
-act without importing torch. Any other policy (per-agent networks, Gaussian or
-Bernoulli heads, a subclass with its own ``raw_logits``) acts through
-:class:`TorchActing`. Both read the torch module's parameters, so loading new weights
-into it is all an update takes.
+Actors, the evaluator and the rollout CLI act through an :class:`Acting`, one call per group of envs whose next
+actor shares a step key::
+
+    actions, log_probs, state = acting.act(step_key, obs, state, agent_ids, noise)
+
+``state`` holds, per name, one row per acting env (``[B, ...]``; empty for a feed-forward policy); the caller keeps
+it between calls (the actors' recorder keeps one per env and agent, zeroed when that agent's episode ends: the
+initial state is zeros). ``noise`` draws the random numbers of sampled actions, ``None`` takes the most likely
+actions. How a policy acts is the policy's choice: a module that can act in numpy exports its own numpy form
+(:meth:`~maze_impala.nn.models.StructuredPolicy.numpy_form`, buffers included), which
+:class:`~maze_impala.nn.numpy_acting.NumpyActing` runs without torch; anything else acts through torch
+(:class:`~maze_impala.nn.torch_acting.TorchActing`). Both draw the same random numbers from the same noise, so
+they take the same actions.
+
+Nothing in this module imports torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
-import gymnasium as gym
 import numpy as np
-import torch
 
-from maze_impala.actors.weights import flat_layout
 from maze_impala.core import NestedArrays, StepKey
-from maze_impala.nn.distributions import CategoricalHead
-from maze_impala.nn.models import StepNet, StructuredPolicy
-from maze_impala.nn.numpy_acting import ACTIVATIONS, Acting, Actions, NumpyActing, NumpyPolicySpec, NumpyStepSpec
 
-__all__ = ["Acting", "NumpyActing", "TorchActing", "make_acting", "numpy_spec", "numpy_unsupported"]
-
-
-class TorchActing(Acting):
-    """The policy's own :meth:`StructuredPolicy.act`; works for every policy."""
-
-    def __init__(self, policy: StructuredPolicy, seed: int):
-        self.policy = policy
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def act(self, step_key: StepKey, obs: NestedArrays, deterministic: bool, agent_ids: np.ndarray) -> Actions:
-        tensors = {k: torch.from_numpy(v) for k, v in obs.items()}
-        agents = torch.from_numpy(agent_ids)
-        actions, log_probs = self.policy.act(step_key, tensors, deterministic, self.generator, agents)
-        return {k: a.numpy() for k, a in actions.items()}, log_probs.numpy()
+State = dict[str, np.ndarray]
+"""A recurrent state: per name, one row per acting env or column, ``[B, ...]`` float32 (empty: feed-forward)."""
+Actions = tuple[dict[str, np.ndarray], np.ndarray, State]
+"""Actions per action key ``[B, ...]``, their joint log-probabilities ``[B]`` float32, and the next state."""
 
 
-def numpy_unsupported(policy: StructuredPolicy) -> str | None:
-    """Why :class:`NumpyActing` cannot run ``policy``, or None if it can."""
-    if type(policy).raw_logits is not StructuredPolicy.raw_logits:
-        return f"{type(policy).__name__} computes its own logits"
-    for key in policy.step_keys:
-        net = policy.networks[str(key)]
-        if type(net) is not StepNet:
-            return f"step key {key!r} has a {type(net).__name__}"
-        if net.activation_name not in ACTIVATIONS:
-            return f"activation {net.activation_name!r}"
-        heads: Mapping[str, torch.nn.Module] = policy.distribution(key).heads
-        for name, head in heads.items():
-            if type(head) is not CategoricalHead:
-                return f"action {name!r} of step key {key!r} has a {type(head).__name__}"
-    return None
+class Noise(ABC):
+    """The random numbers of sampled actions, drawn row by row in the order the action heads need them."""
+
+    @abstractmethod
+    def uniform(self, rows: int, width: int) -> np.ndarray:
+        """``[rows, width]`` float64 uniforms in [0, 1)."""
+
+    @abstractmethod
+    def normal(self, rows: int, width: int) -> np.ndarray:
+        """``[rows, width]`` float64 standard normals."""
+
+    def for_rows(self, envs: Sequence[int] | slice) -> Noise:
+        """The noise of a batch of the given envs' rows (a shared stream: itself)."""
+        return self
 
 
-def numpy_spec(policy: StructuredPolicy) -> NumpyPolicySpec:
-    """``policy`` as plain data for :class:`NumpyActing`; a ValueError if numpy cannot run it."""
-    reason = numpy_unsupported(policy)
-    if reason:
-        raise ValueError(f"NumpyActing cannot run this policy: {reason}; use TorchActing")
-    names = {id(p): name for name, p in policy.named_parameters()}
-    steps = {}
-    for key in policy.step_keys:
-        net = policy.networks[str(key)]
-        encoder: list[tuple[str, int | None, int, int | None]] = []
-        for obs_key, space in net.encoder.space.spaces.items():
-            if isinstance(space, gym.spaces.Discrete):
-                encoder.append((obs_key, None, int(space.start), int(space.n)))
-            elif isinstance(space, gym.spaces.MultiDiscrete):
-                encoder += [(obs_key, i, 0, int(n)) for i, n in enumerate(space.nvec.flat)]
-            else:
-                encoder.append((obs_key, None, 0, None))
-        heads, offset = [], 0
-        for action_key, head in policy.distribution(key).heads.items():
-            heads.append((action_key, list(head.nvec), bool(head.squeeze), offset))
-            offset += head.n_inputs
-        layers = [(names[id(layer.weight)], names[id(layer.bias)]) for layer in net._linears]
-        steps[key] = NumpyStepSpec(encoder, layers, net.activation_name, heads, dict(policy.masks[key]))
-    return NumpyPolicySpec(steps, flat_layout(policy))
+class StreamNoise(Noise):
+    """One random stream for every row (training: an actor's own stream)."""
+
+    def __init__(self, seed: int | np.random.Generator):
+        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+    def uniform(self, rows: int, width: int) -> np.ndarray:
+        return self.rng.random((rows, width))
+
+    def normal(self, rows: int, width: int) -> np.ndarray:
+        return self.rng.standard_normal((rows, width))
 
 
-def make_acting(policy: StructuredPolicy, seed: int, backend: str = "auto") -> Acting:
-    """``auto``: numpy where the policy allows it, else torch; ``numpy`` or ``torch`` to choose. A numpy acting
-    reads the module's parameters in place, so loading weights into the module updates it."""
-    if backend not in ("auto", "numpy", "torch"):
-        raise ValueError(f"acting backend must be auto, numpy or torch, got {backend!r}")
-    if backend == "torch" or (backend == "auto" and numpy_unsupported(policy)):
-        return TorchActing(policy, seed)
-    acting = NumpyActing(numpy_spec(policy), seed)
-    acting.bind({name: p.detach().numpy() for name, p in policy.named_parameters()})
-    return acting
+class RowNoise(Noise):
+    """One random stream per row: each row's numbers depend on its own stream only, not on which other rows act
+    with it (evaluation: an episode's actions depend on its seed, however episodes are spread over envs)."""
+
+    def __init__(self, streams: Sequence[np.random.Generator]):
+        self.streams = streams
+
+    def for_rows(self, envs: Sequence[int] | slice) -> Noise:
+        """The streams of ``envs`` (indices into :attr:`streams`), one per row in that order."""
+        return RowNoise(self.streams[envs] if isinstance(envs, slice) else [self.streams[e] for e in envs])
+
+    def uniform(self, rows: int, width: int) -> np.ndarray:
+        return np.stack([stream.random(width) for stream in self.streams[:rows]])
+
+    def normal(self, rows: int, width: int) -> np.ndarray:
+        return np.stack([stream.standard_normal(width) for stream in self.streams[:rows]])
+
+
+class Acting(ABC):
+    """Batched acting with a recurrent state; loads flat weight vectors (see :mod:`maze_impala.nn.flat`)."""
+
+    @abstractmethod
+    def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
+        """The shape of one row of ``step_key``'s recurrent state, per name (empty: feed-forward)."""
+
+    @abstractmethod
+    def act(
+        self,
+        step_key: StepKey,
+        obs: NestedArrays,
+        state: State,
+        agent_ids: np.ndarray,
+        noise: Noise | None,
+    ) -> Actions:
+        """Actions for a ``[B, ...]`` batch of ``step_key`` observations of agents ``agent_ids``, taken with the
+        recurrent ``state`` (``[B, ...]`` per name); sampled with ``noise``, the most likely ones without."""
+
+    @abstractmethod
+    def load(self, flat: np.ndarray) -> None:
+        """Act with these weights from now on: a flat vector of the policy's state (kept, not copied)."""

@@ -1,9 +1,13 @@
 """State critics for structured envs: per step key, shared over all sub-steps, or delta.
 
-All three answer ``values(step_key, obs, batch_dims, ancestors)``: ``V(x)`` for a
-batch of one step key's observations. ``ancestors`` holds, per earlier sub-step
-key, that sub-step's observation in the same structured step; only the delta
-critic reads it. :meth:`StructuredCritic.networks_by_key` names each network for
+All three answer ``values(step_key, obs, batch_dims, ancestors, memory)``: ``V(x)``
+for a batch of one step key's (normalised) observations. ``ancestors`` holds, per
+earlier sub-step key, that sub-step's observation in the same structured step; only
+the delta critic reads it. ``memory`` is a recurrent policy's core output for the same
+rows: a critic has no core of its own but reads the policy's memory (detached, so that
+the value loss trains the critic only) beside its own encoding. The actors record the
+policy's state only, so the policy's memory is what a critic can be given exactly at
+every row of a rollout, its first included. :meth:`StructuredCritic.networks_by_key` names each network for
 gradient norms and clipping (the ``critic_key`` of the events).
 """
 
@@ -18,6 +22,7 @@ from torch import nn
 from maze_impala.config import ModelConfig
 from maze_impala.core import StepKey
 from maze_impala.nn.models import StepNet
+from maze_impala.nn.names import module_key
 
 Observations = Mapping[str, torch.Tensor]
 
@@ -34,6 +39,7 @@ class StructuredCritic(nn.Module):
         obs: Observations,
         batch_dims: int = 1,
         ancestors: Mapping[StepKey, Observations] | None = None,
+        memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
         raise NotImplementedError
 
@@ -44,11 +50,13 @@ class StructuredCritic(nn.Module):
 class StepStateCritic(StructuredCritic):
     """One state-value network per step key, trained on that step key's V-trace targets."""
 
-    def __init__(self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig):
+    def __init__(
+        self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig, memory_width: int = 0
+    ):
         super().__init__()
         self.step_keys = list(observation_spaces)
         self.networks = nn.ModuleDict(
-            {str(k): StepNet(observation_spaces[k], 1, config, out_gain=1.0) for k in self.step_keys}
+            {module_key(k): StepNet(observation_spaces[k], 1, config, 1.0, memory_width) for k in self.step_keys}
         )
 
     def values(
@@ -57,11 +65,12 @@ class StepStateCritic(StructuredCritic):
         obs: Observations,
         batch_dims: int = 1,
         ancestors: Mapping[StepKey, Observations] | None = None,
+        memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return self.networks[str(step_key)](obs, batch_dims).squeeze(-1)
+        return self.networks[module_key(step_key)](obs, batch_dims, extra=memory).squeeze(-1)
 
     def networks_by_key(self) -> dict[str, nn.Module]:
-        return dict(self.networks.items())
+        return {str(k): self.networks[module_key(k)] for k in self.step_keys}
 
 
 class SharedStateCritic(StructuredCritic):
@@ -74,7 +83,9 @@ class SharedStateCritic(StructuredCritic):
     CRITIC_KEY = "shared"
     STEP_KEY_INPUT = "_step_key"
 
-    def __init__(self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig):
+    def __init__(
+        self, observation_spaces: Mapping[StepKey, gym.spaces.Dict], config: ModelConfig, memory_width: int = 0
+    ):
         super().__init__()
         self.step_keys = list(observation_spaces)
         union: dict[str, gym.Space] = {}
@@ -88,7 +99,7 @@ class SharedStateCritic(StructuredCritic):
                 union[name] = sub
         union[self.STEP_KEY_INPUT] = gym.spaces.Discrete(len(self.step_keys))
         self.space = gym.spaces.Dict(union)
-        self.network = StepNet(self.space, 1, config, out_gain=1.0)
+        self.network = StepNet(self.space, 1, config, 1.0, memory_width)
 
     def values(
         self,
@@ -96,6 +107,7 @@ class SharedStateCritic(StructuredCritic):
         obs: Observations,
         batch_dims: int = 1,
         ancestors: Mapping[StepKey, Observations] | None = None,
+        memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
         sample = next(iter(obs.values()))
         shape = sample.shape[:batch_dims]
@@ -108,7 +120,7 @@ class SharedStateCritic(StructuredCritic):
             else:
                 low = int(getattr(sub, "start", 0)) if isinstance(sub, gym.spaces.Discrete) else 0
                 full[name] = torch.full((*shape, *sub.shape), low, device=sample.device)
-        return self.network(full, batch_dims).squeeze(-1)
+        return self.network(full, batch_dims, extra=memory).squeeze(-1)
 
     def networks_by_key(self) -> dict[str, nn.Module]:
         return {self.CRITIC_KEY: self.network}
@@ -132,6 +144,7 @@ class DeltaStateCritic(StepStateCritic):
         obs: Observations,
         batch_dims: int = 1,
         ancestors: Mapping[StepKey, Observations] | None = None,
+        memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
         own = super().values(step_key, obs, batch_dims)
         position = self.step_keys.index(step_key)
@@ -149,10 +162,11 @@ def make_critic(
 ) -> StructuredCritic:
     """The critic named by ``config.critic``."""
     kind = config.critic
+    memory_width = config.recurrent_units if config.recurrent != "none" else 0
     if kind == "step":
-        return StepStateCritic(observation_spaces, config)
+        return StepStateCritic(observation_spaces, config, memory_width)
     if kind == "shared":
-        return SharedStateCritic(observation_spaces, config)
+        return SharedStateCritic(observation_spaces, config, memory_width)
     if kind == "delta":
         bad = {k: n for k, n in agent_counts.items() if n != 1}
         if bad:

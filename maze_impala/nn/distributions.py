@@ -17,6 +17,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from maze_impala.nn.acting import Noise
+from maze_impala.nn.names import module_key
+from maze_impala.nn.numpy_acting import HeadForm
+
 
 class ActionHead(nn.Module, ABC):
     """Turns ``n_inputs`` logits into a distribution over one action space."""
@@ -24,8 +28,8 @@ class ActionHead(nn.Module, ABC):
     n_inputs: int
 
     @abstractmethod
-    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
-        """Sample (or take the mode of) a batch of actions, drawing from ``generator`` if given."""
+    def sample(self, logits: torch.Tensor, noise: Noise | None) -> torch.Tensor:
+        """Sample a ``[B, ...]`` batch of actions with ``noise`` (as the numpy form does), or take their modes."""
 
     @abstractmethod
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -34,6 +38,15 @@ class ActionHead(nn.Module, ABC):
     @abstractmethod
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         """Entropy per batch entry."""
+
+    def sample_with_log_prob(self, logits: torch.Tensor, noise: Noise | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions and their log-probabilities (heads that can share the work override this)."""
+        action = self.sample(logits, noise)
+        return action, self.log_prob(logits, action)
+
+    def numpy_form(self, key: str, offset: int, prefix: str) -> HeadForm | None:
+        """The head as plain data for acting in numpy (its parameters named with ``prefix``); None: torch only."""
+        return None
 
 
 class CategoricalHead(ActionHead):
@@ -48,26 +61,30 @@ class CategoricalHead(ActionHead):
     def _split(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.split(logits, self.nvec, dim=-1)
 
-    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
-        return self.sample_with_log_prob(logits, deterministic, generator)[0]
+    def sample(self, logits: torch.Tensor, noise: Noise | None) -> torch.Tensor:
+        return self.sample_with_log_prob(logits, noise)[0]
 
-    def sample_with_log_prob(
-        self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Actions and their log-probabilities in one pass (what actors need every step)."""
+    def sample_with_log_prob(self, logits: torch.Tensor, noise: Noise | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions ``[B, ...]`` and their log-probabilities in one pass (what actors need every step); sampled by
+        inverse CDF on ``noise``'s uniforms, one per categorical and row."""
         parts, total = [], None
         for part in self._split(logits):
             log_p = F.log_softmax(part, dim=-1)
-            if deterministic:
+            if noise is None:
                 action = part.argmax(-1)
             else:
-                flat = log_p.exp().reshape(-1, log_p.shape[-1])
-                action = torch.multinomial(flat, 1, generator=generator).reshape(log_p.shape[:-1])
+                z = part - part.amax(-1, keepdim=True)
+                cdf = torch.exp(z).double().cumsum(-1)
+                u = torch.as_tensor(noise.uniform(len(part), 1), device=part.device) * cdf[:, -1:]
+                action = (cdf <= u).sum(-1).clamp(max=part.shape[-1] - 1)
             chosen = log_p.gather(-1, action.unsqueeze(-1)).squeeze(-1)
             total = chosen if total is None else total + chosen
             parts.append(action)
         actions = parts[0].unsqueeze(-1) if len(parts) == 1 else torch.stack(parts, dim=-1)
         return (actions.squeeze(-1) if self.squeeze else actions), total
+
+    def numpy_form(self, key: str, offset: int, prefix: str) -> HeadForm:
+        return HeadForm(key, "categorical", offset, list(self.nvec), squeeze=self.squeeze)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         action = action.long()
@@ -92,10 +109,11 @@ class BernoulliHead(ActionHead):
         super().__init__()
         self.n_inputs = n
 
-    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
-        if deterministic:
+    def sample(self, logits: torch.Tensor, noise: Noise | None) -> torch.Tensor:
+        if noise is None:
             return (logits > 0).to(torch.int8)
-        return torch.bernoulli(torch.sigmoid(logits.detach()), generator=generator).to(torch.int8)
+        u = torch.as_tensor(noise.uniform(len(logits), self.n_inputs), device=logits.device)
+        return (u < torch.sigmoid(logits.detach()).double()).to(torch.int8)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         target = action.to(logits.dtype)
@@ -115,12 +133,11 @@ class GaussianHead(ActionHead):
         self.n_inputs = int(np.prod(shape))
         self.log_std = nn.Parameter(torch.full((self.n_inputs,), init_log_std))
 
-    def sample(self, logits: torch.Tensor, deterministic: bool, generator: torch.Generator | None) -> torch.Tensor:
-        mean = logits.detach()
-        if not deterministic:
-            noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-            mean = mean + noise * self.log_std.detach().exp()
-        action = mean
+    def sample(self, logits: torch.Tensor, noise: Noise | None) -> torch.Tensor:
+        action = logits.detach()
+        if noise is not None:
+            z = torch.as_tensor(noise.normal(len(action), self.n_inputs), device=action.device).to(action.dtype)
+            action = action + z * self.log_std.detach().exp()
         return action.reshape(*action.shape[:-1], *self.shape)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -131,6 +148,9 @@ class GaussianHead(ActionHead):
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         per_dim = 0.5 + 0.5 * np.log(2 * np.pi) + self.log_std
         return per_dim.sum().expand(logits.shape[:-1])
+
+    def numpy_form(self, key: str, offset: int, prefix: str) -> HeadForm:
+        return HeadForm(key, "gaussian", offset, [], log_std=prefix + "log_std", shape=self.shape)
 
 
 def make_action_head(space: gym.Space) -> ActionHead:
@@ -155,38 +175,45 @@ class DictActionDistribution(nn.Module):
 
     def __init__(self, space: gym.spaces.Dict):
         super().__init__()
-        self.heads = nn.ModuleDict({key: make_action_head(sub) for key, sub in space.spaces.items()})
+        self.keys = list(space.spaces)
+        self.heads = nn.ModuleDict({module_key(key): make_action_head(sub) for key, sub in space.spaces.items()})
         self.sizes = [head.n_inputs for head in self.heads.values()]
         self.n_inputs = int(sum(self.sizes))
 
-    def _split(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
-        return dict(zip(self.heads.keys(), torch.split(logits, self.sizes, dim=-1)))
+    def items(self) -> list[tuple[str, ActionHead]]:
+        """(action key, head) pairs in the order of the logits."""
+        return list(zip(self.keys, self.heads.values()))
 
-    def sample(
-        self, logits: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
-    ) -> dict[str, torch.Tensor]:
-        parts = self._split(logits)
-        return {key: head.sample(parts[key], deterministic, generator) for key, head in self.heads.items()}
+    def _split(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        return dict(zip(self.keys, torch.split(logits, self.sizes, dim=-1)))
 
     def log_prob(self, logits: torch.Tensor, actions: dict[str, torch.Tensor]) -> torch.Tensor:
         parts = self._split(logits)
-        return sum(head.log_prob(parts[key], actions[key]) for key, head in self.heads.items())
+        return sum(head.log_prob(parts[key], actions[key]) for key, head in self.items())
 
     def sample_with_log_prob(
-        self, logits: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+        self, logits: torch.Tensor, noise: Noise | None
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Actions and their joint log-probability, sharing the work where a head can (categoricals)."""
-        parts = self._split(logits) if len(self.heads) > 1 else {next(iter(self.heads)): logits}
+        """Actions (``[B, ...]`` per key) and their joint log-probability, sampled with ``noise`` head by head in
+        order (the modes without), sharing the work where a head can (categoricals)."""
+        parts = self._split(logits) if len(self.keys) > 1 else {self.keys[0]: logits}
         actions, total = {}, None
-        for key, head in self.heads.items():
-            if isinstance(head, CategoricalHead):
-                actions[key], log_prob = head.sample_with_log_prob(parts[key], deterministic, generator)
-            else:
-                actions[key] = head.sample(parts[key], deterministic, generator)
-                log_prob = head.log_prob(parts[key], actions[key])
+        for key, head in self.items():
+            actions[key], log_prob = head.sample_with_log_prob(parts[key], noise)
             total = log_prob if total is None else total + log_prob
         return actions, total
 
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         parts = self._split(logits)
-        return sum(head.entropy(parts[key]) for key, head in self.heads.items())
+        return sum(head.entropy(parts[key]) for key, head in self.items())
+
+    def numpy_form(self, prefix: str) -> list[HeadForm] | None:
+        """Every head's form (None if one has none), with its offset in the logits."""
+        forms, offset = [], 0
+        for (key, head), name in zip(self.items(), self.heads.keys()):
+            form = head.numpy_form(key, offset, f"{prefix}heads.{name}.")
+            if form is None:
+                return None
+            forms.append(form)
+            offset += head.n_inputs
+        return forms

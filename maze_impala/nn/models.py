@@ -1,9 +1,17 @@
-"""Policies and critics keyed by step key, built from a :class:`ModelConfig`."""
+"""Policies keyed by step key, built from a :class:`ModelConfig`.
+
+Per step key the policy has three stages, each reporting its width (:class:`StepNet`): an observation encoder
+with MLP layers, an optional recurrent core (``model.recurrent``), and the output layer feeding the step key's
+action distribution; before them, optionally, running observation statistics (``model.normalize_observations``,
+:mod:`maze_impala.nn.normalize`). Critics (:mod:`maze_impala.nn.critics`) are separate networks; with a recurrent
+policy they read its core's output (its memory) beside their own encoding.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -13,13 +21,19 @@ from torch.nn import functional as F
 
 from maze_impala.config.model import ModelConfig
 from maze_impala.core import ActorID, StepKey
-from maze_impala.envs.checker import MASK_SUFFIX
-from maze_impala.envs.spaces import storage_dtype
+from maze_impala.envs.spaces import MASK_SUFFIX, MASKED_LOGIT, mask_error, storage_dtype
 from maze_impala.envs.structured import StructuredEnv
+from maze_impala.nn.acting import Noise, StreamNoise
 from maze_impala.nn.distributions import DictActionDistribution
-from maze_impala.nn.numpy_acting import MASKED_LOGIT, mask_error
+from maze_impala.nn.encoders import ObservationEncoder
+from maze_impala.nn.flat import flat_layout
+from maze_impala.nn.names import module_key
+from maze_impala.nn.normalize import ObservationNormalizer
+from maze_impala.nn.numpy_acting import NetworkForm, NumpyPolicyForm, StepForm
+from maze_impala.nn.recurrent import RecurrentCore, TorchState
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+Observations = Mapping[str, torch.Tensor]
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -48,97 +62,192 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
 FUNCTIONAL_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
 
 
-class ObservationEncoder(nn.Module):
-    """Flattens a Dict observation into one float vector (one-hot for discrete parts)."""
-
-    def __init__(self, space: gym.spaces.Dict):
-        super().__init__()
-        self.space = space
-        self.n_outputs = 0
-        for sub in space.spaces.values():
-            storage_dtype(sub)  # rejects unsupported spaces early
-            if isinstance(sub, gym.spaces.Discrete):
-                self.n_outputs += int(sub.n)
-            elif isinstance(sub, gym.spaces.MultiDiscrete):
-                self.n_outputs += int(sub.nvec.sum())
-            else:
-                self.n_outputs += int(np.prod(sub.shape))
-
-    def forward(self, obs: Mapping[str, torch.Tensor], batch_dims: int) -> torch.Tensor:
-        parts = []
-        for key, sub in self.space.spaces.items():
-            x = obs[key]
-            if isinstance(sub, gym.spaces.Discrete):
-                # clamped: padding entries (zeros) of a space that starts above 0 must not fail
-                parts.append(F.one_hot((x.long() - int(sub.start)).clamp(0, int(sub.n) - 1), int(sub.n)).float())
-            elif isinstance(sub, gym.spaces.MultiDiscrete):
-                for i, n in enumerate(int(n) for n in sub.nvec.flat):
-                    parts.append(F.one_hot(x[..., i].long().clamp(0, n - 1), n).float())
-            else:
-                parts.append(x.reshape(*x.shape[:batch_dims], -1).float())
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
+    linear = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(linear.weight, gain=gain)
+    nn.init.zeros_(linear.bias)
+    return linear
 
 
-def mlp(n_in: int, n_out: int, config: ModelConfig, out_gain: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for width in config.hidden_units:
-        linear = nn.Linear(n_in, int(width))
-        nn.init.orthogonal_(linear.weight, gain=np.sqrt(2))
-        nn.init.zeros_(linear.bias)
-        layers += [linear, ACTIVATIONS[config.activation]()]
-        n_in = int(width)
-    head = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(head.weight, gain=out_gain)
-    nn.init.zeros_(head.bias)
-    layers.append(head)
-    return nn.Sequential(*layers)
+class Memory(NamedTuple):
+    """What a recurrent network's unroll over ``[T, N]`` rows gives besides its output."""
+
+    features: torch.Tensor
+    """The core's output per row, ``[T, N, units]``: the memory a critic reads."""
+    ends: dict[int, TorchState]
+    """The state after row ``t`` where a run of rows without a reset ends (see :class:`~.recurrent.Unrolled`)."""
 
 
 class StepNet(nn.Module):
-    """Encoder plus MLP over one step key's observations."""
+    """One step key's network: encoder, MLP layers, an optional recurrent core, and the output layer.
 
-    def __init__(self, obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig, out_gain: float):
+    ``n_extra`` features (a critic's view of the policy's memory) join the encoder's output. The state dict keeps
+    the names of the MLP (``body.0``, ..., the output layer last) whether or not a core sits before the output.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.spaces.Dict,
+        n_out: int,
+        config: ModelConfig,
+        out_gain: float,
+        n_extra: int = 0,
+        recurrent: bool = False,
+    ):
         super().__init__()
         self.encoder = ObservationEncoder(obs_space)
-        self.body = mlp(self.encoder.n_outputs, n_out, config, out_gain)
         self.activation_name = config.activation
         self._activation = FUNCTIONAL_ACTIVATIONS[config.activation]
+        widths = [self.encoder.n_outputs + n_extra, *(int(w) for w in config.hidden_units)]
+        layers: list[nn.Module] = []
+        for n_in, width in itertools.pairwise(widths):
+            layers += [_linear(n_in, width, np.sqrt(2)), ACTIVATIONS[config.activation]()]
+        self.core = RecurrentCore(config.recurrent, widths[-1], config.recurrent_units) if recurrent else None
+        layers.append(_linear(self.core.units if self.core else widths[-1], n_out, out_gain))
+        self.body = nn.Sequential(*layers)
         # a tuple: nn.Module registers a module assigned as an attribute, not one held in a tuple
         self._linears = tuple(m for m in self.body if isinstance(m, nn.Linear))
+        self.n_out = n_out
+
+    def state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.core.state_shapes() if self.core is not None else {}
+
+    def features(self, obs: Observations, batch_dims: int, extra: torch.Tensor | None = None) -> torch.Tensor:
+        """Encoder and MLP layers. Applied functionally: the same maths as the layers' modules, without the per-module
+        call overhead that dominates small batches on the actors."""
+        x = self.encoder(obs, batch_dims)
+        if extra is not None:
+            x = torch.cat([x, extra], dim=-1)
+        for layer in self._linears[:-1]:
+            x = self._activation(F.linear(x, layer.weight, layer.bias))
+        return x
+
+    def output(self, x: torch.Tensor) -> torch.Tensor:
+        head = self._linears[-1]
+        return F.linear(x, head.weight, head.bias)
 
     def forward(
-        self, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None = None
+        self,
+        obs: Observations,
+        batch_dims: int,
+        agent_ids: torch.Tensor | None = None,
+        extra: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        # The layers are applied functionally: the same maths as self.body(x), without the per-module call
-        # overhead that dominates small batches on the actors.
-        x = self.encoder(obs, batch_dims)
-        *hidden, head = self._linears
-        for layer in hidden:
-            x = self._activation(F.linear(x, layer.weight, layer.bias))
-        return F.linear(x, head.weight, head.bias)
+        if self.core is not None:
+            raise ValueError("a recurrent network acts with its state: call step() or unroll()")
+        return self.output(self.features(obs, batch_dims, extra))
+
+    def step(
+        self, obs: Observations, state: TorchState, agent_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, TorchState]:
+        """One decision per row of ``[B]`` observations from ``state``: the output and the next state."""
+        x = self.features(obs, 1)
+        if self.core is None:
+            return self.output(x), state
+        x, state = self.core.step(x, state)
+        return self.output(x), state
+
+    def unroll(
+        self, obs: Observations, state: TorchState, first: torch.Tensor, agent_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Memory]:
+        """The output over ``[T, N]`` rows (columns in time order) from the columns' ``state``, reset where
+        ``first``."""
+        assert self.core is not None, "unroll() is for recurrent networks"
+        unrolled = self.core.unroll(self.features(obs, 2), state, first)
+        return self.output(unrolled.out), Memory(unrolled.out, unrolled.ends)
+
+    def memory(self, obs: Observations, state: TorchState, agent_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The core's output for ``[K]`` observations from their states (a truncated episode's final observation)."""
+        assert self.core is not None, "memory() is for recurrent networks"
+        return self.core.step(self.features(obs, 1), state)[0]
+
+    def numpy_form(self, prefix: str) -> NetworkForm | None:
+        """This network as plain data, or None where it holds layers the form does not know."""
+        if any(not isinstance(m, nn.Linear | ACTIVATIONS[self.activation_name]) for m in self.body):
+            return None
+        names = {id(p): f"{prefix}{n}" for n, p in self.named_parameters()}
+        layers = [(names[id(m.weight)], names[id(m.bias)]) for m in self._linears]
+        core = self.core.numpy_form(f"{prefix}core.") if self.core is not None else None
+        return NetworkForm(self.encoder.numpy_form(), layers[:-1], self.activation_name, core, layers[-1])
+
+
+def _route(agent_ids: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
+    return [(agent, (agent_ids == agent).nonzero().squeeze(-1)) for agent in torch.unique(agent_ids).tolist()]
 
 
 class PerAgentNet(nn.Module):
-    """One :class:`StepNet` per agent; ``agent_ids`` (over the last batch axis) routes each entry."""
+    """One :class:`StepNet` per agent; ``agent_ids`` (over the last batch axis: rows, or columns over time) routes
+    each entry to its agent's network."""
 
-    def __init__(self, n_agents: int, obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig, out_gain: float):
+    def __init__(self, n_agents: int, obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig, out_gain: float,
+                 recurrent: bool = False):  # fmt: skip
         super().__init__()
-        self.agents = nn.ModuleList(StepNet(obs_space, n_out, config, out_gain) for _ in range(n_agents))
+        self.agents = nn.ModuleList(
+            StepNet(obs_space, n_out, config, out_gain, recurrent=recurrent) for _ in range(n_agents)
+        )
         self.n_out = n_out
 
-    def forward(
-        self, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.agents[0].state_shapes()
+
+    @staticmethod
+    def _ids(agent_ids: torch.Tensor | None) -> torch.Tensor:
         if agent_ids is None:
             raise ValueError("a per-agent network needs the agent id of every entry")
+        return agent_ids
+
+    def forward(
+        self, obs: Observations, batch_dims: int, agent_ids: torch.Tensor | None = None, extra: None = None
+    ) -> torch.Tensor:
         axis = batch_dims - 1
         shape = next(iter(obs.values())).shape[:batch_dims]
-        out = torch.zeros(*shape, self.n_out, device=agent_ids.device)
-        for agent in torch.unique(agent_ids).tolist():
-            index = (agent_ids == agent).nonzero().squeeze(-1)
+        out = torch.zeros(*shape, self.n_out, device=self._ids(agent_ids).device)
+        for agent, index in _route(self._ids(agent_ids)):
             part = self.agents[agent]({k: v.index_select(axis, index) for k, v in obs.items()}, batch_dims)
             out = out.index_copy(axis, index, part)
         return out
+
+    def step(self, obs: Observations, state: TorchState, agent_ids: torch.Tensor | None = None):
+        out = torch.zeros(len(next(iter(obs.values()))), self.n_out)
+        new = {k: v.clone() for k, v in state.items()}
+        for agent, index in _route(self._ids(agent_ids)):
+            part, part_state = self.agents[agent].step(
+                {k: v[index] for k, v in obs.items()}, {k: v[index] for k, v in state.items()}
+            )
+            out[index] = part
+            for k, v in part_state.items():
+                new[k][index] = v
+        return out, new
+
+    def unroll(self, obs: Observations, state: TorchState, first: torch.Tensor,
+               agent_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:  # fmt: skip
+        T, N = first.shape
+        out, features, ends = None, None, {}
+        for agent, index in _route(self._ids(agent_ids)):
+            part, memory = self.agents[agent].unroll(
+                {k: v[:, index] for k, v in obs.items()}, {k: v[index] for k, v in state.items()}, first[:, index]
+            )
+            out = part.new_zeros(T, N, part.shape[-1]) if out is None else out
+            features = part.new_zeros(T, N, memory.features.shape[-1]) if features is None else features
+            out = out.index_copy(1, index, part)
+            features = features.index_copy(1, index, memory.features)
+            for t, end in memory.ends.items():
+                merged = ends.setdefault(t, {k: v.new_zeros(N, v.shape[-1]) for k, v in end.items()})
+                for k, v in end.items():
+                    merged[k][index] = v
+        return out, Memory(features, ends)
+
+    def memory(self, obs: Observations, state: TorchState, agent_ids: torch.Tensor | None = None) -> torch.Tensor:
+        out = None
+        for agent, index in _route(self._ids(agent_ids)):
+            rows = {k: v[index] for k, v in obs.items()}
+            part = self.agents[agent].memory(rows, {k: v[index] for k, v in state.items()})
+            out = part.new_zeros(len(self._ids(agent_ids)), part.shape[-1]) if out is None else out
+            out[index] = part
+        return out
+
+    def numpy_form(self, prefix: str) -> None:
+        return None  # per-agent routing acts in torch
 
 
 def action_masks(obs_space: gym.spaces.Dict, act_space: gym.spaces.Dict) -> dict[str, str]:
@@ -160,12 +269,23 @@ def action_masks(obs_space: gym.spaces.Dict, act_space: gym.spaces.Dict) -> dict
     return masks
 
 
+class PolicyUnroll(NamedTuple):
+    logits: torch.Tensor
+    """The masked logits of rows ``0..T-1``, ``[T, N, L]``."""
+    memory: Memory | None
+    """The core's output over all ``T + 1`` rows and its states at reset boundaries; None for a feed-forward
+    policy."""
+
+
 class StructuredPolicy(nn.Module):
     """One policy network per step key (or per agent), each with the action distribution of its space.
 
     Discrete action heads are masked by an observation key ``<action key>_mask``
     (1 = allowed): masked actions get probability zero, so they are never sampled
     and do not count in log-probabilities or entropy.
+
+    Env observations become the networks' inputs through :meth:`normalize` (running statistics where
+    ``model.normalize_observations``, else unchanged); :meth:`act` does it itself, the learner once per batch.
     """
 
     def __init__(
@@ -182,41 +302,71 @@ class StructuredPolicy(nn.Module):
                 f"{sorted(map(str, observation_spaces))} vs {sorted(map(str, action_spaces))}"
             )
         self.step_keys: list[StepKey] = list(action_spaces)
-        self.action_spaces = dict(action_spaces)
-        self.distributions = nn.ModuleDict({str(k): DictActionDistribution(action_spaces[k]) for k in self.step_keys})
+        self.observation_spaces, self.action_spaces = dict(observation_spaces), dict(action_spaces)
+        self.recurrent = config.recurrent != "none"
+        self.distributions = nn.ModuleDict(
+            {module_key(k): DictActionDistribution(action_spaces[k]) for k in self.step_keys}
+        )
         self.masks = {k: action_masks(observation_spaces[k], action_spaces[k]) for k in self.step_keys}
+        if config.normalize_observations:
+            self.normalizers = nn.ModuleDict(
+                {module_key(k): ObservationNormalizer(observation_spaces[k]) for k in self.step_keys}
+            )
         counts = dict(agent_counts or {})
         networks: dict[str, nn.Module] = {}
         for k in self.step_keys:
-            n_out = self.distributions[str(k)].n_inputs
+            n_out = self.distribution(k).n_inputs
             if config.per_agent_networks and counts.get(k, 1) != 1:
                 if counts[k] < 1:
                     raise ValueError(
                         f"model.per_agent_networks=true needs a fixed agent count, but step key {k!r} has "
                         f"{counts[k]}; use shared networks (model.per_agent_networks=false) for it"
                     )
-                networks[str(k)] = PerAgentNet(counts[k], observation_spaces[k], n_out, config, out_gain=0.01)
+                networks[module_key(k)] = PerAgentNet(counts[k], observation_spaces[k], n_out, config, 0.01,
+                                                      self.recurrent)  # fmt: skip
             else:
-                networks[str(k)] = StepNet(observation_spaces[k], n_out, config, out_gain=0.01)
+                networks[module_key(k)] = StepNet(observation_spaces[k], n_out, config, 0.01, recurrent=self.recurrent)
         self.networks = nn.ModuleDict(networks)
 
-    def logits(
-        self,
-        step_key: StepKey,
-        obs: Mapping[str, torch.Tensor],
-        batch_dims: int = 1,
-        agent_ids: torch.Tensor | None = None,
-        check_masks: bool = False,
+    def network(self, step_key: StepKey) -> StepNet | PerAgentNet:
+        return self.networks[module_key(step_key)]
+
+    def distribution(self, step_key: StepKey) -> DictActionDistribution:
+        return self.distributions[module_key(step_key)]
+
+    def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
+        """The shape of one row of ``step_key``'s recurrent state, per name (empty: feed-forward)."""
+        return self.network(step_key).state_shapes()
+
+    def initial_state(self, step_key: StepKey, batch: int) -> TorchState:
+        """The state an episode starts from: zeros, ``[batch, ...]`` per name."""
+        return {name: torch.zeros(batch, *shape) for name, shape in self.state_shapes(step_key).items()}
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether observations go through running statistics (``model.normalize_observations``)."""
+        return "normalizers" in self._modules
+
+    def normalize(self, step_key: StepKey, obs: Observations) -> Observations:
+        """The networks' inputs for env observations: normalised by the running statistics, if the model has any."""
+        return self.normalizers[module_key(step_key)](obs) if self.normalizes else obs
+
+    def update_normalizers(self, step_key: StepKey, obs: Observations) -> None:
+        """Add a batch of ``step_key``'s observations (one row per decision, ``[M, ...]``) to its statistics."""
+        if self.normalizes:
+            self.normalizers[module_key(step_key)].update(obs)
+
+    def mask_logits(
+        self, step_key: StepKey, logits: torch.Tensor, inputs: Observations, check_masks: bool = False
     ) -> torch.Tensor:
-        logits = self.raw_logits(step_key, obs, batch_dims, agent_ids)
         masks = self.masks[step_key]
         if not masks:
             return logits
         dist = self.distribution(step_key)
         parts = []
-        for key, size in zip(dist.heads.keys(), dist.sizes):
+        for key, size in zip(dist.keys, dist.sizes):
             if key in masks:
-                allowed = obs[masks[key]] > 0.5
+                allowed = inputs[masks[key]] > 0.5
                 if check_masks and not bool(allowed.any(-1).all()):
                     raise mask_error(step_key, masks[key], key)
                 parts.append(allowed)
@@ -224,40 +374,95 @@ class StructuredPolicy(nn.Module):
                 parts.append(torch.ones(*logits.shape[:-1], size, dtype=torch.bool, device=logits.device))
         return logits.masked_fill(~torch.cat(parts, dim=-1), MASKED_LOGIT)
 
-    def raw_logits(
-        self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None
+    def logits(
+        self,
+        step_key: StepKey,
+        inputs: Observations,
+        batch_dims: int = 1,
+        agent_ids: torch.Tensor | None = None,
+        check_masks: bool = False,
     ) -> torch.Tensor:
-        """The network's output, before action masks."""
-        return self.networks[str(step_key)](obs, batch_dims, agent_ids)
+        """A feed-forward policy's masked logits for (normalised) inputs with ``batch_dims`` leading axes."""
+        logits = self.network(step_key)(inputs, batch_dims, agent_ids)
+        return self.mask_logits(step_key, logits, inputs, check_masks)
 
-    def distribution(self, step_key: StepKey) -> DictActionDistribution:
-        return self.distributions[str(step_key)]
+    def unroll(
+        self,
+        step_key: StepKey,
+        inputs: Observations,
+        state: TorchState,
+        first: torch.Tensor,
+        agent_ids: torch.Tensor,
+    ) -> PolicyUnroll:
+        """The policy over a batch's ``[T + 1, N]`` rows of (normalised) inputs: the logits of rows ``0..T-1`` and,
+        for a recurrent policy, its memory over all rows, unrolled from the columns' recorded ``state``, reset
+        before every row where ``first`` (``[T + 1, N]``: the decision starts a new episode)."""
+        if not self.recurrent:
+            rows = {k: v[:-1] for k, v in inputs.items()}
+            return PolicyUnroll(self.logits(step_key, rows, 2, agent_ids), None)
+        out, memory = self.network(step_key).unroll(inputs, state, first, agent_ids)
+        rows = {k: v[:-1] for k, v in inputs.items()}
+        return PolicyUnroll(self.mask_logits(step_key, out[:-1], rows), memory)
+
+    def memory(self, step_key: StepKey, inputs: Observations, state: TorchState, agent_ids: torch.Tensor):
+        """The core's output for ``[K]`` (normalised) inputs taken from their ``state`` (recurrent policies)."""
+        return self.network(step_key).memory(inputs, state, agent_ids)
 
     @torch.no_grad()
     def act(
         self,
         step_key: StepKey,
-        obs: Mapping[str, torch.Tensor],
-        deterministic: bool = False,
-        generator: torch.Generator | None = None,
+        obs: Observations,
+        state: TorchState | None = None,
         agent_ids: torch.Tensor | None = None,
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Batched acting: actions and their log-probs for a ``[B, ...]`` batch of observations.
-
-        Sampling draws from ``generator`` (an actor's own, for reproducible rollouts) or torch's global one.
-        """
-        logits = self.logits(step_key, obs, agent_ids=agent_ids, check_masks=True)
-        return self.distribution(step_key).sample_with_log_prob(logits, deterministic, generator)
+        noise: Noise | None = None,
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, TorchState]:
+        """Batched acting on ``[B, ...]`` env observations from ``state`` (None: the initial state): actions,
+        their log-probabilities and the next state. Sampled with ``noise`` (see :class:`~maze_impala.nn.acting.Noise`),
+        the most likely actions without."""
+        inputs = self.normalize(step_key, obs)
+        if state is None or (self.recurrent and not state):
+            state = self.initial_state(step_key, len(next(iter(obs.values()))))
+        out, state = self.network(step_key).step(inputs, state, agent_ids)
+        logits = self.mask_logits(step_key, out, inputs, check_masks=True)
+        actions, log_probs = self.distribution(step_key).sample_with_log_prob(logits, noise)
+        return actions, log_probs, state
 
     def compute_action(
         self, observation: Mapping[str, np.ndarray], actor_id: ActorID, deterministic: bool = False
     ) -> dict[str, np.ndarray]:
-        """One action for one observation of the actor ``actor_id`` (numpy in, numpy out)."""
+        """One action for one observation of the actor ``actor_id`` (numpy in, numpy out); feed-forward policies
+        only (a recurrent one acts with its state: use :meth:`player`)."""
+        if self.recurrent:
+            raise ValueError("a recurrent policy acts with its state: use policy.player(), which keeps it per actor")
         obs = {k: torch.as_tensor(np.asarray(v)).unsqueeze(0) for k, v in observation.items()}
-        agent = torch.tensor([actor_id.agent_id])
-        actions, _ = self.act(actor_id.step_key, obs, deterministic, agent_ids=agent)
+        noise = None if deterministic else StreamNoise(np.random.default_rng())
+        actions, _, _ = self.act(actor_id.step_key, obs, None, torch.tensor([actor_id.agent_id]), noise)
         space = self.action_spaces[actor_id.step_key]
         return {k: a[0].numpy().astype(storage_dtype(space[k])) for k, a in actions.items()}
+
+    def player(self, deterministic: bool = True, seed: int = 0) -> Any:
+        """A :class:`~maze_impala.nn.torch_acting.Player` of this policy: one observation at a time, each actor's
+        recurrent state kept between calls."""
+        from maze_impala.nn.torch_acting import Player
+
+        return Player(self, deterministic, seed)
+
+    def numpy_form(self) -> NumpyPolicyForm | None:
+        """The policy as plain data for :class:`~maze_impala.nn.numpy_acting.NumpyActing`, or None where a part of it
+        has no numpy form, or where its state (parameters and buffers) holds entries that no form reads."""
+        steps = {}
+        for key in self.step_keys:
+            name = module_key(key)
+            export = getattr(self.network(key), "numpy_form", None)  # a network without one acts in torch
+            network = export(f"networks.{name}.") if export is not None else None
+            heads = self.distribution(key).numpy_form(f"distributions.{name}.")
+            if network is None or heads is None:
+                return None
+            normalizer = self.normalizers[name].numpy_form(f"normalizers.{name}.") if self.normalizes else None
+            steps[key] = StepForm(normalizer, network, heads, dict(self.masks[key]))
+        form = NumpyPolicyForm(steps, flat_layout(self))
+        return None if form.unread() else form
 
 
 def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
@@ -268,19 +473,26 @@ def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
 class RandomPolicy(StructuredPolicy):
     """Uniformly random over the allowed actions of every discrete head (a baseline; Box heads: N(0, 1)).
 
-    It always samples: a greedy "random" policy would pick the first allowed action every time.
+    It always samples: a greedy "random" policy would pick the first allowed action every time. Asked for the most
+    likely actions (no noise), it samples from its own stream.
     """
 
-    def act(self, step_key: StepKey, obs: Mapping[str, torch.Tensor], deterministic: bool = False, *args, **kwargs):
-        return super().act(step_key, obs, False, *args, **kwargs)
+    def __init__(self, *args: Any, seed: int = 0, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._noise = StreamNoise(seed)
 
-    def raw_logits(
-        self, step_key: StepKey, obs: Mapping[str, torch.Tensor], batch_dims: int, agent_ids: torch.Tensor | None
-    ) -> torch.Tensor:
+    @torch.no_grad()
+    def act(self, step_key, obs, state=None, agent_ids=None, noise=None):  # type: ignore[no-untyped-def]
         sample = next(iter(obs.values()))
-        return torch.zeros(*sample.shape[:batch_dims], self.distribution(step_key).n_inputs, device=sample.device)
+        logits = torch.zeros(len(sample), self.distribution(step_key).n_inputs, device=sample.device)
+        logits = self.mask_logits(step_key, logits, obs, check_masks=True)
+        actions, log_probs = self.distribution(step_key).sample_with_log_prob(logits, noise or self._noise)
+        return actions, log_probs, state or {}
+
+    def numpy_form(self) -> None:
+        return None
 
 
-def make_random_policy(env: StructuredEnv) -> RandomPolicy:
+def make_random_policy(env: StructuredEnv, seed: int = 0) -> RandomPolicy:
     """A random policy for ``env`` (tiny networks that it never uses)."""
-    return RandomPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]))
+    return RandomPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]), seed=seed)

@@ -1,61 +1,29 @@
-"""Acting in numpy, without torch: what an actor process needs to turn observations into actions.
+"""Acting in numpy, without torch: the numpy form a policy exports, and :class:`NumpyActing`, which runs it.
 
-An actor runs its policy once per sub-step on a small batch (16 to 64
-observations). At that size torch spends most of its time dispatching ops, not
-computing: one sampled action for 16 CartPole observations costs about 100 us in
-torch and about 30 us as the same maths in numpy. A :class:`NumpyPolicySpec`
-describes a policy of shared MLPs with categorical heads in plain data (made from
-the torch policy by :func:`maze_impala.nn.acting.numpy_spec`), and a
-:class:`NumpyActing` computes its actions from that description and a set of weight
-arrays: views of the torch module's parameters in the learner's process, or of one
-flat weight vector in an actor process, which then never imports torch (about 1.2 s
-of an actor process' start and 200 MB of its memory).
+An actor runs its policy once per sub-step on a small batch (16 to 64 observations). At that size torch spends
+most of its time dispatching ops, not computing: one sampled action for 16 CartPole observations costs about
+100 us in torch and about 30 us as the same maths in numpy. A module that can act this way exports its numpy
+form as plain data naming the entries of its state dict it reads (parameters and buffers alike, see
+:meth:`~maze_impala.nn.models.StructuredPolicy.numpy_form`); :class:`NumpyActing` computes its actions from that
+form and a flat weight vector (:mod:`maze_impala.nn.flat`), so an actor process acting this way never imports
+torch (about 1.2 s of its start and 200 MB of its memory). Sampling draws from a
+:class:`~maze_impala.nn.acting.Noise` exactly as the torch heads do, so both ways take the same actions.
 
 Nothing in this module imports torch.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from maze_impala.core import NestedArrays, StepKey
-
-MASKED_LOGIT = -1e9
-"""The logit of a masked action (its probability underflows to 0)."""
-Actions = tuple[dict[str, np.ndarray], np.ndarray]
-"""Actions per action key, ``[B, ...]``, and their joint log-probabilities, ``[B]`` float32."""
-Layout = list[tuple[str, tuple[int, ...], int]]
-"""(name, shape, number of elements) of each tensor of a state dict, in order: how a flat weight vector splits."""
-
-
-def mask_error(step_key: StepKey, mask_key: str, action_key: str) -> ValueError:
-    """The error for an observation that allows no action of a head."""
-    return ValueError(
-        f"step key {step_key!r}: observation {mask_key!r} masks every action of {action_key!r}; "
-        "an env must leave at least one action allowed"
-    )
-
-
-def unflatten(flat: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
-    """Views of ``flat`` shaped as ``layout`` says, by name."""
-    arrays, offset = {}, 0
-    for name, shape, numel in layout:
-        arrays[name] = flat[offset : offset + numel].reshape(shape)
-        offset += numel
-    return arrays
-
-
-class Acting(ABC):
-    """Batched acting for one actor, drawing from the actor's own random stream."""
-
-    @abstractmethod
-    def act(self, step_key: StepKey, obs: NestedArrays, deterministic: bool, agent_ids: np.ndarray) -> Actions:
-        """Actions for a ``[B, ...]`` batch of ``step_key`` observations taken by agents ``agent_ids``."""
-
+from maze_impala.envs.spaces import MASKED_LOGIT, mask_error
+from maze_impala.nn.acting import Acting, Actions, Noise, State
+from maze_impala.nn.flat import Layout, unflatten
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": lambda h: np.tanh(h, out=h),
@@ -63,112 +31,249 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "elu": lambda h: np.where(h > 0, h, np.expm1(np.minimum(h, 0.0))),
     "silu": lambda h: h / (1.0 + np.exp(-h)),
 }
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 @dataclass(frozen=True)
-class NumpyStepSpec:
-    """One step key's network and action heads, as plain data."""
+class NormalizerForm:
+    """Observation keys scaled by running statistics: (key, mean entry, variance entry), clipped to +-clip."""
+
+    keys: list[tuple[str, str, str]]
+    clip: float
+    eps: float
+    counts: list[str]
+    """The entries of the sample counts: state the learner updates with, that acting does not need."""
+
+    def names(self) -> set[str]:
+        return {name for _, mean, var in self.keys for name in (mean, var)} | set(self.counts)
+
+
+@dataclass(frozen=True)
+class CoreForm:
+    """A one-layer LSTM or GRU (torch's gate order), by the names of its weights."""
+
+    kind: str
+    units: int
+    weight_ih: str
+    weight_hh: str
+    bias_ih: str
+    bias_hh: str
+
+    def names(self) -> set[str]:
+        return {self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh}
+
+    def state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"h": (self.units,), "c": (self.units,)} if self.kind == "lstm" else {"h": (self.units,)}
+
+
+@dataclass(frozen=True)
+class NetworkForm:
+    """Encoder (one-hot or flattened parts), MLP layers, an optional recurrent core, and the output layer."""
 
     encoder: list[tuple[str, int | None, int, int | None]]
     """Per encoded part: (observation key, column of a MultiDiscrete or None, first code, one-hot size or None
     for a Box)."""
-    layers: list[tuple[str, str]]
-    """The (weight, bias) names of the MLP's linear layers in the policy's state dict, the output layer last."""
+    hidden: list[tuple[str, str]]
+    """The (weight, bias) entries of the hidden layers."""
     activation: str
-    heads: list[tuple[str, list[int], bool, int]]
-    """Per action key: (action key, sizes of its categoricals, Discrete (no trailing axis), offset in the logits)."""
-    masks: dict[str, str]
-    """Action key -> the observation key of its mask."""
+    core: CoreForm | None
+    output: tuple[str, str]
+
+    def names(self) -> set[str]:
+        names = {name for layer in (*self.hidden, self.output) for name in layer}
+        return names | (self.core.names() if self.core else set())
 
 
 @dataclass(frozen=True)
-class NumpyPolicySpec:
-    """A policy :class:`NumpyActing` can run: its step keys' specs and the layout of its flat weights."""
+class HeadForm:
+    """One action head: categoricals (Discrete, MultiDiscrete) or a diagonal Gaussian (Box)."""
 
-    steps: dict[StepKey, NumpyStepSpec]
+    key: str
+    kind: str
+    """categorical or gaussian"""
+    offset: int
+    """Where its logits start in the network's output."""
+    nvec: list[int]
+    """categorical: the sizes of its categoricals"""
+    squeeze: bool = False
+    """categorical: a Discrete action (no trailing axis)"""
+    log_std: str | None = None
+    """gaussian: the entry of its log standard deviations"""
+    shape: tuple[int, ...] = ()
+    """gaussian: the action's shape"""
+
+    def names(self) -> set[str]:
+        return {self.log_std} if self.log_std else set()
+
+
+@dataclass(frozen=True)
+class StepForm:
+    normalizer: NormalizerForm | None
+    network: NetworkForm
+    heads: list[HeadForm]
+    masks: dict[str, str]
+    """Action key -> the observation key of its mask."""
+
+    def names(self) -> set[str]:
+        names = self.network.names() | {n for head in self.heads for n in head.names()}
+        return names | (self.normalizer.names() if self.normalizer else set())
+
+
+@dataclass(frozen=True)
+class NumpyPolicyForm:
+    """A policy as plain data: its step keys' forms and the layout of its flat weights (state dict order)."""
+
+    steps: dict[StepKey, StepForm]
     layout: Layout
+
+    def unread(self) -> set[str]:
+        """Entries of the state dict that no form reads: a policy with any cannot act in numpy."""
+        read = set().union(*(step.names() for step in self.steps.values())) if self.steps else set()
+        return {name for name, _, _ in self.layout} - read
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
 class _NumpyStep:
-    """One step key at run time: the spec, one-hot tables, and the weights it is bound to."""
+    """One step key at run time: its form, one-hot tables, and the weight arrays it is bound to."""
 
-    def __init__(self, step_key: StepKey, spec: NumpyStepSpec):
-        self.step_key, self.spec = step_key, spec
-        self.one_hot = {n: np.eye(n, dtype=np.float32) for *_, n in spec.encoder if n is not None}
-        self.activation = ACTIVATIONS[spec.activation]
-        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
+    def __init__(self, step_key: StepKey, form: StepForm):
+        self.step_key, self.form = step_key, form
+        self.one_hot = {n: np.eye(n, dtype=np.float32) for *_, n in form.network.encoder if n is not None}
+        self.activation = ACTIVATIONS[form.network.activation]
+        self.arrays: Mapping[str, np.ndarray] = {}
 
     def bind(self, arrays: Mapping[str, np.ndarray]) -> None:
-        self.layers = [(arrays[weight].T, arrays[bias]) for weight, bias in self.spec.layers]
+        net = self.form.network
+        self.arrays = arrays
+        self.hidden = [(arrays[w].T, arrays[b]) for w, b in net.hidden]
+        self.output = (arrays[net.output[0]].T, arrays[net.output[1]])
+        if net.core is not None:
+            core = net.core
+            self.core = (arrays[core.weight_ih].T, arrays[core.weight_hh].T, arrays[core.bias_ih], arrays[core.bias_hh])
+        norm = self.form.normalizer
+        if norm is not None:
+            self.scales = {key: (arrays[mean], 1.0 / np.sqrt(arrays[var] + np.float32(norm.eps)))
+                           for key, mean, var in norm.keys}  # fmt: skip
 
-    def logits(self, obs: NestedArrays) -> np.ndarray:
+    def features(self, obs: NestedArrays) -> np.ndarray:
+        norm = self.form.normalizer
         parts = []
-        for key, column, start, size in self.spec.encoder:
+        for key, column, start, size in self.form.network.encoder:
             x = obs[key]
             if size is None:
-                parts.append(x.reshape(len(x), -1).astype(np.float32, copy=False))
+                x = x.reshape(len(x), -1).astype(np.float32, copy=False)
+                if norm is not None and key in self.scales:
+                    mean, scale = self.scales[key]
+                    x = np.clip((x - mean.reshape(-1)) * scale.reshape(-1), -norm.clip, norm.clip)
+                parts.append(x)
             else:  # out-of-range codes (padding) are clamped, as the torch encoder does
                 codes = (x if column is None else x[..., column]).astype(np.int64) - start
                 parts.append(self.one_hot[size][np.clip(codes, 0, size - 1)])
         h = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
-        *hidden, (w_out, b_out) = self.layers
-        for w, b in hidden:
+        for w, b in self.hidden:
             h = h @ w
             h += b
             h = self.activation(h)
+        return h
+
+    def recur(self, x: np.ndarray, state: State) -> tuple[np.ndarray, State]:
+        core = self.form.network.core
+        if core is None:
+            return x, state
+        w_ih, w_hh, b_ih, b_hh = self.core
+        h = state["h"]
+        if core.kind == "lstm":
+            gates = x @ w_ih + b_ih + (h @ w_hh + b_hh)
+            i, f, g, o = np.split(gates, 4, axis=-1)
+            c = _sigmoid(f) * state["c"] + _sigmoid(i) * np.tanh(g)
+            h = _sigmoid(o) * np.tanh(c)
+            return h, {"h": h.astype(np.float32, copy=False), "c": c.astype(np.float32, copy=False)}
+        units = core.units
+        gx = x @ w_ih + b_ih
+        gh = h @ w_hh + b_hh
+        r = _sigmoid(gx[:, :units] + gh[:, :units])
+        z = _sigmoid(gx[:, units : 2 * units] + gh[:, units : 2 * units])
+        n = np.tanh(gx[:, 2 * units :] + r * gh[:, 2 * units :])
+        h = (1.0 - z) * n + z * h
+        return h, {"h": h.astype(np.float32, copy=False)}
+
+    def logits(self, h: np.ndarray, obs: NestedArrays) -> np.ndarray:
+        w_out, b_out = self.output
         out = h @ w_out
         out += b_out
-        for key, nvec, _, offset in self.spec.heads:
-            if key in self.spec.masks:
-                allowed = obs[self.spec.masks[key]] > 0.5
+        for head in self.form.heads:
+            if head.key in self.form.masks:
+                mask_key = self.form.masks[head.key]
+                allowed = obs[mask_key] > 0.5
                 if not allowed.any(-1).all():
-                    raise mask_error(self.step_key, self.spec.masks[key], key)
-                out[:, offset : offset + sum(nvec)][~allowed] = MASKED_LOGIT
+                    raise mask_error(self.step_key, mask_key, head.key)
+                out[:, head.offset : head.offset + sum(head.nvec)][~allowed] = MASKED_LOGIT
         return out
 
-
-class NumpyActing(Acting):
-    """Acting in numpy for policies of shared MLPs with categorical heads (see :class:`NumpyPolicySpec`).
-
-    :meth:`bind` (views of weight arrays by name) or :meth:`load` (a flat weight vector) gives it weights.
-    Sampling is by inverse CDF on the actor's own ``numpy`` generator; masked actions have probability 0 and
-    are never drawn.
-    """
-
-    def __init__(self, spec: NumpyPolicySpec, seed: int):
-        self.spec = spec
-        self.steps = {key: _NumpyStep(key, step) for key, step in spec.steps.items()}
-        self.rng = np.random.default_rng(seed)
-
-    def bind(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """Act with these weight arrays (by state-dict name), read where they are, as they change."""
-        for step in self.steps.values():
-            step.bind(arrays)
-
-    def load(self, flat: np.ndarray) -> None:
-        """Act with a flat weight vector laid out as the spec says (kept, not copied)."""
-        self.bind(unflatten(flat, self.spec.layout))
-
-    def act(self, step_key: StepKey, obs: NestedArrays, deterministic: bool, agent_ids: np.ndarray) -> Actions:
-        step = self.steps[step_key]
-        logits = step.logits(obs)
+    def sample(self, logits: np.ndarray, noise: Noise | None) -> tuple[dict[str, np.ndarray], np.ndarray]:
         rows = np.arange(len(logits))
         actions: dict[str, np.ndarray] = {}
         total = np.zeros(len(logits), dtype=np.float32)
-        for key, nvec, squeeze, offset in step.spec.heads:
-            chosen = []
-            for n in nvec:
+        for head in self.form.heads:
+            if head.kind == "gaussian":
+                actions[head.key], log_prob = self._gaussian(head, logits, noise)
+                total += log_prob
+                continue
+            chosen, offset = [], head.offset
+            for n in head.nvec:
                 z = logits[:, offset : offset + n]
                 z = z - z.max(-1, keepdims=True)
                 weights = np.exp(z)  # unnormalised probabilities; the largest is 1
-                if deterministic:
+                if noise is None:
                     action = z.argmax(-1)
                 else:  # inverse CDF: the first action whose cumulative weight exceeds u * total weight
                     cdf = weights.cumsum(-1, dtype=np.float64)  # in float64, u rounds up to the total ~never
-                    u = self.rng.random(len(cdf)) * cdf[:, -1]
+                    u = noise.uniform(len(cdf), 1)[:, 0] * cdf[:, -1]
                     action = np.minimum((cdf <= u[:, None]).sum(-1), n - 1)
                 total += z[rows, action] - np.log(weights.sum(-1))
                 chosen.append(action)
                 offset += n
-            actions[key] = chosen[0] if squeeze else np.stack(chosen, axis=-1)
+            actions[head.key] = chosen[0] if head.squeeze else np.stack(chosen, axis=-1)
         return actions, total
+
+    def _gaussian(self, head: HeadForm, logits: np.ndarray, noise: Noise | None) -> tuple[np.ndarray, np.ndarray]:
+        width = int(np.prod(head.shape))
+        mean = logits[:, head.offset : head.offset + width]
+        log_std = self.arrays[head.log_std]  # type: ignore[index]
+        if noise is None:
+            action, z = mean.astype(np.float32), np.zeros_like(mean)
+        else:
+            z = noise.normal(len(mean), width).astype(np.float32)
+            action = mean + z * np.exp(log_std)
+        log_prob = (-0.5 * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+        return action.reshape(len(mean), *head.shape), log_prob.astype(np.float32)
+
+
+class NumpyActing(Acting):
+    """Acting in numpy from a policy's :class:`NumpyPolicyForm`; :meth:`load` gives it weights."""
+
+    def __init__(self, form: NumpyPolicyForm):
+        unread = form.unread()
+        if unread:
+            raise ValueError(f"the numpy form does not read {sorted(unread)[:4]} of the policy's state: act in torch")
+        self.form = form
+        self.steps = {key: _NumpyStep(key, step) for key, step in form.steps.items()}
+
+    def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
+        core = self.form.steps[step_key].network.core
+        return core.state_shapes() if core is not None else {}
+
+    def load(self, flat: np.ndarray) -> None:
+        arrays = unflatten(flat, self.form.layout)
+        for step in self.steps.values():
+            step.bind(arrays)
+
+    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
+            noise: Noise | None) -> Actions:  # fmt: skip
+        step = self.steps[step_key]
+        h, state = step.recur(step.features(obs), state)
+        actions, log_probs = step.sample(step.logits(h, obs), noise)
+        return actions, log_probs, state

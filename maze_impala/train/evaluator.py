@@ -1,14 +1,23 @@
-"""The rollout evaluator: a fixed set of episodes, run side by side, after every epoch."""
+"""The rollout evaluator: a fixed set of episodes, run side by side through the actor's loop, after every epoch."""
 
 from __future__ import annotations
 
-from maze_impala.actors.actor import seed_for
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
+from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
-from maze_impala.nn.models import StructuredPolicy
-from maze_impala.train.episodes import EpisodeResult, episode_slots, run_episodes
+
+if TYPE_CHECKING:
+    from maze_impala.envs.structured import StructuredEnv
+    from maze_impala.nn.models import StructuredPolicy
+
+PLAY_CHUNK = 64
+"""Structured steps between two clear-outs of the played episodes' buffers (nothing of them is learned from)."""
 
 
 class EpisodePublisher:
@@ -26,6 +35,30 @@ class EpisodePublisher:
             self.kpis.kpi(name=name, value=value)
 
 
+def episode_player(
+    envs: list[StructuredEnv], policy: StructuredPolicy, deterministic: bool, keep_raw_events: bool = False
+) -> RolloutActor:
+    """An actor that plays episodes with ``policy``'s current weights (reloaded for every :meth:`~RolloutActor.play`),
+    acting as training's actors do: in numpy where the policy exports a numpy form, else in torch."""
+    from maze_impala.nn.torch_acting import make_acting
+
+    return RolloutActor(envs, ModuleWeights(policy), make_acting(policy), PLAY_CHUNK, seed=0,
+                        deterministic=deterministic, stepping="general", keep_raw_events=keep_raw_events)  # fmt: skip
+
+
+def play_episodes(
+    envs: list[StructuredEnv],
+    policy: StructuredPolicy,
+    episodes: Sequence[tuple[int, int]],
+    deterministic: bool,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+    keep_raw_events: bool = False,
+) -> list[EpisodeResult]:
+    """Play ``episodes`` (``(episode id, seed)`` pairs) with ``policy`` on ``envs`` side by side; results in episode
+    order."""
+    return episode_player(envs, policy, deterministic, keep_raw_events).play(episodes, on_episode)
+
+
 class RolloutEvaluator:
     """Runs ``n_episodes`` episodes (one per env, batched by step key) with fixed seeds, so that epochs compare."""
 
@@ -38,17 +71,22 @@ class RolloutEvaluator:
         hub: EventHub,
         keep_raw_events: bool = False,
     ):
-        self.slots = episode_slots([make_env(env) for _ in range(n_episodes)], keep_raw_events)
+        self.envs = [make_env(env) for _ in range(n_episodes)]
         self.episodes = [(i, seed_for(seed, 2**31 - 1, i)) for i in range(n_episodes)]
-        self.deterministic = deterministic
+        self.deterministic, self.keep_raw_events = deterministic, keep_raw_events
         self.publish = EpisodePublisher(hub)
+        self._player: tuple[StructuredPolicy, RolloutActor] | None = None
 
     def evaluate(self, policy: StructuredPolicy) -> list[EpisodeResult]:
-        """Play the episodes; publishes each one's return, length, env events and KPIs."""
-        return run_episodes(self.slots, policy, self.episodes, self.deterministic, True, self.publish)
+        """Play the episodes with ``policy``'s current weights; publishes each one's return, length, env events and
+        KPIs."""
+        if self._player is None or self._player[0] is not policy:
+            self._player = (policy, episode_player(self.envs, policy, self.deterministic, self.keep_raw_events))
+        return self._player[1].play(self.episodes, self.publish)
 
     def close(self) -> None:
-        self.slots.close()
+        for env in self.envs:
+            env.close()
 
 
 def mean_return(results: list[EpisodeResult]) -> float:

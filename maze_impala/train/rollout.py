@@ -4,9 +4,10 @@ Writes into its output dir: ``kpis.csv`` (one row per episode: id, seed, steps,
 return, each KPI), ``kpis_summary.csv`` (mean, std, min, max), ``stats.csv`` (the
 aggregated statistics, env events included) and, with ``event_logs``, the raw
 event logs. ``runner=local`` spreads the episodes over worker processes. Each process
-plays ``runner.envs_per_process`` episodes side by side with one batched forward pass
-per step; episode ``i`` always runs with the same seed (and, for sampled actions, its own
-generator), so both runners give the same per-episode results.
+plays ``runner.envs_per_process`` episodes side by side through the actor's loop, one
+batched forward pass per step, each env with its own recurrent state; episode ``i``
+always runs with the same seed (and, for sampled actions, its own random stream), so
+both runners give the same per-episode results.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from maze_impala.actors.actor import seed_for
+from maze_impala.actors.actor import EpisodeResult, seed_for
 from maze_impala.config import ConfigError, ModelConfig, RolloutConfig, from_mapping
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env
@@ -40,8 +41,7 @@ from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
-from maze_impala.train.episodes import EpisodeResult, episode_slots, run_episodes
-from maze_impala.train.evaluator import EpisodePublisher
+from maze_impala.train.evaluator import EpisodePublisher, play_episodes
 from maze_impala.train.progress import Progress
 
 
@@ -70,11 +70,12 @@ def _play(
     job: _Job, episodes: list[tuple[int, int]], on_episode: Callable[[EpisodeResult], None] | None = None
 ) -> list[EpisodeResult]:
     """Up to ``job.n_envs`` episodes side by side, one batched forward pass per step key and sub-step."""
-    slots = episode_slots([make_env(job.env) for _ in range(min(job.n_envs, len(episodes)))], job.keep_raw_events)
+    envs = [make_env(job.env) for _ in range(min(job.n_envs, len(episodes)))]
     try:
-        return run_episodes(slots, _policy(job, slots.envs[0]), episodes, job.deterministic, True, on_episode)
+        return play_episodes(envs, _policy(job, envs[0]), episodes, job.deterministic, on_episode, job.keep_raw_events)
     finally:
-        slots.close()
+        for env in envs:
+            env.close()
 
 
 def _worker_init() -> None:

@@ -32,9 +32,9 @@ from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, Te
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
-from maze_impala.nn.acting import numpy_spec, numpy_unsupported
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
+from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.progress import Progress
@@ -78,9 +78,9 @@ def make_actors(
 ) -> tuple[ActorPool, WeightPublisher]:
     """The actor backend ``runner.type`` names, running ``spec``'s actors, and the publisher of ``policy``'s weights
     (at ``version``) for it; restarts are published to ``events``. A policy that acts in numpy goes to the actors
-    as plain data (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
-    if spec.numpy_policy is None and isinstance(policy, StructuredPolicy) and numpy_unsupported(policy) is None:
-        spec = replace(spec, numpy_policy=numpy_spec(policy))
+    as its numpy form (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
+    if spec.numpy_policy is None and isinstance(policy, StructuredPolicy):
+        spec = replace(spec, numpy_policy=numpy_form_of(policy))
     if runner.type == "dev":
         weights = SharedWeights(policy, version=version)
         return SequentialActors(spec, weights, algorithm.num_actors), weights

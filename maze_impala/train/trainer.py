@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from maze_impala.actors.actor import EpisodeResult
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.events.api import EventHub, mean
@@ -30,7 +31,6 @@ from maze_impala.events.tables import (
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
-from maze_impala.train.episodes import EpisodeResult
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, flatten
