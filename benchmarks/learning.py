@@ -4,6 +4,7 @@
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --runners local dev
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --stop --window 100000
     python benchmarks/learning.py --envs Pendulum-v1 --set n_sgd_passes=1   # change a setting of every run
+    python benchmarks/learning.py --envs memory-lstm memory-mlp stateless-cartpole-lstm scaled-cartpole-normalized
 
 Every run trains with the shipped algorithm settings (``maze-run -cn conf_train algorithm=impala``, the same
 for every env), except that an epoch is shorter
@@ -16,7 +17,12 @@ threshold; the mean final return (last 10% of each run's epochs); and collapses:
 the env's floor after first reaching the threshold, within ``--window`` env steps of reaching it (``--window 0``:
 until the end of the run). Each run's ``drift`` is the median ``policy_update_kl`` over those epochs (the table:
 the median over the seeds): how far one update moves a policy that has learnt: in every run, a view of the drift
-that ends in the rare falls.
+that ends in the rare falls. ``final eval`` is the mean greedy evaluation return of each run's last epoch (the
+table: the mean over the seeds); a task that names an evaluation threshold counts a seed as reached only if its
+final evaluation reaches it too.
+
+Some tasks train another model (``model=...``: a recurrent core, normalised observations) or have a budget of
+their own (``budget``: env steps; the learning-rate schedule anneals over it); their names say what they show.
 
 ``--stop`` ends each run at its first epoch ``--window`` env steps or more after it first reached the threshold
 (or at the end of its budget): the same reach, seconds and falls in a fraction of the time; its final return is
@@ -35,14 +41,14 @@ import json
 import math
 import statistics
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from calibration import calibration_ms, describe
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, TrainingConfig
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
@@ -50,6 +56,7 @@ from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 
 RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
+EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
 STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 UPDATE_KL = StatKey.of(MultiStepIMPALAEvents.policy_update_kl, mean, "train").column()  # + "/step_key=..."
@@ -62,6 +69,16 @@ class Task:
     env: str | dict[str, Any]
     threshold: float
     floor: float
+    model: dict[str, Any] = field(default_factory=dict)
+    """ModelConfig fields of the task (default: the shipped model)."""
+    budget: int | None = None
+    """Env steps of each run (None: the shipped algorithm's, 1,200 updates)."""
+    eval_threshold: float | None = None
+    """The greedy evaluation of the final policy must reach this too."""
+
+
+def _example(name: str) -> dict[str, str]:
+    return {"_target_": f"maze_impala.envs.examples.{name}"}
 
 
 SUITE: dict[str, Task] = {
@@ -70,6 +87,19 @@ SUITE: dict[str, Task] = {
     "Pendulum-v1": Task("Pendulum-v1", threshold=-400.0, floor=-600.0),
     "cutting": Task({"_target_": "maze_impala.envs.examples.CuttingEnv"}, threshold=6.5, floor=5.0),
     "coordination": Task({"_target_": "maze_impala.envs.examples.CoordinationEnv"}, threshold=9.5, floor=8.0),
+    # memory: a cue named 9 steps after it was shown (optimum 1, chance 0.25); an MLP cannot
+    "memory-lstm": Task(_example("MemoryEnv"), 0.9, 0.6, model={"recurrent": "lstm"}, budget=500_000),
+    "memory-mlp": Task(_example("MemoryEnv"), 0.9, 0.6, budget=500_000),
+    # CartPole without its velocities (RLlib's StatelessCartPole): 400 in training and 475 greedy within 1M steps
+    "stateless-cartpole-lstm": Task(
+        _example("StatelessCartPole"), 400.0, 300.0, model={"recurrent": "lstm"}, budget=1_000_000, eval_threshold=475
+    ),
+    "stateless-cartpole-mlp": Task(_example("StatelessCartPole"), 400.0, 300.0, budget=1_000_000, eval_threshold=475),
+    # CartPole's observations scaled by 1e-3 to 1e3 plus offsets, with and without normalisation
+    "scaled-cartpole-normalized": Task(
+        _example("ScaledCartPole"), 475.0, 400.0, model={"normalize_observations": True}
+    ),
+    "scaled-cartpole": Task(_example("ScaledCartPole"), 475.0, 400.0),
     "claims-parallel": Task(  # a PettingZoo ParallelEnv through the adapter; returns sum 3 agents' rewards
         {
             "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
@@ -92,13 +122,17 @@ def _value(text: str, default: Any) -> Any:
     return type(default)(text)
 
 
-def algorithm_for(epoch_length: int, changes: dict[str, str]) -> ImpalaAlgorithmConfig:
-    """The shipped settings (the same for every env), epochs of ``epoch_length`` updates, the same updates."""
+def algorithm_for(epoch_length: int, changes: dict[str, str], budget: int | None = None) -> ImpalaAlgorithmConfig:
+    """The shipped settings (the same for every env), epochs of ``epoch_length`` updates, the same updates (or
+    those of ``budget`` env steps, unless ``changes`` set ``n_epochs``)."""
     defaults = ImpalaAlgorithmConfig()
     settings = {k: _value(v, getattr(defaults, k)) for k, v in changes.items()}
     shipped = ImpalaAlgorithmConfig(**settings)
+    updates = shipped.total_updates
+    if budget is not None and "n_epochs" not in changes:
+        updates = budget // shipped.env_steps_per_update
     return ImpalaAlgorithmConfig(
-        **{**settings, "epoch_length": epoch_length, "n_epochs": max(1, shipped.total_updates // epoch_length)}
+        **{**settings, "epoch_length": epoch_length, "n_epochs": max(1, updates // epoch_length)}
     )
 
 
@@ -137,7 +171,8 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
     output = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     watch = Watch(task.threshold, stop_after=window if stop else None)
     with tempfile.TemporaryDirectory() as out:
-        config = TrainingConfig(task.env, algorithm, runner=RunnerConfig(runner), output=output, seed=seed)
+        model = ModelConfig(**task.model)
+        config = TrainingConfig(task.env, algorithm, model, RunnerConfig(runner), output=output, seed=seed)
         trainer = build_trainer(config, Path(out))
         trainer.writers.append(watch)
         try:
@@ -147,8 +182,12 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
     returns, steps = watch.column(RETURN), watch.column(STEPS)
     elapsed = watch.column(ELAPSED)  # from the start of the run's set-up: start-up included
     tail = returns[-max(1, len(returns) // 10) :]
-    row = {"seed": seed, "final": float(np.nanmean(tail)), "steps": None, "seconds": None, "collapsed": False}
+    final_eval = float(watch.column(EVAL)[-1])
+    row = {"seed": seed, "final": float(np.nanmean(tail)), "final_eval": final_eval, "steps": None, "seconds": None,
+           "collapsed": False}  # fmt: skip
     reached = np.flatnonzero(returns >= task.threshold)
+    if task.eval_threshold is not None and final_eval < task.eval_threshold:
+        reached = reached[:0]  # the final policy must also evaluate at the task's evaluation threshold
     if len(reached):
         first = int(reached[0])
         after = steps > steps[first]
@@ -182,6 +221,7 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
         "median_steps": median("steps"),
         "median_seconds": median("seconds"),
         "final_return": statistics.mean(r["final"] for r in rows),
+        "final_eval": statistics.mean(r["final_eval"] for r in rows),
         "collapses": sum(r["collapsed"] for r in hits),
         "median_drift": statistics.median(d) if (d := [r["drift"] for r in hits if r["drift"] is not None]) else None,
         "runs": rows,
@@ -189,14 +229,14 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
 
 
 def print_table(summaries: list[dict]) -> None:
-    print("| env | runner | reached | median env steps | median s | final return | collapses | drift |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| env | runner | reached | median env steps | median s | final return | collapses | drift | final eval |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         steps = "-" if s["median_steps"] is None else f"{s['median_steps']:,.0f}"
         seconds = "-" if s["median_seconds"] is None else f"{s['median_seconds']:.1f}"
         drift = "-" if s["median_drift"] is None else f"{s['median_drift']:.1e}"
         print(f"| {s['env']} | {s['runner']} | {s['reached']} | {steps} | {seconds} | "
-              f"{s['final_return']:.1f} | {s['collapses']} | {drift} |")  # fmt: skip
+              f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} |")  # fmt: skip
 
 
 def main() -> None:
@@ -228,7 +268,7 @@ def main() -> None:
     summaries = []
     for name in args.envs:
         task = SUITE[name]
-        algorithm = algorithm_for(args.epoch_length, changes)
+        algorithm = algorithm_for(args.epoch_length, changes, task.budget)
         for runner in args.runners:
             rows = []
             for seed in args.seeds:

@@ -135,10 +135,14 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
     from maze_impala.config import ModelConfig
     from maze_impala.envs.factory import make_env
     from maze_impala.nn.models import make_policy
+    from maze_impala.nn.torch_acting import numpy_form_of
 
     model = ModelConfig(hidden_units=args.hidden)
     policy = make_policy(make_env(args.env), model)
-    spec = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0)
+    # as training makes them: acting in numpy where the policy exports a numpy form
+    spec = ActorSpec(
+        args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0, numpy_policy=numpy_form_of(policy)
+    )
     queue_size = max(1, args.actors_batch_size)
     pool = SubprocessActors(spec, SharedWeights(policy), args.num_actors, queue_size, batch_size=args.num_actors)
     with pool:

@@ -1,4 +1,4 @@
-"""The learner's Adam: torch.optim.Adam's update bit for bit, its state format, and no torch._dynamo import."""
+"""The learner's Adam and RMSProp: torch.optim's updates, their state formats, and no torch._dynamo import."""
 
 import copy
 import subprocess
@@ -7,7 +7,8 @@ import sys
 import pytest
 import torch
 
-from maze_impala.impala.optim import Adam
+from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.impala.optim import Adam, RMSProp, make_optimizer
 
 SHAPES = [(8, 4), (8,), (3, 8), (3,)]
 SETTINGS = {"lr": 3e-3, "betas": (0.9, 0.99), "eps": 1e-5}
@@ -80,7 +81,39 @@ def test_adam_refuses_the_state_of_another_model():
         Adam(_params(), **SETTINGS).load_state_dict(mover.state_dict())
 
 
-def test_a_learner_update_does_not_import_torch_dynamo():
+def test_rmsprop_is_torchs_rmsprop_and_its_state_loads_both_ways():
+    ours, theirs = _params(), _params()
+    mine = RMSProp(ours, lr=1e-3, alpha=0.99, eps=0.01)
+    reference = torch.optim.RMSprop(theirs, lr=1e-3, alpha=0.99, eps=0.01, foreach=True)
+    for step in range(10):
+        skip = 2 if step < 4 else None
+        mine.lr = reference.param_groups[0]["lr"] = 1e-3 * (1 - step / 10)
+        _set_grads(ours, step, skip)
+        _set_grads(theirs, step, skip)
+        mine.step()
+        reference.step()
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+    assert mine.steps == [10, 10, 6, 10]
+    again = RMSProp(_params(), lr=1e-3, alpha=0.99, eps=0.01)
+    again.load_state_dict(reference.state_dict())  # torch's state, read by us
+    assert again.steps == mine.steps and torch.equal(again.square_avgs[0], mine.square_avgs[0])
+    reference.load_state_dict(copy.deepcopy(mine.state_dict()))  # ours, read by torch
+    with pytest.raises(ValueError, match="not RMSProp's"):
+        again.load_state_dict(Adam(_params(), **SETTINGS).state_dict())
+
+
+def test_each_optimizer_has_its_own_epsilon_unless_one_is_given():
+    params = _params()
+    assert ImpalaAlgorithmConfig().optimizer_eps == 1e-5
+    rmsprop = make_optimizer(params, ImpalaAlgorithmConfig(optimizer="rmsprop"))
+    assert isinstance(rmsprop, RMSProp) and rmsprop.eps == 0.01 and rmsprop.alpha == 0.99
+    adam = make_optimizer(params, ImpalaAlgorithmConfig(eps=1e-3))
+    assert isinstance(adam, Adam) and adam.eps == 1e-3 and adam.betas == (0.9, 0.99)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_a_learner_update_does_not_import_torch_dynamo(optimizer):
     # torch.optim's first call imports torch._dynamo: about a second of every run's start-up, before the first update.
     code = """
 import sys
@@ -98,12 +131,13 @@ env, model = GymStructuredEnv(CounterEnv()), ModelConfig(hidden_units=[8])
 policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, model)
 critic = StepStateCritic(env.observation_spaces_dict, model)
 events = EventHub().publisher(MultiStepIMPALAEvents)
-learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(n_sgd_passes=2), events)
+learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(n_sgd_passes=2, optimizer="OPTIMIZER"), events)
 actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=2, seed=0).build(0, SharedWeights(policy))
 learner.step([actor.rollout()])
 learner.load_state_dict(learner.state_dict())
 print(learner.version, "torch._dynamo" in sys.modules)
 """
+    code = code.replace("OPTIMIZER", optimizer)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "False"], f"torch._dynamo was imported: {proc.stdout}"

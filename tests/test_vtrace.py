@@ -83,3 +83,57 @@ def test_batch_columns_are_independent():
 def test_shape_mismatch_is_a_clear_error():
     with pytest.raises(ValueError, match="rewards has shape"):
         vtrace(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2, 2), torch.zeros(3, 2), torch.zeros(2))
+
+
+def _double_sum(case: dict, c_bar: float | None) -> torch.Tensor:
+    """v_s = V(x_s) + sum_t (prod_{i=s}^{t-1} gamma_i c_i) delta_t, with c_i = lambda min(c_bar, rho_i): the paper's
+    formula written out, in float64."""
+    t = lambda key: torch.tensor(case[key], dtype=torch.float64)  # noqa: E731
+    rhos, discounts, rewards, values = t("log_rhos").exp(), t("discounts"), t("rewards"), t("values")
+    values_tp1 = torch.cat([values[1:], t("bootstrap_value")[None]])
+    rho_bar = case["clip_rho_threshold"]
+    deltas = (rhos if rho_bar is None else rhos.clamp(max=rho_bar)) * (rewards + discounts * values_tp1 - values)
+    cs = case["lambda"] * (rhos if c_bar is None else rhos.clamp(max=c_bar))
+    vs = values.clone()
+    for s in range(len(rhos)):
+        weight = torch.ones(rhos.shape[1], dtype=torch.float64)
+        for step in range(s, len(rhos)):
+            vs[s] += weight * deltas[step]
+            weight = weight * discounts[step] * cs[step]
+    return vs
+
+
+@pytest.mark.parametrize("c_bar", [None, 0.5, 2.0])
+@pytest.mark.parametrize("case", CASES[:4], ids=[c["name"] for c in CASES[:4]])
+def test_the_clip_of_the_traces_c_bar_by_hand(case, c_bar):
+    t = lambda key: torch.tensor(case[key], dtype=torch.float64)  # noqa: E731
+    clips = case["clip_rho_threshold"], case["clip_pg_rho_threshold"], case["lambda"]
+    out = vtrace(t("log_rhos"), t("discounts"), t("rewards"), t("values"), t("bootstrap_value"), *clips, c_bar)
+    torch.testing.assert_close(out.vs, _double_sum(case, c_bar), atol=1e-10, rtol=0)
+    if c_bar is not None and bool((t("log_rhos")[:-1].exp() > min(c_bar, 1.0)).any()):  # the last trace is unused
+        assert not torch.allclose(out.vs, _run(case).vs), "c-bar changes the targets where weights exceed it"
+
+
+def test_without_importance_weights_the_targets_are_n_step_returns():
+    import gymnasium as gym
+
+    from maze_impala.impala.losses import impala_step_loss
+    from maze_impala.nn.distributions import DictActionDistribution
+
+    distribution = DictActionDistribution(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
+    g = torch.Generator().manual_seed(0)
+    T, N = 4, 3
+    logits, behaviour = torch.randn(T, N, 2, generator=g), -torch.rand(T, N, generator=g) * 2
+    actions = {"a": torch.randint(0, 2, (T, N), generator=g)}
+    values, rewards = torch.randn(T + 1, N, generator=g), torch.randn(T, N, generator=g)
+    discounts = torch.full((T, N), 0.9)
+    discounts[1, 0] = 0.0
+    plain = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
+                             importance_weights=False)  # fmt: skip
+    returns, acc = torch.zeros(T, N), values[-1]
+    for step in reversed(range(T)):
+        acc = rewards[step] + discounts[step] * acc
+        returns[step] = acc
+    torch.testing.assert_close(plain.value_loss, 0.5 * (returns - values[:-1]).pow(2).mean())
+    corrected = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0)
+    assert not torch.allclose(corrected.value_loss, plain.value_loss), "V-trace corrects these off-policy data"

@@ -32,6 +32,17 @@ def seed_for(*entropy: int) -> int:
     return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0]) % SEED_BOUND
 
 
+def step_key_returns(actor_returns: dict[ActorID, float]) -> dict[StepKey, float]:
+    """The mean return of each step key's actors."""
+    if len(actor_returns) == 1:
+        (((key, _), value),) = actor_returns.items()
+        return {key: value}
+    by_key: dict[StepKey, list[float]] = {}
+    for actor, value in actor_returns.items():
+        by_key.setdefault(actor.step_key, []).append(value)
+    return {key: sum(values) / len(values) for key, values in by_key.items()}
+
+
 def torch_acting(env: StructuredEnv, model: ModelConfig) -> Acting:
     """Acting through a torch policy built for ``env`` (its weights come from the actor's weight source)."""
     from maze_impala.nn.models import make_policy
@@ -265,11 +276,8 @@ class RolloutActor(Actor):
         """A finished training episode's return, length, return per step key, the env's reduced events and KPIs."""
         self.episode_events.episode_return(value=episode.episode_return)
         self.episode_events.episode_length(value=episode.length)
-        by_key: dict[StepKey, list[float]] = {}
-        for actor, value in episode.actor_returns.items():
-            by_key.setdefault(actor.step_key, []).append(value)
-        for key, values in by_key.items():  # the mean over the key's actors
-            self.episode_events.step_key_return(step_key=key, value=float(np.mean(values)))
+        for key, value in step_key_returns(episode.actor_returns).items():
+            self.episode_events.step_key_return(step_key=key, value=value)
         self.hub.replay(episode.summary.records)  # the env's own events, reduced per step and episode
         for name, value in episode.summary.kpis.items():
             self.kpi_events.kpi(name=name, value=value)

@@ -143,7 +143,10 @@ class _NumpyStep:
         self.step_key, self.form = step_key, form
         self.one_hot = {n: np.eye(n, dtype=np.float32) for *_, n in form.network.encoder if n is not None}
         self.activation = ACTIVATIONS[form.network.activation]
+        self.recurrent = form.network.core is not None
         self.arrays: Mapping[str, np.ndarray] = {}
+        self.parts: list[tuple[str, int | None, int, int | None, tuple | None]] = []
+        """The encoder's parts, each with its normalisation (mean, scale, clip) or None."""
 
     def bind(self, arrays: Mapping[str, np.ndarray]) -> None:
         net = self.form.network
@@ -153,21 +156,22 @@ class _NumpyStep:
         if net.core is not None:
             core = net.core
             self.core = (arrays[core.weight_ih].T, arrays[core.weight_hh].T, arrays[core.bias_ih], arrays[core.bias_hh])
-        norm = self.form.normalizer
+        norm, scales = self.form.normalizer, {}
         if norm is not None:
-            self.scales = {key: (arrays[mean], 1.0 / np.sqrt(arrays[var] + np.float32(norm.eps)))
-                           for key, mean, var in norm.keys}  # fmt: skip
+            for key, mean, var in norm.keys:
+                scale = 1.0 / np.sqrt(arrays[var] + np.float32(norm.eps))
+                scales[key] = (arrays[mean].reshape(-1), scale.reshape(-1), norm.clip)
+        self.parts = [(*part, scales.get(part[0])) for part in net.encoder]
 
     def features(self, obs: NestedArrays) -> np.ndarray:
-        norm = self.form.normalizer
         parts = []
-        for key, column, start, size in self.form.network.encoder:
+        for key, column, start, size, scaling in self.parts:
             x = obs[key]
             if size is None:
                 x = x.reshape(len(x), -1).astype(np.float32, copy=False)
-                if norm is not None and key in self.scales:
-                    mean, scale = self.scales[key]
-                    x = np.clip((x - mean.reshape(-1)) * scale.reshape(-1), -norm.clip, norm.clip)
+                if scaling is not None:
+                    mean, scale, clip = scaling
+                    x = np.clip((x - mean) * scale, -clip, clip)
                 parts.append(x)
             else:  # out-of-range codes (padding) are clamped, as the torch encoder does
                 codes = (x if column is None else x[..., column]).astype(np.int64) - start
@@ -181,8 +185,7 @@ class _NumpyStep:
 
     def recur(self, x: np.ndarray, state: State) -> tuple[np.ndarray, State]:
         core = self.form.network.core
-        if core is None:
-            return x, state
+        assert core is not None
         w_ih, w_hh, b_ih, b_hh = self.core
         h = state["h"]
         if core.kind == "lstm":
@@ -204,6 +207,8 @@ class _NumpyStep:
         w_out, b_out = self.output
         out = h @ w_out
         out += b_out
+        if not self.form.masks:
+            return out
         for head in self.form.heads:
             if head.key in self.form.masks:
                 mask_key = self.form.masks[head.key]
@@ -274,6 +279,8 @@ class NumpyActing(Acting):
     def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
             noise: Noise | None) -> Actions:  # fmt: skip
         step = self.steps[step_key]
-        h, state = step.recur(step.features(obs), state)
+        h = step.features(obs)
+        if step.recurrent:
+            h, state = step.recur(h, state)
         actions, log_probs = step.sample(step.logits(h, obs), noise)
         return actions, log_probs, state
