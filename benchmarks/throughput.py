@@ -6,6 +6,8 @@
     python benchmarks/throughput.py --device cuda --learner-batches 1 4 16 64   # the learner alone on a GPU
     python benchmarks/throughput.py --actors-batch-size 4 --min-actors-batch-size 1   # adaptive batches
     python benchmarks/throughput.py --soak 300               # RSS over a 5-minute run of runner=local
+    python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
+    python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
 
 All measurements use the same env and the same number of processes (``num_actors``):
 
@@ -42,11 +44,19 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 from calibration import learner_updates_per_second
 
+from maze_impala.config import ModelConfig
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.impala.events import MultiStepIMPALAEvents
+
+
+def model_of(args: argparse.Namespace) -> ModelConfig:
+    """The model of the measurements: ``--hidden`` widths and the ``--model`` settings."""
+    settings = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in getattr(args, "model", None) or [])}
+    return ModelConfig(**{"hidden_units": list(args.hidden), **settings})
 
 
 def _tree_rss_bytes(root: int) -> int:
@@ -132,12 +142,11 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
     from maze_impala.actors.actor import ActorSpec
     from maze_impala.actors.subprocess import SubprocessActors
     from maze_impala.actors.weights import SharedWeights
-    from maze_impala.config import ModelConfig
     from maze_impala.envs.factory import make_env
     from maze_impala.nn.models import make_policy
     from maze_impala.nn.torch_acting import numpy_form_of
 
-    model = ModelConfig(hidden_units=args.hidden)
+    model = model_of(args)
     policy = make_policy(make_env(args.env), model)
     # as training makes them: acting in numpy where the policy exports a numpy form
     spec = ActorSpec(
@@ -155,13 +164,13 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
 
 def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> tuple[float, float]:
     """Updates and samples per second on one fixed batch of ``batch_size`` rollouts, on ``args.device``."""
-    from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+    from maze_impala.config import ImpalaAlgorithmConfig
 
     algorithm = ImpalaAlgorithmConfig(
         device=args.device, n_rollout_steps=args.n_rollout_steps, envs_per_actor=args.envs_per_actor
     )
     rate, samples = learner_updates_per_second(
-        args.env, algorithm, ModelConfig(hidden_units=args.hidden), batch_size=batch_size, seconds=seconds,
+        args.env, algorithm, model_of(args), batch_size=batch_size, seconds=seconds,
         threads=max(1, os.cpu_count() or 1),
     )  # fmt: skip
     return rate, rate * samples
@@ -170,7 +179,7 @@ def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> t
 def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, float]:
     """Env steps and updates per second of the update loop, rollouts per update and the share of the loop spent
     waiting for actors (medians over the epochs after the first)."""
-    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+    from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
 
     algorithm = ImpalaAlgorithmConfig(
         n_epochs=epochs,
@@ -184,7 +193,7 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, fl
     )
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
-        model = ModelConfig(hidden_units=args.hidden)
+        model = model_of(args)
         result = train(args.env, algorithm, model, RunnerConfig(runner), 1, out, output=quiet)
 
     def median(name: str) -> float:
@@ -236,6 +245,35 @@ def soak(args: argparse.Namespace, updates_per_second: float) -> dict:
         "rss_mib_at_end": last / 2**20,
         "growth_after_1_min_percent": 100.0 * (max(after_minute) - first) / first,
     }
+
+
+def compare_models(args: argparse.Namespace) -> None:
+    """Actors only, the learner alone (batches of one rollout) and training with runner=local, for each model of
+    ``--compare-models``, in ``--repeats`` rounds that alternate the models; medians, and ratios to the first."""
+    variants = [item.split(",") for item in args.compare_models]
+    figures: dict[int, dict[str, list[float]]] = {i: {} for i in range(len(variants))}
+    for round_ in range(args.repeats):
+        for i in range(len(variants)) if round_ % 2 == 0 else reversed(range(len(variants))):
+            varied = argparse.Namespace(**{**vars(args), "model": variants[i]})
+            measured = {
+                "actors_only": actors_only(varied, args.seconds),
+                "learner_samples": learner_only(varied, args.seconds, 1)[1],
+                "train_local": training(varied, "local", args.epochs)["env_steps_per_s"],
+            }
+            for name, value in measured.items():
+                figures[i].setdefault(name, []).append(value)
+            shown = ", ".join(f"{k} {v:,.0f}" for k, v in measured.items())
+            print(f"round {round_}, {','.join(variants[i])}: {shown}", flush=True)
+    names = list(figures[0])
+    print("\n| model | " + " | ".join(f"{n} (per s)" for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    first = {n: statistics.median(figures[0][n]) for n in names}
+    for i, variant in enumerate(variants):
+        cells = []
+        for n in names:
+            value = statistics.median(figures[i][n])
+            cells.append(f"{value:,.0f}" + ("" if i == 0 else f" ({value / first[n]:.2f}x)"))
+        print(f"| {', '.join(variant)} | " + " | ".join(cells) + " |")
 
 
 def _batches(args: argparse.Namespace) -> str:
@@ -290,15 +328,25 @@ def main() -> None:
         help="also vary num_actors (up to the cores), adaptive batches, envs per actor, model width",
     )
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
+    parser.add_argument("--model", nargs="*", default=[], metavar="FIELD=VALUE", help="model settings (ModelConfig)")
+    parser.add_argument(
+        "--compare-models",
+        nargs="+",
+        metavar="FIELD=VALUE[,FIELD=VALUE]",
+        help="only compare these models (each a comma-separated list of settings), in alternating rounds",
+    )
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()
+    if args.compare_models:
+        compare_models(args)
+        return
     if args.epochs < 2:
         parser.error(f"--epochs {args.epochs}: the rates are medians over the epochs after the first; give 2 or more")
 
     base = measure(args)
     report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}
     print(f"{args.env}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
-          f"steps, batches of {_batches(args)}, MLP {args.hidden}, learner on {args.device}, {os.cpu_count()} CPU "
+          f"steps, batches of {_batches(args)}, {model_of(args)}, learner on {args.device}, {os.cpu_count()} CPU "
           "cores")  # fmt: skip
     print(f"{'measurement':<34}{'per second':>14}{'ratio to ceiling':>18}")
     lines = [

@@ -223,3 +223,47 @@ def read_weights_forever(weights: Any, model: Any, ready: Any) -> None:
     ready.set()
     while True:
         load_flat(policy, weights.read()[0])
+
+
+class OddKeysEnv(StructuredEnv):
+    """Two sub-steps whose step keys, observation keys and action keys are names torch modules cannot take as
+    they are (``type``, ``train``, ``a.b``, ...): the model must map them to safe names."""
+
+    def __init__(self, keys: tuple[str, str] = ("type", "a.b")):
+        self.keys = list(keys)
+        box = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+        self._obs_spaces = {k: gym.spaces.Dict({"train": box, "x.y": gym.spaces.Discrete(3)}) for k in self.keys}
+        self._act_spaces = {k: gym.spaces.Dict({"type": gym.spaces.Discrete(2), "keys": box}) for k in self.keys}
+        self.time, self.index = 0, 0
+
+    @property
+    def action_spaces_dict(self) -> dict:
+        return self._act_spaces
+
+    @property
+    def observation_spaces_dict(self) -> dict:
+        return self._obs_spaces
+
+    @property
+    def agent_counts_dict(self) -> dict:
+        return {k: 1 for k in self.keys}
+
+    def actor_id(self) -> ActorID:
+        return ActorID(self.keys[self.index], 0)
+
+    def get_env_time(self) -> int:
+        return self.time
+
+    def _obs(self) -> dict:
+        return {"train": np.array([self.time / 5, self.index], dtype=np.float32), "x.y": self.time % 3}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.time, self.index = 0, 0
+        return self._obs(), {}
+
+    def step(self, action: dict) -> tuple[dict, float, bool, bool, dict]:
+        reward = float(action["type"]) - float(np.abs(np.asarray(action["keys"])).sum())
+        self.index = (self.index + 1) % len(self.keys)
+        if self.index == 0:
+            self.time += 1
+        return self._obs(), reward, self.time >= 5, False, {}

@@ -10,6 +10,7 @@ import torch
 from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, check_env, train
 from maze_impala.core import ActorID, NonFiniteError
 from maze_impala.envs.checker import EnvCheckError
+from maze_impala.envs import examples
 from maze_impala.envs.examples import CoordinationEnv, CuttingEnv
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.testing import FaultyEnv, TwoStepEnv
@@ -23,9 +24,17 @@ def faulty(fault, after=0):
     return functools.partial(FaultyEnv, fault, after)
 
 
-@pytest.mark.parametrize(
-    "env", ["CartPole-v1", CuttingEnv, CoordinationEnv, "pettingzoo.classic.tictactoe_v3", "claims_parallel"]
-)
+SHIPPED = [
+    "CartPole-v1",
+    CuttingEnv,
+    CoordinationEnv,
+    "pettingzoo.classic.tictactoe_v3",
+    "claims_parallel",
+    *(getattr(examples, name) for name in examples.__all__ if name not in ("CuttingEnv", "CoordinationEnv")),
+]
+
+
+@pytest.mark.parametrize("env", SHIPPED, ids=lambda env: getattr(env, "__name__", str(env)))
 def test_the_shipped_and_test_envs_pass(env):
     if env == "pettingzoo.classic.tictactoe_v3":
         env = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": env}
@@ -38,6 +47,18 @@ def test_the_shipped_and_test_envs_pass(env):
         env = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
                "name": "maze_impala.envs.examples.claims_parallel", "api": "parallel"}  # fmt: skip
     check_env(env, n_steps=200)
+
+
+def test_check_env_takes_gymnasium_and_pettingzoo_env_instances():
+    from pettingzoo.classic import tictactoe_v3
+
+    from maze_impala.envs.examples.claims_parallel import parallel_env
+
+    check_env(gym.make("CartPole-v1"))  # a TimeLimit-wrapped instance, the first thing users pass
+    check_env(tictactoe_v3.env())  # AEC
+    check_env(parallel_env())  # Parallel
+    with pytest.raises(TypeError, match="cannot make an env from 42"):
+        check_env(42)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """Multi-step and multi-agent rollouts: reward crediting, episode ends mid-step, leaving agents, overlap."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,23 @@ def test_a_varying_agent_count_gets_a_column_per_agent_as_agents_appear():
     np.testing.assert_array_equal(trajectory.mask.sum(axis=0), [6, 4, 2])
     for agent in range(3):
         np.testing.assert_allclose(trajectory.rewards[trajectory.mask[:, agent], agent], 1.0 + agent)
+
+
+@pytest.mark.parametrize("critic", ["step", "shared"])
+def test_any_string_works_as_a_step_key_observation_key_or_action_key(tmp_path, critic):
+    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
+    from maze_impala.nn.torch_acting import numpy_form_of
+    from maze_impala.testing import OddKeysEnv
+
+    for keys in (("type", "a.b"), ("train", "k:keys")):
+        factory = functools.partial(OddKeysEnv, keys)
+        model = ModelConfig(hidden_units=[8], critic=critic, normalize_observations=True, recurrent="gru")
+        out = tmp_path / "-".join(keys)
+        algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, envs_per_actor=2, n_rollout_steps=6)
+        quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+        train(factory, algorithm, model, RunnerConfig("dev"), output=quiet, output_dir=out)
+        policy, env = load_policy(out / "model_last.pt")
+        assert numpy_form_of(policy) is not None, "the numpy form reads the escaped names too"
+        player, (obs, _) = policy.player(), env.reset(seed=0)
+        action = player(obs, env.actor_id())
+        assert set(action) == {"type", "keys"}

@@ -17,25 +17,48 @@ EnvSpec = str | Mapping[str, Any] | Callable[[], Any]
 
 
 def make_env(spec: EnvSpec) -> StructuredEnv:
-    """Build one structured env; Gymnasium envs are wrapped by :class:`GymStructuredEnv`."""
+    """Build one structured env; Gymnasium envs are wrapped by :class:`GymStructuredEnv`, PettingZoo envs by the
+    PettingZoo adapters. An env instance is taken as it is (for :func:`~maze_impala.check_env` and scripts; a
+    run's actors rebuild their envs, so a run takes an id, a config or a factory)."""
+    env: Any
     if isinstance(spec, str):
-        env: Any = GymStructuredEnv(spec)
+        env = GymStructuredEnv(spec)
     elif isinstance(spec, Mapping):
         if "_target_" not in spec:
             raise ValueError(f"env config needs a _target_ (a class or function to call), got keys {sorted(spec)}")
         from hydra.utils import instantiate
 
         env = instantiate(dict(spec), _convert_="all")
+    elif isinstance(spec, StructuredEnv | gym.Env) or _pettingzoo(spec) is not None:
+        env = spec  # an instance
     elif callable(spec):
         env = spec()
     else:
-        raise TypeError(f"cannot make an env from {spec!r}: give an id, a config with _target_, or a callable")
+        raise TypeError(f"cannot make an env from {spec!r}: give an id, a config with _target_, a callable, or an "
+                        "env instance (Gymnasium, PettingZoo or StructuredEnv)")  # fmt: skip
+    env = _pettingzoo(env) or env
     if isinstance(env, gym.Env):
         env = GymStructuredEnv(env)
     if not isinstance(env, StructuredEnv):
         raise TypeError(f"the env factory returned {type(env).__name__}, expected a StructuredEnv or a gymnasium.Env")
     _check_spaces(env)
     return env
+
+
+def _pettingzoo(env: Any) -> StructuredEnv | None:
+    """A PettingZoo env instance, adapted (AEC or Parallel); None for anything else."""
+    module = type(env).__module__ or ""
+    if not (module.startswith("pettingzoo") or hasattr(env, "possible_agents")):
+        return None
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+    from maze_impala.envs.pettingzoo_adapter import PettingZooAECEnv, PettingZooParallelEnv
+
+    if isinstance(env, AECEnv):
+        return PettingZooAECEnv(env)
+    if isinstance(env, ParallelEnv):
+        return PettingZooParallelEnv(env)
+    return None
 
 
 PLAIN = (str, int, float, bool, type(None))
