@@ -9,8 +9,8 @@ import torch
 
 from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, check_env, train
 from maze_impala.core import ActorID, NonFiniteError
-from maze_impala.envs.checker import EnvCheckError
 from maze_impala.envs import examples
+from maze_impala.envs.checker import EnvCheckError
 from maze_impala.envs.examples import CoordinationEnv, CuttingEnv
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.testing import FaultyEnv, TwoStepEnv
