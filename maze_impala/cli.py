@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -180,7 +181,8 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption
     except KeyboardInterrupt as interrupt:
-        say(f"maze-run: interrupted; the last completed epoch's model is in {output_dir}", error=True)
+        say(f"maze-run: interrupted; the last completed epoch's model is in {output_dir}; continue the run with\n"
+            f"  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
         _fail(error, 1)
@@ -190,6 +192,24 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
         "model_last.pt, model_best.pt, train.log)"
     )
+
+
+def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:
+    """The command that continues the run in ``output_dir``: its own overrides, and ``resume=`` the directory."""
+    kept = [o for o in overrides if not _key(o).startswith(("hydra.", "resume"))]
+    config_dirs = [f"--config-dir {shlex.quote(d)}" for d in _config_dirs(sys.argv)]
+    return " ".join(["maze-run", *config_dirs, "-cn conf_train", *map(shlex.quote, kept),
+                     shlex.quote(f"resume={output_dir}")])  # fmt: skip
+
+
+def _config_dirs(argv: Sequence[str]) -> list[str]:
+    found = []
+    for i, arg in enumerate(argv):
+        if arg in ("-cd", "--config-dir") and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--config-dir="):
+            found.append(arg.split("=", 1)[1])
+    return found
 
 
 def _run(cfg: DictConfig) -> None:

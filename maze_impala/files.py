@@ -101,7 +101,9 @@ class RunDirLock:
 
     It is an ``flock`` on ``.maze_run.lock`` holding the owner's pid: the kernel drops it
     when the owner exits, however it exits (SIGKILL included), so a stale lock never
-    blocks the next run, and a second live run is refused with the holder's pid.
+    blocks the next run, and a second live run is refused with the holder's pid. A run that
+    ends cleanly removes the file (while it still holds the lock; whoever locks a file that is
+    no longer the one at the path tries again).
     """
 
     def __init__(self, directory: Path):
@@ -110,16 +112,23 @@ class RunDirLock:
 
     def acquire(self) -> RunDirLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise RunDirInUseError(
-                f"{self.path.parent} is in use by another run (pid {holder}); wait for it to end, or choose "
-                "another directory"
-            ) from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise RunDirInUseError(
+                    f"{self.path.parent} is in use by another run (pid {holder}); wait for it to end, or choose "
+                    "another directory"
+                ) from None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # the previous holder removed this file as we locked it: lock the one at the path now
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
@@ -127,6 +136,8 @@ class RunDirLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

@@ -230,3 +230,17 @@ def test_repeated_evaluations_listen_to_each_env_once():
         row = by_column(stats.reduce())
         assert row["eval/EpisodeEvents/episode_return/count"] == 2
     assert all(len(e.event_hub.listeners) == 1 for e in evaluator.envs)
+
+
+def test_after_a_resume_the_progress_rate_counts_this_process_only(monkeypatch):
+    import time as time_module
+
+    now = [100.0]
+    monkeypatch.setattr(time_module, "perf_counter", lambda: now[0])
+    stream = io.StringIO()
+    progress = Progress(10, stream=stream, interval=0.0, start_steps=1_000_000, resumed_at=7)
+    now[0] = 102.0  # 2 s of this process
+    progress.update(8, 1_026_000)
+    line = stream.getvalue().strip()
+    assert "| 13,000 steps/s |" in line, line  # (1,026,000 - 1,000,000) / 2 s, not 1,026,000 / 2 s
+    assert line.endswith("(mean of the last 0 episodes since the resume after epoch 7)")

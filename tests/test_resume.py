@@ -67,6 +67,20 @@ def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_pat
     train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
 
 
+def test_a_clean_finish_leaves_no_lock_file_and_a_relocked_directory_stays_exclusive(tmp_path):
+    from maze_impala.files import LOCK_FILE
+
+    train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
+    assert not (tmp_path / LOCK_FILE).exists()
+    first = RunDirLock(tmp_path).acquire()
+    with pytest.raises(RunDirInUseError):
+        RunDirLock(tmp_path).acquire()
+    first.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+    with RunDirLock(tmp_path), pytest.raises(RunDirInUseError):
+        RunDirLock(tmp_path).acquire()
+
+
 def test_a_lock_of_a_killed_run_does_not_block_the_next(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", f"from maze_impala.files import RunDirLock; import time; "
                                f"RunDirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"],

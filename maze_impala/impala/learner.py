@@ -143,11 +143,12 @@ class ImpalaLearner(Learner):
     def _loss_metrics(self, losses: dict[StepKey, StepLoss]) -> list[Metric]:
         ev, metrics = self.events, []
         for key, loss in losses.items():
+            critic = {"critic_key": self.critic.critic_key(key)}  # a shared critic's losses: under its one name
             metrics += [
                 (ev.policy_loss, {"step_key": key}, loss.policy_loss),
                 (ev.policy_entropy, {"step_key": key}, loss.entropy),
-                (ev.critic_value, {"critic_key": key}, loss.mean_value),
-                (ev.critic_value_loss, {"critic_key": key}, loss.value_loss),
+                (ev.critic_value, critic, loss.mean_value),
+                (ev.critic_value_loss, critic, loss.value_loss),
                 (ev.policy_clipped_rho_fraction, {"step_key": key}, loss.clipped_rho_fraction),
                 (ev.policy_max_abs_logit, {"step_key": key}, loss.max_abs_logit),
                 (ev.policy_advantage_std, {"step_key": key}, loss.advantage_std),

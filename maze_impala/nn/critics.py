@@ -46,6 +46,10 @@ class StructuredCritic(nn.Module):
     def networks_by_key(self) -> dict[str, nn.Module]:
         raise NotImplementedError
 
+    def critic_key(self, step_key: StepKey) -> str:
+        """The name of the network that values ``step_key`` (the ``critic_key`` of every critic statistic)."""
+        return str(step_key)
+
 
 class StepStateCritic(StructuredCritic):
     """One state-value network per step key, trained on that step key's V-trace targets."""
@@ -124,6 +128,9 @@ class SharedStateCritic(StructuredCritic):
 
     def networks_by_key(self) -> dict[str, nn.Module]:
         return {self.CRITIC_KEY: self.network}
+
+    def critic_key(self, step_key: StepKey) -> str:
+        return self.CRITIC_KEY
 
 
 class DeltaStateCritic(StepStateCritic):

@@ -23,8 +23,19 @@ class Progress:
     returns from elsewhere (e.g. a rollout's finished episodes).
     """
 
-    def __init__(self, total: int, unit: str = "epoch", stream: TextIO | None = None, interval: float = 10.0):
+    def __init__(
+        self,
+        total: int,
+        unit: str = "epoch",
+        stream: TextIO | None = None,
+        interval: float = 10.0,
+        start_steps: int = 0,
+        resumed_at: int | None = None,
+    ):
+        """``start_steps``: the env steps already taken when this process started (a resumed run's), which the rate
+        leaves out; ``resumed_at``: the epoch a resumed run continues after (the line says so)."""
         self.total, self.unit = total, unit
+        self.start_steps, self.resumed_at = start_steps, resumed_at
         self.stream = stream or sys.stdout
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = 0.5 if self.tty else interval
@@ -41,11 +52,12 @@ class Progress:
         self.returns.append(float(value))
 
     def line(self, done: int, env_steps: int) -> str:
-        rate = env_steps / max(time.perf_counter() - self.started, 1e-9)
+        rate = (env_steps - self.start_steps) / max(time.perf_counter() - self.started, 1e-9)
         mean = sum(self.returns) / len(self.returns) if self.returns else math.nan
+        since = "" if self.resumed_at is None else f" since the resume after {self.unit} {self.resumed_at}"
         return (
             f"{self.unit} {done}/{self.total} | {env_steps:,} env steps | {rate:,.0f} steps/s | "
-            f"return {mean:.4g} (mean of the last {len(self.returns)} episodes)"
+            f"return {mean:.4g} (mean of the last {len(self.returns)} episodes{since})"
         )
 
     def update(self, done: int, env_steps: int, force: bool = False) -> None:

@@ -223,7 +223,9 @@ def _trainer(
     if output.tensorboard:  # a resumed run drops the events logged after its checkpoint
         writers.append(TensorBoardWriter(output_dir / TENSORBOARD_DIR, purge_step=state.env_steps + 1))
     event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, output.event_logs) if output.event_logs != "none" else None
-    progress = Progress(algorithm.n_epochs) if output.progress else None
+    progress = None
+    if output.progress:  # a resumed run's rate counts this process's env steps, its returns start afresh
+        progress = Progress(algorithm.n_epochs, start_steps=state.env_steps, resumed_at=state.epoch or None)
     return ImpalaTrainer(
         algorithm, learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
         state=state, event_logs=event_logs, progress=progress, plot=output.plot,

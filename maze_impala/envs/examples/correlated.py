@@ -2,10 +2,12 @@
 
 :class:`CorrelatedPairsEnv` (in the spirit of RLlib's correlated-actions example): every step shows a random
 pairing of ``n`` slots with ``n`` values; the agent picks a slot, then names the value paired with it, and earns 1
-when the name is right. Every slot is as good as any other, so which value is right depends on the slot just
-picked. As two step keys (``pick``, then ``name``, which sees the slot picked) a policy reaches the optimum, one
-per step. :class:`FlatCorrelatedPairsEnv` is the same task with one flat ``MultiDiscrete([n, n])`` action: its
-independent heads must agree on a slot without seeing each other's choice, and start at chance (``1 / n``).
+when the name is right. Every slot is as good as any other, so which value is right depends on the slot taken.
+With probability ``slip`` the env takes another slot than the one picked (an item other than the one asked for).
+As two step keys (``pick``, then ``name``, which sees the slot taken) a policy reaches the optimum, one per step.
+:class:`FlatCorrelatedPairsEnv` is the same task with one flat ``MultiDiscrete([n, n])`` action: its independent
+heads start at chance (``1 / n``) and must agree on a slot without seeing each other's samples, and they can
+never know a slip: the best they can do is ``1 - slip + slip / n`` per step.
 
 :class:`ParametrizedActionEnv` (in the spirit of Platform and HFO): every step offers ``n`` action types, some
 unavailable, each with a continuous parameter whose best value (a target in [-1, 1]) the observation shows;
@@ -89,10 +91,10 @@ class CorrelatedPairsEnv(_TwoSubSteps):
     FIRST: StepKey = "pick"
     SECOND: StepKey = "name"
 
-    def __init__(self, n: int = 4, n_steps: int = 10):
-        if n < 2:
-            raise ValueError(f"CorrelatedPairsEnv needs n >= 2, got {n}")
-        self.n = n
+    def __init__(self, n: int = 4, n_steps: int = 10, slip: float = 0.2):
+        if n < 2 or not 0.0 <= slip <= 1.0:
+            raise ValueError(f"CorrelatedPairsEnv needs n >= 2 and slip in [0, 1], got {n} and {slip}")
+        self.n, self.slip = n, slip
         pairing = gym.spaces.MultiDiscrete([n] * n)
         self._obs_spaces = {
             self.FIRST: gym.spaces.Dict({"pairing": pairing}),
@@ -118,6 +120,8 @@ class CorrelatedPairsEnv(_TwoSubSteps):
 
     def _choose(self, action: dict[str, Any]) -> None:
         self.slot = int(action["slot"])
+        if self.rng.random() < self.slip:  # another slot than the one picked
+            self.slot = (self.slot + int(self.rng.integers(1, self.n))) % self.n
 
     def _reward(self, action: dict[str, Any]) -> float:
         return float(int(action["value"]) == self.pairing[self.slot])
@@ -132,8 +136,8 @@ class CorrelatedPairsEnv(_TwoSubSteps):
 class FlatCorrelatedPairsEnv(gym.Env):
     """:class:`CorrelatedPairsEnv` with one flat action ``MultiDiscrete([n, n])``: (slot, value) at once."""
 
-    def __init__(self, n: int = 4, n_steps: int = 10):
-        self.inner = CorrelatedPairsEnv(n, n_steps)
+    def __init__(self, n: int = 4, n_steps: int = 10, slip: float = 0.2):
+        self.inner = CorrelatedPairsEnv(n, n_steps, slip)
         self.observation_space = self.inner.observation_spaces_dict[CorrelatedPairsEnv.FIRST]
         self.action_space = gym.spaces.MultiDiscrete([n, n])
 
