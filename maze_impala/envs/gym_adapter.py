@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import gymnasium as gym
@@ -12,6 +13,33 @@ from maze_impala.envs.structured import StructuredEnv
 
 OBS_KEY = "observation"
 ACTION_KEY = "action"
+
+
+NAMESPACES = {"ALE/": ("ale_py", "ale-py"), "MiniGrid-": ("minigrid", "minigrid"), "BabyAI-": ("minigrid", "minigrid")}
+"""Env id prefixes whose envs a package registers when imported: (module, what to pip install)."""
+
+
+def make_gym(name: str, **kwargs: Any) -> gym.Env:
+    """``gym.make(name)``, first importing the package that registers ``name``'s namespace (``ALE/...``: ale_py,
+    ``MiniGrid-...``: minigrid) so that no ``module:`` prefix is needed; a clear error if that package is missing."""
+    module = next((found for prefix, found in NAMESPACES.items() if name.startswith(prefix)), None)
+    if module is not None and ":" not in name:
+        try:
+            registered = importlib.import_module(module[0])
+        except ImportError:
+            raise ValueError(
+                f"cannot make Gymnasium env {name!r}: its envs are registered by {module[0]}, which is not installed: "
+                f"pip install {module[1]}"
+            ) from None
+        if hasattr(gym, "register_envs"):
+            gym.register_envs(registered)
+    try:
+        return gym.make(name, **kwargs)
+    except gym.error.Error as error:
+        raise ValueError(
+            f"cannot make Gymnasium env {name!r}: {str(error).rstrip('.')}. Check env.name (a registered Gymnasium "
+            "id, e.g. CartPole-v1, or module:Id to import the module that registers it) and its kwargs."
+        ) from error
 
 
 class GymStructuredEnv(StructuredEnv):
@@ -26,13 +54,7 @@ class GymStructuredEnv(StructuredEnv):
 
     def __init__(self, env: str | gym.Env, **make_kwargs: Any):
         if isinstance(env, str):
-            try:
-                env = gym.make(env, **make_kwargs)
-            except gym.error.Error as error:
-                raise ValueError(
-                    f"cannot make Gymnasium env {env!r}: {str(error).rstrip('.')}. "
-                    "Check env.name (a registered Gymnasium id, e.g. CartPole-v1) and its kwargs."
-                ) from error
+            env = make_gym(env, **make_kwargs)
         elif make_kwargs:
             raise ValueError("make_kwargs are only accepted with a registered env id, not an env instance")
         self.env = env
