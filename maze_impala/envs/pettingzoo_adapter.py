@@ -122,11 +122,18 @@ class PettingZooAECEnv(_PettingZooBase):
         self.env.step(self._unwrap(agent, action))
         self._time += 1
         self._rewards = {self.ids[a]: float(r) for a, r in self.env.rewards.items()}
+        env = self.env
+        ending = all(env.terminations[a] or env.truncations[a] for a in env.agents)
+        # the episode's final observation of the agent that acted, taken before the done agents leave: some envs
+        # (hanabi) can no longer observe an agent that has left
+        final = self._observation(agent) if ending and agent in env.agents else None
         self._skip_done_agents()
         if self.env.agents:
             return self._observation(), sum(self._rewards.values()), False, False, {}
         truncated = self._truncated_episode
-        return self._observation(agent), sum(self._rewards.values()), not truncated, truncated, {}
+        if final is None:
+            final = self._observation(agent)
+        return final, sum(self._rewards.values()), not truncated, truncated, {}
 
     def _skip_done_agents(self) -> None:
         """Report every agent that is done, and step the done agents PettingZoo still selects."""
