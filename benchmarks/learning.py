@@ -100,6 +100,12 @@ SUITE: dict[str, Task] = {
         _example("ScaledCartPole"), 475.0, 400.0, model={"normalize_observations": True}
     ),
     "scaled-cartpole": Task(_example("ScaledCartPole"), 475.0, 400.0),
+    # structured actions against flat ones: two step keys, the second seeing the first's choice, against one flat
+    # step with independent heads (optimum 10 in both; the flat pairs cannot beat 8.5: 1 - slip + slip / n per step)
+    "correlated-pairs": Task(_example("CorrelatedPairsEnv"), 9.0, 8.0, budget=200_000),
+    "correlated-pairs-flat": Task(_example("FlatCorrelatedPairsEnv"), 9.0, 8.0, budget=200_000),
+    "parametrized": Task(_example("ParametrizedActionEnv"), 6.0, 5.0, budget=200_000, eval_threshold=9.0),
+    "parametrized-flat": Task(_example("FlatParametrizedActionEnv"), 6.0, 5.0, budget=200_000, eval_threshold=9.0),
     "claims-parallel": Task(  # a PettingZoo ParallelEnv through the adapter; returns sum 3 agents' rewards
         {
             "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys
-from maze_impala.files import RunDirInUseError
+from maze_impala.files import RunDirInUseError, atomic_write_text
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -104,8 +105,34 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
         check_keys(schema, nested, "")
 
 
-def _fail(error: BaseException, code: int = 2) -> None:
-    """Print a configuration or env error the way users can act on, and exit."""
+RESULTS = ("stats.csv", "model_last.pt", "kpis_summary.csv")
+"""Files of a run that got somewhere: a training run's statistics and model, a rollout's summary."""
+STARTED_ONLY = {".hydra", "train.log", "rollout.log", ".maze_run.lock", "config.yaml", "tensorboard", "event_logs",
+                "kpis.csv", "kpis_summary.csv", "training_curves.png"}  # fmt: skip
+"""What a run directory can hold before the run's first epoch ends; a failed start leaves no such directory."""
+
+
+def discard_started_run(run_dir: Path) -> bool:
+    """Remove ``run_dir`` if it holds nothing but what a run writes before its first epoch ends (a failed start);
+    whether it did. A directory with a model or statistics, or with anything of a user's, is kept."""
+    if not run_dir.is_dir() or not {p.name for p in run_dir.iterdir()} <= STARTED_ONLY:
+        return False
+    for handler in list(logging.getLogger().handlers):  # the run's log file goes with its directory
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(run_dir):
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return True
+
+
+FAILED = "FAILED"
+"""The file that marks a run directory whose run failed before its first epoch ended (it holds the error)."""
+
+
+def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> None:
+    """Print a configuration or env error the way users can act on, and exit. Of a run that never finished an
+    epoch (``run_dir`` holding no results): a configuration error (code 2) leaves no directory; any other failure
+    leaves it marked failed (a ``FAILED`` file holding the error; the traceback is in the run's log)."""
     from hydra.errors import InstantiationException
 
     if isinstance(error, InstantiationException):  # the env's _target_ raised; show its own message
@@ -121,6 +148,10 @@ def _fail(error: BaseException, code: int = 2) -> None:
     first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
     log_file = _log_file()
     where = f" (the traceback is in {log_file})" if log_file and not isinstance(error, ConfigError) else ""
+    if run_dir is not None and code == 2 and discard_started_run(run_dir):
+        where = f" (nothing ran: {run_dir} was removed)"
+    elif run_dir is not None and run_dir.is_dir() and not any((run_dir / name).exists() for name in RESULTS):
+        atomic_write_text(run_dir / FAILED, f"{first}\n")
     print(f"maze-run: {first}{where}", file=sys.stderr)
     sys.exit(code)
 
@@ -146,7 +177,7 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
     try:
         config = to_rollout_config(cfg, overrides)
     except (ConfigError, ValueError, TypeError) as error:
-        _fail(error)
+        _fail(error, run_dir=output_dir)
     say(f"maze-run: rollout of {config.n_episodes} episodes; outputs go to {output_dir}")
     try:
         rollout(config, output_dir)
@@ -154,9 +185,9 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
         say("maze-run: interrupted", error=True)
         sys.exit(_exit_code(interrupt))
     except (InstantiationException, ConfigError) as error:
-        _fail(error)
+        _fail(error, run_dir=output_dir)
     except Exception as error:  # an env or worker failure: one line here, the traceback in the log
-        _fail(error, 1)
+        _fail(error, 1, run_dir=output_dir)
     say(f"maze-run: outputs in {output_dir} (config.yaml, kpis.csv, kpis_summary.csv, stats.csv, rollout.log)")
 
 
@@ -169,14 +200,15 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         config = to_training_config(cfg, overrides)
         trainer = build_trainer(config, output_dir)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
-        _fail(error)
-    except RunDirInUseError as error:
+        _fail(error, run_dir=output_dir)
+    except RunDirInUseError as error:  # another run's directory: left as it is
         _fail(error, 1)
     except KeyboardInterrupt as interrupt:  # the build starts the actors; it stops them before this
         say("maze-run: interrupted before training started", error=True)
+        discard_started_run(output_dir)
         sys.exit(_exit_code(interrupt))
-    except Exception as error:  # e.g. a Ray cluster that cannot be joined: one line here, the traceback in the log
-        _fail(error, 1)
+    except Exception as error:  # e.g. a Ray cluster that cannot be joined
+        _fail(error, 1, run_dir=output_dir)
     say(f"maze-run: training; outputs go to {output_dir}")
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption
@@ -185,7 +217,7 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
             f"  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
-        _fail(error, 1)
+        _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
     say(
         f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
         f"best evaluation return {result.best_eval_return:.2f}.\n"

@@ -205,6 +205,15 @@ def test_a_failing_env_ends_the_cli_with_one_line_and_the_traceback_in_the_log(t
     assert "non-finite reward" in lines[0] and f"the traceback is in {out / 'train.log'}" in lines[0]
     log = (out / "train.log").read_text()
     assert "Traceback" in log and "NonFiniteError" in log
+    assert (out / "FAILED").read_text().startswith("training failed in epoch 1"), "marked failed: no epoch ended"
+
+
+def test_a_configuration_error_leaves_no_run_directory(tmp_path):
+    out = tmp_path / "outputs" / "train" / "bad"
+    proc = run_cli(["-cn", "conf_train", "algorithm.lr=-1", f"hydra.run.dir={out}"], cwd=tmp_path)
+    assert proc.returncode == 2 and "algorithm.lr must be a finite float > 0" in proc.stderr
+    assert f"{out} was removed" in proc.stderr and not out.exists()
+    assert not any((tmp_path / "outputs" / "train").iterdir())
 
 
 def test_maze_plot_says_a_rollout_has_nothing_to_plot(tmp_path):
