@@ -14,7 +14,7 @@ from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
-from maze_impala.envs.batch import EnvBatch
+from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub, EventRecord
@@ -111,13 +111,18 @@ class _Playing(Episodes):
     numbers of an episode's actions come from a stream seeded by its seed."""
 
     def __init__(self, actor: RolloutActor, episodes: Sequence[tuple[int, int]],
-                 on_episode: Callable[[EpisodeResult], None] | None):  # fmt: skip
-        self.actor, self.todo, self.on_episode = actor, list(episodes)[::-1], on_episode
+                 on_episode: Callable[[EpisodeResult], None] | None,
+                 record: Callable[[int], FrameSink | None] | None):  # fmt: skip
+        self.actor, self.todo, self.on_episode, self.record = actor, list(episodes)[::-1], on_episode, record
         self.playing: dict[int, tuple[int, int]] = {}
         self.results: list[EpisodeResult] = []
 
     def finished(self, episode: Episode) -> None:
         episode_id, seed = self.playing.pop(episode.env)
+        sinks = self.actor.batch.frame_sinks
+        if sinks[episode.env] is not None:
+            sinks[episode.env].close()
+            sinks[episode.env] = None
         summary = episode.summary
         result = EpisodeResult(episode_id, seed, episode.length, episode.episode_return, episode.actor_returns,
                                summary.kpis, summary.records, summary.raw)  # fmt: skip
@@ -131,6 +136,7 @@ class _Playing(Episodes):
         episode_id, seed = self.todo.pop()
         self.playing[env] = (episode_id, seed)
         self.actor.episode_noise(env, seed)
+        self.actor.batch.frame_sinks[env] = self.record(episode_id) if self.record is not None else None
         return True, seed
 
 
@@ -228,13 +234,15 @@ class RolloutActor(Actor):
         self,
         episodes: Sequence[tuple[int, int]],
         on_episode: Callable[[EpisodeResult], None] | None = None,
+        record: Callable[[int], FrameSink | None] | None = None,
     ) -> list[EpisodeResult]:
         """Play ``episodes`` (``(episode id, seed)`` pairs) with the newest weights, nothing recorded for learning:
         each env takes the next episode when its last one ends. Sampled actions draw from a stream per episode,
         seeded by its seed, so an episode's actions depend on its seed and the policy only. Results in episode
-        order; ``on_episode`` sees each one as it ends. Not to be mixed with :meth:`rollout` on one actor."""
+        order; ``on_episode`` sees each one as it ends; ``record`` gives the episodes to film their frame sink (a
+        video file) by id, None for the others. Not to be mixed with :meth:`rollout` on one actor."""
         self.version = self._load_weights()
-        schedule = _Playing(self, episodes, on_episode)
+        schedule = _Playing(self, episodes, on_episode, record)
         stepping = self._stepping(schedule, self.record_ancestors, general=True)
         stepping.idle[:] = True
         self._streams = [np.random.default_rng(0) for _ in range(len(self.batch))]

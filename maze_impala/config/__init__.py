@@ -22,6 +22,7 @@ from maze_impala.config.runner import (
     OutputConfig,
     RolloutRunnerConfig,
     RunnerConfig,
+    VideoConfig,
     backend,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "RolloutRunnerConfig",
     "RunnerConfig",
     "TrainingConfig",
+    "VideoConfig",
     "backend",
     "from_mapping",
 ]

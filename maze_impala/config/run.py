@@ -8,7 +8,7 @@ from typing import Any
 from maze_impala.config.algorithm import ImpalaAlgorithmConfig
 from maze_impala.config.base import ConfigError, check, check_choice
 from maze_impala.config.model import ModelConfig
-from maze_impala.config.runner import EVENT_LOG_FORMATS, OutputConfig, RolloutRunnerConfig, RunnerConfig
+from maze_impala.config.runner import EVENT_LOG_FORMATS, OutputConfig, RolloutRunnerConfig, RunnerConfig, VideoConfig
 
 POLICY_TYPES = ("torch", "random")
 
@@ -66,8 +66,12 @@ class RolloutConfig:
     """A live status line: episodes done, env steps, steps/s, mean return so far."""
     event_logs: str = "none"
     """none, csv or parquet: every event of every episode, one table per event type."""
+    video: VideoConfig = field(default_factory=VideoConfig)
+    """Videos of the first ``video.episodes`` episodes, into videos/ of the output directory."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.video, dict):
+            self.video = VideoConfig(**self.video)
         check(isinstance(self.n_episodes, int) and self.n_episodes >= 1, "n_episodes", self.n_episodes, "an int >= 1")
         check_choice("event_logs", self.event_logs, EVENT_LOG_FORMATS)
         if self.policy.type == "torch" and not self.input_dir:

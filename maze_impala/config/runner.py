@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from maze_impala.config.base import ConfigError, check, check_choice
 
@@ -14,6 +14,7 @@ BACKEND_ALIASES = {"sequential": "dev", "subprocess": "local", "parallel": "loca
 """Other names of the backends, accepted everywhere (Maze-RL's rollout runners and the class names)."""
 START_METHODS = ("spawn", "forkserver", "fork")
 EVENT_LOG_FORMATS = ("none", "csv", "parquet")
+VIDEO_FORMATS = ("mp4", "gif")
 
 
 def backend(name: str, field: str = "runner.type") -> str:
@@ -92,6 +93,28 @@ class RolloutRunnerConfig:
 
 
 @dataclass
+class VideoConfig:
+    """Videos of played episodes, written into ``videos/`` of the output directory (``pip install
+    "maze_impala[video]"``; the env must render ``rgb_array`` frames: ids and ``_target_`` configs are made with
+    ``render_mode="rgb_array"``)."""
+
+    episodes: int = 0
+    """How many episodes to film: a rollout's first ones; in training, of every filmed evaluation (0: none)."""
+    every: int = 1
+    """Training: film the evaluation every this many epochs (and the last one)."""
+    format: str = "mp4"
+    """mp4 or gif."""
+    fps: int = 30
+    """Frames per second: one frame per structured step."""
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.episodes, int) and self.episodes >= 0, "video.episodes", self.episodes, "an int >= 0")
+        check(isinstance(self.every, int) and self.every >= 1, "video.every", self.every, "an int >= 1")
+        check_choice("video.format", self.format, VIDEO_FORMATS)
+        check(isinstance(self.fps, int) and self.fps >= 1, "video.fps", self.fps, "an int >= 1")
+
+
+@dataclass
 class OutputConfig:
     """What a training run writes besides its checkpoints (``output.<field>=...`` on the command line)."""
 
@@ -110,8 +133,12 @@ class OutputConfig:
     checkpoint_every: int = 1
     """Save model_last.pt (what a resume continues from) every this many epochs, and at the end;
     model_best.pt is saved whenever the evaluation improves."""
+    video: VideoConfig = field(default_factory=VideoConfig)
+    """Videos of evaluation episodes (``output.video.episodes=1``), into videos/ and TensorBoard."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.video, dict):
+            self.video = VideoConfig(**self.video)
         check_choice("output.event_logs", self.event_logs, EVENT_LOG_FORMATS)
         check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1, "output.checkpoint_every",
               self.checkpoint_every, "an int >= 1")  # fmt: skip

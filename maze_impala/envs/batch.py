@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -52,6 +53,14 @@ class SubStep:
         return self.terminated or self.truncated
 
 
+class FrameSink(Protocol):
+    """Where the frames of a recorded episode go (a video file)."""
+
+    def __call__(self, frame: object) -> None: ...
+
+    def close(self) -> None: ...
+
+
 CHECKED_SUBSTEPS = 32
 """The first sub-steps of every env are checked against its contract (see :mod:`maze_impala.envs.checker`)."""
 
@@ -83,6 +92,9 @@ class EnvBatch:
         self.agent_counts: dict[StepKey, int] = dict(first.agent_counts_dict)
         self.checks_left = np.full(len(envs), CHECKED_SUBSTEPS, dtype=np.int64)
         """Sub-steps of each env still to check."""
+        self.frame_sinks: list[FrameSink | None] = [None] * len(envs)
+        """Per env, where the frames of its current episode go (rendered after its reset and every structured
+        step), or None: not recorded."""
 
     def __len__(self) -> int:
         return len(self.envs)
@@ -98,6 +110,8 @@ class EnvBatch:
         self._times[e] = self.envs[e].get_env_time()
         self._returns[e] = 0.0
         self._lengths[e] = 0
+        if self.frame_sinks[e] is not None:
+            self.frame_sinks[e](self.envs[e].render())
 
     def groups(self, active: Iterable[int]) -> dict[StepKey, list[int]]:
         """The given envs, grouped by the step key of their next actor."""
@@ -125,6 +139,8 @@ class EnvBatch:
         self._times[e] = time
         if step_ended:
             self._lengths[e] += 1
+            if self.frame_sinks[e] is not None:
+                self.frame_sinks[e](env.render())
         sub = SubStep(
             actor, float(reward), env.get_actor_rewards(), env.get_actor_exits(), step_ended,
             bool(terminated), bool(truncated) and not terminated, info=info,

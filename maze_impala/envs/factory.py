@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -59,6 +60,28 @@ def _pettingzoo(env: Any) -> StructuredEnv | None:
     if isinstance(env, ParallelEnv):
         return PettingZooParallelEnv(env)
     return None
+
+
+def rendering(spec: EnvSpec) -> EnvSpec:
+    """``spec`` made with ``render_mode="rgb_array"`` (for videos): an id becomes the config of
+    :func:`~maze_impala.envs.gym_adapter.make_gym_env` with it, a ``_target_`` config gets it unless it sets one;
+    a factory is taken as it is (it must render by itself)."""
+    if isinstance(spec, str):
+        return {"_target_": "maze_impala.envs.gym_adapter.make_gym_env", "name": spec, "render_mode": "rgb_array"}
+    if isinstance(spec, Mapping) and "render_mode" not in spec and _takes(spec["_target_"], "render_mode"):
+        return {**spec, "render_mode": "rgb_array"}
+    return spec
+
+
+def _takes(target: str, argument: str) -> bool:
+    """Whether the callable ``target`` (a dotted path) takes ``argument`` (by name, or through ``**kwargs``)."""
+    from hydra.utils import get_object
+
+    try:
+        parameters = inspect.signature(get_object(target)).parameters.values()
+    except (ImportError, ValueError, TypeError, AttributeError):
+        return False
+    return any(p.name == argument or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 PLAIN = (str, int, float, bool, type(None))

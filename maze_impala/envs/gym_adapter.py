@@ -108,6 +108,10 @@ class GymStructuredEnv(StructuredEnv):
         """Count a step taken on :meth:`direct_env` directly (the actors' fast path does that)."""
         self._time += 1
 
+    def render(self) -> Any:
+        """The wrapped Gymnasium env's ``render()`` (a frame where it was made with ``render_mode="rgb_array"``)."""
+        return self.env.render()
+
     def close(self) -> None:
         self.env.close()
 

@@ -78,6 +78,10 @@ class _PettingZooBase(StructuredEnv):
     def get_actor_exits(self) -> dict[ActorID, ActorExit]:
         return self._exits
 
+    def render(self) -> Any:
+        """The PettingZoo env's ``render()`` (a frame where it was made with ``render_mode="rgb_array"``)."""
+        return self.env.render()
+
     def close(self) -> None:
         self.env.close()
 

@@ -112,5 +112,12 @@ class StructuredEnv(ABC):
         """The calculator of this env's episode KPIs from its events, if it has KPIs."""
         return None
 
+    def render(self) -> Any:
+        """A frame of the current state (an ``[H, W, 3]`` uint8 array where the env renders ``rgb_array``), for
+        videos; envs that can render override it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not render: implement render() (an [H, W, 3] uint8 frame) to record videos"
+        )
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

@@ -19,6 +19,9 @@ class StatsWriter(ABC):
     def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:  # noqa: B027 - optional hook
         """The run's hyper-parameters and final results, once at the end (writers that can show them do)."""
 
+    def video(self, tag: str, frames: list[Any], env_steps: int, fps: int) -> None:  # noqa: B027 - optional hook
+        """Frames of a filmed evaluation episode (writers that can show videos do)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Flush and release."""
 
@@ -56,6 +59,18 @@ class TensorBoardWriter(StatsWriter):
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
         for name, value in row.items():
             self.summary.add_scalar(name, value, global_step=env_steps)
+        self.summary.flush()
+
+    def video(self, tag: str, frames: list[Any], env_steps: int, fps: int) -> None:
+        """An animated GIF of ``frames`` in TensorBoard's images (what ``SummaryWriter.add_video`` writes, without
+        moviepy)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        from maze_impala.train.video import gif_bytes
+
+        height, width = frames[0].shape[:2]
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif_bytes(frames, fps))
+        self.summary._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), env_steps)
         self.summary.flush()
 
     def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:

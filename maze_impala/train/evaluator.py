@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
 from maze_impala.actors.weights import ModuleWeights
-from maze_impala.envs.factory import EnvSpec, make_env
+from maze_impala.envs.factory import EnvSpec, make_env, rendering
 from maze_impala.events.api import EventHub
 from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
+from maze_impala.train.video import Videos
 
 if TYPE_CHECKING:
+    from maze_impala.envs.batch import FrameSink
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.models import StructuredPolicy
 
@@ -53,10 +55,11 @@ def play_episodes(
     deterministic: bool,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     keep_raw_events: bool = False,
+    record: Callable[[int], FrameSink | None] | None = None,
 ) -> list[EpisodeResult]:
     """Play ``episodes`` (``(episode id, seed)`` pairs) with ``policy`` on ``envs`` side by side; results in episode
-    order."""
-    return episode_player(envs, policy, deterministic, keep_raw_events).play(episodes, on_episode)
+    order (``record``: see :meth:`~maze_impala.actors.actor.RolloutActor.play`)."""
+    return episode_player(envs, policy, deterministic, keep_raw_events).play(episodes, on_episode, record)
 
 
 class RolloutEvaluator:
@@ -70,19 +73,29 @@ class RolloutEvaluator:
         seed: int,
         hub: EventHub,
         keep_raw_events: bool = False,
+        videos: Videos | None = None,
+        filmed: int = 0,
     ):
-        self.envs = [make_env(env) for _ in range(n_episodes)]
+        """``videos`` and ``filmed``: where the films of the first ``filmed`` episodes of an evaluation go (see
+        :meth:`evaluate`); the envs then render."""
+        self.videos, self.filmed = videos, filmed
+        self.envs = [make_env(rendering(env) if filmed else env) for _ in range(n_episodes)]
         self.episodes = [(i, seed_for(seed, 2**31 - 1, i)) for i in range(n_episodes)]
         self.deterministic, self.keep_raw_events = deterministic, keep_raw_events
         self.publish = EpisodePublisher(hub)
         self._player: tuple[StructuredPolicy, RolloutActor] | None = None
 
-    def evaluate(self, policy: StructuredPolicy) -> list[EpisodeResult]:
+    def evaluate(self, policy: StructuredPolicy, film: str | None = None) -> list[EpisodeResult]:
         """Play the episodes with ``policy``'s current weights; publishes each one's return, length, env events and
-        KPIs."""
+        KPIs. ``film``: a prefix for the video files of the first filmed episodes (``<film>episode_<id>``)."""
         if self._player is None or self._player[0] is not policy:
             self._player = (policy, episode_player(self.envs, policy, self.deterministic, self.keep_raw_events))
-        return self._player[1].play(self.episodes, self.publish)
+        record = None
+        if film is not None and self.videos is not None:
+            videos, filmed = self.videos, self.filmed
+            videos.prefix, videos.written = film, []
+            record = lambda episode_id: videos.open(episode_id) if episode_id < filmed else None  # noqa: E731
+        return self._player[1].play(self.episodes, self.publish, record)
 
     def close(self) -> None:
         for env in self.envs:

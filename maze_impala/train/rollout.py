@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,9 @@ from typing import Any
 import pandas as pd
 
 from maze_impala.actors.actor import EpisodeResult, seed_for
-from maze_impala.config import ConfigError, ModelConfig, RolloutConfig, from_mapping
+from maze_impala.config import ConfigError, ModelConfig, RolloutConfig, VideoConfig, from_mapping
 from maze_impala.config.base import to_record, to_yaml
-from maze_impala.envs.factory import EnvSpec, env_record, make_env
+from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import (
@@ -43,6 +43,7 @@ from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_pol
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import EpisodePublisher, play_episodes
 from maze_impala.train.progress import Progress
+from maze_impala.train.video import VIDEO_DIR, Videos, check_renders
 
 
 @dataclass
@@ -56,6 +57,9 @@ class _Job:
     keep_raw_events: bool
     n_envs: int
     """Episodes played side by side in one process."""
+    video: VideoConfig = field(default_factory=VideoConfig)
+    videos_dir: str = ""
+    """Where the first ``video.episodes`` episodes' videos go."""
 
 
 def _policy(job: _Job, env: Any) -> StructuredPolicy:
@@ -70,9 +74,14 @@ def _play(
     job: _Job, episodes: list[tuple[int, int]], on_episode: Callable[[EpisodeResult], None] | None = None
 ) -> list[EpisodeResult]:
     """Up to ``job.n_envs`` episodes side by side, one batched forward pass per step key and sub-step."""
-    envs = [make_env(job.env) for _ in range(min(job.n_envs, len(episodes)))]
+    filmed = job.video.episodes
+    spec = rendering(job.env) if filmed else job.env
+    envs = [make_env(spec) for _ in range(min(job.n_envs, len(episodes)))]
+    videos = Videos(Path(job.videos_dir), job.video.format, job.video.fps)
+    record = (lambda episode_id: videos.open(episode_id) if episode_id < filmed else None) if filmed else None
     try:
-        return play_episodes(envs, _policy(job, envs[0]), episodes, job.deterministic, on_episode, job.keep_raw_events)
+        policy = _policy(job, envs[0])
+        return play_episodes(envs, policy, episodes, job.deterministic, on_episode, job.keep_raw_events, record)
     finally:
         for env in envs:
             env.close()
@@ -84,30 +93,45 @@ def _worker_init() -> None:
     torch.set_num_threads(1)  # one core per worker process
 
 
-def _job(config: RolloutConfig) -> _Job:
+def _job(config: RolloutConfig, output_dir: Path) -> _Job:
     keep_raw, n_envs = config.event_logs != "none", config.runner.envs_per_process
+    videos = str(output_dir / VIDEO_DIR)
     if config.policy.type == "random":  # a random policy samples, whatever `deterministic` says
-        return _Job(config.env, None, None, False, keep_raw, n_envs)
+        job = _Job(config.env, None, None, False, keep_raw, n_envs, config.video, videos)
+        _check_renders(job)
+        return job
     checkpoint = Path(config.input_dir) / config.policy.checkpoint
     state = read_checkpoint(checkpoint)
     record = state.get("config")
     if record is None:
         raise ConfigError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
     env = config.env if config.env is not None else record["env"]
-    job = _Job(env, record["model"], str(checkpoint), config.deterministic, keep_raw, n_envs)
+    job = _Job(env, record["model"], str(checkpoint), config.deterministic, keep_raw, n_envs, config.video, videos)
     probe = make_env(env)
     try:
         _policy(job, probe)  # a mismatched env or checkpoint fails here, before any worker starts
     finally:
         probe.close()
+    _check_renders(job)
     return job
+
+
+def _check_renders(job: _Job) -> None:
+    """With videos asked for, the env must render frames: a clear error before any episode if it does not."""
+    if not job.video.episodes:
+        return
+    env = make_env(rendering(job.env))
+    try:
+        check_renders(env, f"video.episodes={job.video.episodes}")
+    finally:
+        env.close()
 
 
 def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     """Play the episodes, write the outputs, print a summary; returns the per-episode results."""
     output_dir.mkdir(parents=True, exist_ok=True)
     record = to_record(config, env=env_record(config.env) if config.env is not None else None)
-    job = _job(config)
+    job = _job(config, output_dir)
     atomic_write_text(output_dir / "config.yaml", to_yaml(record))
     episodes = [(i, seed_for(config.seed, i)) for i in range(config.n_episodes)]
     progress = Progress(config.n_episodes, unit="episode") if config.progress else None

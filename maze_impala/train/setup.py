@@ -49,6 +49,7 @@ from maze_impala.train.rundir import (
 )
 from maze_impala.train.state import TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
+from maze_impala.train.video import VIDEO_DIR, Videos, check_renders
 
 
 def console_columns() -> list[str]:
@@ -209,6 +210,8 @@ def _trainer(
     eval_hub = EventHub()
     eval_stats = StatsAggregator("eval")
     eval_hub.listeners.append(eval_stats)
+    filmed = min(output.video.episodes, algorithm.rollout_evaluator.n_episodes)
+    videos = Videos(output_dir / VIDEO_DIR, output.video.format, output.video.fps, thumbnails=output.tensorboard)
     evaluator = RolloutEvaluator(
         config.env,
         algorithm.rollout_evaluator.n_episodes,
@@ -216,7 +219,11 @@ def _trainer(
         config.seed,
         eval_hub,
         keep_raw_events=output.event_logs != "none",
+        videos=videos if filmed else None,
+        filmed=filmed,
     )
+    if filmed:
+        check_renders(evaluator.envs[0], f"output.video.episodes={output.video.episodes}")
     writers: list[StatsWriter] = [CsvWriter(output_dir / STATS_CSV)] if output.csv else []
     if output.console:
         writers.append(ConsoleWriter(console_columns()))
@@ -230,6 +237,7 @@ def _trainer(
         algorithm, learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
         state=state, event_logs=event_logs, progress=progress, plot=output.plot,
         checkpoint_every=output.checkpoint_every, on_close=[lock.release],
+        video_every=output.video.every if filmed else 0,
     )  # fmt: skip
 
 

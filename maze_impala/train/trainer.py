@@ -94,6 +94,7 @@ class ImpalaTrainer:
         plot: bool = True,
         checkpoint_every: int = 1,
         on_close: list[Callable[[], None]] | None = None,
+        video_every: int = 0,
     ):
         self.config = config
         self.learner = learner
@@ -117,6 +118,8 @@ class ImpalaTrainer:
             hub.listeners.append(progress)
         self.plot = plot
         self.checkpoint_every = checkpoint_every
+        self.video_every = video_every
+        """Film the evaluation every this many epochs (and the last); 0: never."""
         self.on_close = on_close or []
         """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
         self.started: float | None = None
@@ -143,7 +146,8 @@ class ImpalaTrainer:
                     while updates < cfg.epoch_length:
                         updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
                     update_seconds = time.perf_counter() - started
-                    results = self.evaluator.evaluate(self.learner.policy)
+                    filming = self.video_every and (epoch % self.video_every == 0 or epoch == cfg.n_epochs)
+                    results = self.evaluator.evaluate(self.learner.policy, f"epoch_{epoch}_" if filming else None)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
                 self._record_episodes(epoch, results)
@@ -161,6 +165,8 @@ class ImpalaTrainer:
                     self.progress.end_line()
                 for writer in self.writers:
                     writer.write(epoch, state.env_steps, row)
+                    if filming:
+                        self._write_videos(writer, state.env_steps)
                 stopping = epoch == cfg.n_epochs or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
                 if stopping or epoch % self.checkpoint_every == 0:
                     self._save(LAST_MODEL)
@@ -183,6 +189,13 @@ class ImpalaTrainer:
         return TrainingResult(
             self.output_dir, state.epoch, state.env_steps, state.best_eval_return, stopped_early, state.history, stats
         )
+
+    def _write_videos(self, writer: StatsWriter, env_steps: int) -> None:
+        """The evaluation's films to a writer that shows videos (TensorBoard)."""
+        videos = self.evaluator.videos
+        for index, video in enumerate(videos.written if videos is not None else []):
+            if video.thumbnails:
+                writer.video(f"eval/video/episode_{index}", video.thumbnails, env_steps, videos.fps)
 
     def _close(self) -> None:
         self.pool.close()
