@@ -80,18 +80,38 @@ def _columns(stats: pd.DataFrame, prefixes: list[str]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Plot a finished run's training curves from its stats.csv.")
-    parser.add_argument("run", help="a training output dir (or its stats.csv)")
-    parser.add_argument("--output", help=f"the PNG to write (default: <run dir>/{CURVES_PNG})")
+    parser = argparse.ArgumentParser(
+        description="A run's training curves from its stats.csv; several runs, or a multirun folder, side by side."
+    )
+    parser.add_argument("runs", nargs="+", help="training output dirs (or a stats.csv), or multirun folders")
+    parser.add_argument(
+        "--output",
+        help=f"the PNG to write (default: <run dir>/{CURVES_PNG} for one run, <multirun folder>/comparison.png for "
+        "a multirun, ./comparison.png for several runs)",
+    )
+    parser.add_argument("--summary", action="store_true", help="also write summary.csv and summary.png beside it")
     args = parser.parse_args()
-    run = Path(args.run)
-    stats = run / "stats.csv" if run.is_dir() else run
-    if not stats.is_file():
-        parser.error(f"no stats.csv at {stats}")
+    paths = [Path(run) for run in args.runs]
+    if len(paths) == 1 and (paths[0].is_file() or (paths[0] / "stats.csv").is_file()) and not args.summary:
+        stats = paths[0] / "stats.csv" if paths[0].is_dir() else paths[0]
+        try:
+            print(plot_training_curves(stats, args.output or stats.parent / CURVES_PNG))
+        except NothingToPlot as error:
+            parser.exit(1, f"maze-plot: nothing to plot: {error}\n")
+        return
+    from maze_impala.train.compare import plot_comparison, summarise
+
+    for path in paths:
+        if not path.is_dir():
+            parser.error(f"no run or multirun folder at {path}")
+    default = paths[0] / "comparison.png" if len(paths) == 1 else Path("comparison.png")
+    png = Path(args.output) if args.output else default
     try:
-        print(plot_training_curves(stats, args.output or stats.parent / CURVES_PNG))
-    except NothingToPlot as error:
-        parser.exit(1, f"maze-plot: nothing to plot: {error}\n")
+        print(plot_comparison(paths, png))
+    except ValueError as error:
+        parser.exit(1, f"maze-plot: {error}\n")
+    if args.summary:
+        print(summarise(paths, png.parent))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,25 @@
+"""The Hydra callback that sums up a multirun (``maze-run -m ...``) when it ends: see :mod:`maze_impala.train.compare` (a module outside `maze_impala.train`, whose name is the function `train`: Hydra finds its target by attributes)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+
+class Summary(Callback):
+    """Writes ``summary.csv`` and ``summary.png`` into the multirun folder after its last job."""
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        from maze_impala.train.compare import plot_comparison, summarise
+
+        folder = Path(config.hydra.sweep.dir)
+        try:
+            written = summarise([folder], folder)
+            if written is not None:
+                plot_comparison([folder], folder / "comparison.png")
+                print(f"maze-run: the multirun's summary: {written}, {folder / 'comparison.png'}")
+        except Exception as error:  # a summary must never turn finished runs into a failure
+            logging.getLogger("maze_impala").warning("could not sum up the multirun %s: %r", folder, error)

@@ -1,0 +1,204 @@
+"""Runs side by side: ``maze-plot RUN [RUN ...]`` and the summary of a Hydra multirun.
+
+A run is a training output directory with a ``stats.csv`` (one marked ``FAILED``, or without statistics, is left
+out). A multirun folder (``maze-run -m ...``) holds one such run per job, named by its overrides (``seed=2``);
+its runs are grouped into configurations by their overrides other than ``seed``. Runs are labelled by the
+overrides in which they differ.
+
+The summary of a multirun (written when the multirun ends, and by ``maze-plot --summary``) gives, per
+configuration, the final evaluation return of each seed, their mean, their interquartile mean and a 95%
+bootstrap confidence interval of the IQM (rliable's aggregate, Agarwal et al. 2021), as ``summary.csv`` and
+``summary.png``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FAILED = "FAILED"
+STATS = "stats.csv"
+SEED_KEYS = ("seed",)
+"""Overrides that tell the runs of one configuration apart (its spread, not another configuration)."""
+
+
+@dataclass
+class Run:
+    path: Path
+    overrides: dict[str, str]
+    """The run's command-line overrides (Hydra's ``.hydra/overrides.yaml``), or its config's values."""
+
+    @property
+    def configuration(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in self.overrides.items() if k not in SEED_KEYS))
+
+
+@dataclass
+class Configuration:
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+
+def is_run(path: Path) -> bool:
+    return path.is_dir() and (path / STATS).is_file() and not (path / FAILED).exists()
+
+
+def _overrides(path: Path) -> dict[str, str]:
+    from omegaconf import OmegaConf
+
+    hydra = path / ".hydra" / "overrides.yaml"
+    if hydra.is_file():
+        items = OmegaConf.to_container(OmegaConf.load(hydra)) or []
+        return {str(o).split("=", 1)[0].lstrip("+~"): str(o).split("=", 1)[-1] for o in items}
+    config = path / "config.yaml"
+    if config.is_file():  # a run started from Python: its config's values
+        from maze_impala.train.rundir import flatten
+
+        return {k: str(v) for k, v in flatten(OmegaConf.to_container(OmegaConf.load(config))).items()}
+    return {}
+
+
+def find_runs(paths: list[Path]) -> list[Run]:
+    """The runs named by ``paths``: run directories, or multirun folders (every run under them)."""
+    runs = []
+    for path in paths:
+        found = [path] if is_run(path) else sorted(p for p in path.rglob("*") if is_run(p))
+        runs += [Run(p, _overrides(p)) for p in found]
+    return runs
+
+
+def configurations(runs: list[Run]) -> list[Configuration]:
+    """The runs grouped by their overrides other than the seed, each group labelled by the overrides in which the
+    groups differ (the run's directory name where nothing differs)."""
+    groups: dict[tuple, Configuration] = {}
+    for run in runs:
+        groups.setdefault(run.configuration, Configuration("")).runs.append(run)
+    differing = {k for key in groups for k, v in key if any(dict(other).get(k) != v for other in groups)}
+    for key, configuration in groups.items():
+        label = ", ".join(f"{k}={v}" for k, v in key if k in differing)
+        configuration.label = label or (configuration.runs[0].path.name if len(groups) > 1 else "run")
+    return list(groups.values())
+
+
+def iqm(values: np.ndarray) -> float:
+    """The interquartile mean: the mean of the middle 50% (rliable's trimmed mean, 25% cut on each side)."""
+    values = np.sort(np.asarray(values, dtype=float))
+    n = len(values)
+    low, high = math.floor(0.25 * n), math.ceil(0.75 * n)
+    middle = values[low:high] if high > low else values
+    return float(middle.mean())
+
+
+def bootstrap_ci(values: np.ndarray, statistic: Any = iqm, samples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A 95% percentile-bootstrap confidence interval of ``statistic`` over the runs (resampled with replacement)."""
+    rng = np.random.default_rng(seed)
+    values = np.asarray(values, dtype=float)
+    draws = [statistic(rng.choice(values, len(values))) for _ in range(samples)]
+    return float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def final_returns(run: Run, column: str) -> float:
+    import pandas as pd
+
+    stats = pd.read_csv(run.path / STATS)
+    values = stats[column].dropna() if column in stats else []
+    return float(values.iloc[-1]) if len(values) else math.nan
+
+
+def summarise(paths: list[Path], out_dir: Path) -> Path | None:
+    """Write ``summary.csv`` and ``summary.png`` of the runs under ``paths`` into ``out_dir``; None if no run."""
+    import pandas as pd
+
+    from maze_impala.files import atomic_write
+
+    runs = find_runs(paths)
+    if not runs:
+        return None
+    column = _eval_return()
+    rows = []
+    for configuration in configurations(runs):
+        finals = np.array([final_returns(run, column) for run in configuration.runs])
+        finals = finals[~np.isnan(finals)]
+        if not len(finals):
+            continue
+        low, high = bootstrap_ci(finals)
+        rows.append({"configuration": configuration.label, "runs": len(finals), "mean": float(finals.mean()),
+                     "iqm": iqm(finals), "iqm_ci_low": low, "iqm_ci_high": high,
+                     "final_returns": " ".join(f"{v:.4g}" for v in finals)})  # fmt: skip
+    table = pd.DataFrame(rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / "summary.csv", lambda file: file.write(table.to_csv(index=False).encode()))
+    _plot_summary(table, out_dir / "summary.png")
+    return out_dir / "summary.csv"
+
+
+def _eval_return() -> str:
+    from maze_impala.events.api import mean
+    from maze_impala.events.interfaces import EpisodeEvents
+    from maze_impala.events.stats import StatKey
+
+    return StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
+
+
+def _plot_summary(table: Any, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from maze_impala.files import atomic_write
+
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(table) + 1.5), constrained_layout=True)
+    y = np.arange(len(table))
+    ax.errorbar(table["iqm"], y, xerr=[table["iqm"] - table["iqm_ci_low"], table["iqm_ci_high"] - table["iqm"]],
+                fmt="o", capsize=4)  # fmt: skip
+    ax.set_yticks(y, table["configuration"])
+    ax.set_xlabel("final evaluation return: IQM over the runs, 95% bootstrap CI")
+    ax.grid(alpha=0.3)
+    try:
+        atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
+    finally:
+        plt.close(fig)
+
+
+def plot_comparison(paths: list[Path], png: Path) -> Path:
+    """Training and evaluation returns over env steps, one curve per configuration (the mean over its runs, their
+    range shaded)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from maze_impala.events.api import mean
+    from maze_impala.events.interfaces import EpisodeEvents
+    from maze_impala.events.stats import StatKey
+    from maze_impala.files import atomic_write
+
+    runs = find_runs(paths)
+    if not runs:
+        raise ValueError(f"no finished training run under {', '.join(map(str, paths))} (a run has a stats.csv and no "
+                         f"{FAILED} file)")  # fmt: skip
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), constrained_layout=True)
+    for ax, scope in zip(axes, ("train", "eval")):
+        column = StatKey.of(EpisodeEvents.episode_return, mean, scope).column()
+        for configuration in configurations(runs):
+            curves = [pd.read_csv(run.path / STATS).set_index("env_steps")[column] for run in configuration.runs]
+            frame = pd.concat(curves, axis=1).sort_index()
+            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({len(curves)} runs)")
+            if len(curves) > 1:
+                ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2,
+                                color=line[0].get_color())  # fmt: skip
+        ax.set_title(f"{scope} return")
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    try:
+        atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
+    finally:
+        plt.close(fig)
+    return png
