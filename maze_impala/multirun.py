@@ -1,4 +1,7 @@
-"""The Hydra callback that sums up a multirun (``maze-run -m ...``) when it ends: see :mod:`maze_impala.train.compare` (a module outside `maze_impala.train`, whose name is the function `train`: Hydra finds its target by attributes)."""
+"""The Hydra callback that sums up a multirun (``maze-run -m ...``) when it ends: see :mod:`maze_impala.train.compare`.
+
+It lives outside ``maze_impala.train``, a name the package binds to the function ``train``: Hydra finds a callback
+by walking attributes."""
 
 from __future__ import annotations
 

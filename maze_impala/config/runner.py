@@ -135,6 +135,10 @@ class OutputConfig:
     model_best.pt is saved whenever the evaluation improves."""
     video: VideoConfig = field(default_factory=VideoConfig)
     """Videos of evaluation episodes (``output.video.episodes=1``), into videos/ and TensorBoard."""
+    wandb: bool = False
+    """Log every epoch's statistics to Weights & Biases (``pip install "maze_impala[wandb]"``)."""
+    mlflow: bool = False
+    """Log every epoch's statistics to MLflow (``pip install "maze_impala[mlflow]"``; the run's mlruns/ by default)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.video, dict):

@@ -75,8 +75,7 @@ class TensorBoardWriter(StatsWriter):
 
     def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
         """Training hyper-parameters and final results, for TensorBoard's HParams view."""
-        flat = {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in hparams.items()}
-        self.summary.add_hparams(flat, metrics, run_name=".")
+        self.summary.add_hparams(hparams, metrics, run_name=".")
         self.summary.flush()
 
     def close(self) -> None:

@@ -62,6 +62,12 @@ def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def scalar_config(record: dict[str, Any]) -> dict[str, int | float | str | bool]:
+    """A config record flattened (``algorithm.lr``) with every value a scalar (lists and others as text): what
+    TensorBoard's hparams and the experiment trackers take."""
+    return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flatten(record).items()}
+
+
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The keys whose values differ: ``{key: (saved, current)}``."""
     old, new = flatten(saved), flatten(current)

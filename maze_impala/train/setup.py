@@ -28,6 +28,7 @@ from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
 from maze_impala.events.tables import EVENT_LOG_DIR, EventLogWriter
+from maze_impala.events.trackers import MlflowWriter, WandbWriter
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.events import MultiStepIMPALAEvents
@@ -46,6 +47,7 @@ from maze_impala.train.rundir import (
     check_resumable,
     claim_output_dir,
     continue_tables,
+    scalar_config,
 )
 from maze_impala.train.state import TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
@@ -229,6 +231,10 @@ def _trainer(
         writers.append(ConsoleWriter(console_columns()))
     if output.tensorboard:  # a resumed run drops the events logged after its checkpoint
         writers.append(TensorBoardWriter(output_dir / TENSORBOARD_DIR, purge_step=state.env_steps + 1))
+    if output.wandb:
+        writers.append(WandbWriter(output_dir, scalar_config(extras["config"])))
+    if output.mlflow:
+        writers.append(MlflowWriter(output_dir, scalar_config(extras["config"])))
     event_logs = EventLogWriter(output_dir / EVENT_LOG_DIR, output.event_logs) if output.event_logs != "none" else None
     progress = None
     if output.progress:  # a resumed run's rate counts this process's env steps, its returns start afresh

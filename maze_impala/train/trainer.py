@@ -33,7 +33,7 @@ from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 from maze_impala.train.progress import Progress
-from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, flatten
+from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, scalar_config
 from maze_impala.train.state import TrainerState
 
 if TYPE_CHECKING:
@@ -228,10 +228,9 @@ class ImpalaTrainer:
         if history:
             final = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
             metrics["hparam/final_train_return"] = history[-1].get(final, math.nan)
+        config = scalar_config(self.checkpoint_extras.get("config", {}))
         for writer in self.writers:
-            config = flatten(self.checkpoint_extras.get("config", {}))  # lists and other values as text
-            writer.hparams({k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in config.items()},
-                           metrics)  # fmt: skip
+            writer.hparams(config, metrics)
         if self.plot and history and (self.output_dir / STATS_CSV).is_file():
             from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when drawing
 
