@@ -80,6 +80,8 @@ def run(settings: str, seed: int, budget: int, eval_every: int, eval_episodes: i
             self.next += eval_every
             score = greedy_return()
             result["evaluations"].append((self.num_timesteps, round(self.training_seconds, 1), score))
+            print(f"  {settings} seed {seed}: {self.num_timesteps:,} env steps, {self.training_seconds:.0f} s, "
+                  f"greedy {score:.1f}", flush=True)  # fmt: skip
             for threshold in (475, 500):
                 if score >= threshold and result[f"steps_to_{threshold}"] is None:
                     result[f"steps_to_{threshold}"] = self.num_timesteps

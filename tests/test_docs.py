@@ -1,7 +1,14 @@
-"""Every Python example in the README and the docs runs, as a file of its own (the tutorials run in test_learning
-and test_episode_events)."""
+"""Every Python example and every shell command of the README and the docs runs, so the docs cannot drift from the
+code: from a temporary directory, against the installed package, on small budgets.
+
+The commands of one page run in order in one directory, after a trained run (``outputs/train/first``) and an env
+of a user's (``my_env.py``, ``conf/env/my_env.yaml``) were put there; a placeholder (``<time>``, ``<a>``, ...)
+names the newest run of its kind. Training commands get a small budget in place of theirs. Not run: installs
+(CI runs them), the test suite itself, servers (TensorBoard, the docs site) and what needs a Ray cluster or a GPU.
+"""
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,29 +19,128 @@ from clitools import run_cli
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHORTER = {"n_epochs=24": "n_epochs=1"}
-"""The examples' full runs, shortened for the test (the code path is the same)."""
+"""The Python examples' full runs, shortened (the code path is the same)."""
+NOT_RUN = ("pip install", ".ci/run", "tensorboard ", "mkdocs ", "ray start", "address=auto", "device=cuda")
+BUDGET = {
+    "algorithm.n_epochs": "2",
+    "algorithm.epoch_length": "2",
+    "algorithm.envs_per_actor": "4",
+    "algorithm.n_rollout_steps": "8",
+    "algorithm.rollout_evaluator.n_episodes": "2",
+    "output.progress": "false",
+}
+"""A training command's budget in the tests (its own n_epochs counts where smaller)."""
+MY_ENV = '''
+import gymnasium as gym
+import numpy as np
 
 
-def snippets(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+class MyEnv(gym.Env):
+    """Say the bit you see: reward 1 for the right answer; episodes of `size` questions."""
+
+    observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, size=3):
+        self.size = size
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.bit = 0, int(self.np_random.integers(2))
+        return np.array([self.bit], np.float32), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.bit)
+        self.t, self.bit = self.t + 1, int(self.np_random.integers(2))
+        return np.array([self.bit], np.float32), reward, self.t >= self.size, False, {}
+'''
 
 
-def test_the_docs_have_python_examples():
-    counts = {path.name: len(snippets(path)) for path in DOCS}
-    assert counts["README.md"] >= 1 and sum(counts.values()) >= 8, counts
+def snippets(path: Path, language: str = "python") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def commands(path: Path) -> list[str]:
+    """The shell commands of a page, in order, without their comments."""
+    found = []
+    for block in snippets(path, "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            command = line.split(" #", 1)[0].strip()
+            if command and not command.startswith("#"):
+                found.append(command)
+    return found
+
+
+def budgeted(command: str) -> str:
+    """A training command with the test's budget: its other keys kept, budget keys set (n_epochs at most 2)."""
+    words = shlex.split(command)
+    if "conf_train" not in words or "--cfg" in words:
+        return command
+    given = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in words if "=" in w and not w.startswith("-")}
+    budget = dict(BUDGET)
+    if "algorithm.n_epochs" in given:
+        budget["algorithm.n_epochs"] = str(min(int(given["algorithm.n_epochs"]), 2))
+    kept = [w for w in words if w.split("=", 1)[0] not in budget]
+    return shlex.join([*kept, *(f"{k}={v}" for k, v in budget.items())])
+
+
+def newest(directory: Path, skip: int = 0) -> Path:
+    runs = sorted((p for p in directory.iterdir() if p.is_dir() and not (p / "FAILED").exists()),
+                  key=lambda p: p.stat().st_mtime)  # fmt: skip
+    return runs[-1 - skip]
+
+
+def placed(command: str, cwd: Path) -> str:
+    """The command with its placeholders filled in: the newest run (or multirun, or rollout) of its kind."""
+    for kind in ("train", "rollout"):
+        for skip, name in ((0, "<time>"), (0, "<a>"), (1, "<b>")):
+            pattern = f"outputs/{kind}/{name}"
+            if pattern in command:
+                command = command.replace(pattern, str(newest(cwd / "outputs" / kind, skip).relative_to(cwd)))
+    if "multirun/train/<time>" in command:
+        command = command.replace("multirun/train/<time>", str(newest(cwd / "multirun" / "train").relative_to(cwd)))
+    return command.replace("input_dir=...", f"input_dir={newest(cwd / 'outputs' / 'train').relative_to(cwd)}")
+
+
+def _prepare(cwd: Path) -> None:
+    (cwd / "my_env.py").write_text(MY_ENV)
+    (cwd / "conf" / "env").mkdir(parents=True)
+    (cwd / "conf" / "env" / "my_env.yaml").write_text("_target_: my_env.MyEnv\nsize: 3\n")
+    first = ["-cn", "conf_train", "runner=dev", "hydra.run.dir=outputs/train/first"]
+    proc = run_cli([*shlex.split(budgeted(shlex.join(first)))], cwd=cwd, command=("maze-run",))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_docs_have_examples():
+    counts = {path.name: (len(snippets(path)), len(commands(path))) for path in DOCS}
+    assert counts["README.md"][0] >= 1 and counts["getting_started.md"][1] >= 10, counts
+    assert budgeted("maze-run -cn conf_train algorithm.n_epochs=48 seed=7") == (
+        "maze-run -cn conf_train seed=7 algorithm.n_epochs=2 algorithm.epoch_length=2 algorithm.envs_per_actor=4 "
+        "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=2 output.progress=false"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_every_shell_command_of_a_page_runs(tmp_path, path):
+    runnable = [c for c in commands(path) if not any(skip in c for skip in NOT_RUN)]
+    if not runnable:
+        pytest.skip(f"{path.name} has no command to run")
+    _prepare(tmp_path)
+    for command in runnable:
+        line = placed(budgeted(command), tmp_path)
+        proc = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"{path.name}: {command}\n(ran: {line})\n{proc.stderr[-3000:]}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
 def test_each_python_example_runs_as_a_script(tmp_path, path):
-    """The examples of one file run in order, each as its own script, in one directory (later ones may read
-    what earlier ones wrote, e.g. a run under outputs/)."""
+    """The examples of one file run in order, each as its own script, in one directory (later ones may read what
+    earlier ones wrote, e.g. a run under outputs/)."""
     if not snippets(path):
         pytest.skip(f"{path.name} has no Python example")
-    if any('"outputs/train"' in code for code in snippets(path)):  # they read the run the doc's maze-run made
-        first = ["-cn", "conf_train", "algorithm=impala", "algorithm.n_epochs=1", "algorithm.epoch_length=5",
-                 "runner=dev", "hydra.run.dir=outputs/train/first"]  # fmt: skip
-        assert run_cli(first, cwd=tmp_path, command=("maze-run",)).returncode == 0
+    _prepare(tmp_path)
     for i, code in enumerate(snippets(path)):
         for full, short in SHORTER.items():
             code = code.replace(full, short)
