@@ -41,3 +41,30 @@ def process_state(pid):
 
 def alive(pids):
     return [pid for pid in pids if Path(f"/proc/{pid}").exists() and process_state(pid) != "Z"]
+
+
+MY_ENV = '''
+import gymnasium as gym
+import numpy as np
+
+
+class MyEnv(gym.Env):
+    """Say the bit you see: reward 1 for the right answer; episodes of `size` questions."""
+
+    observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, size=3):
+        self.size = size
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.bit = 0, int(self.np_random.integers(2))
+        return np.array([self.bit], np.float32), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.bit)
+        self.t, self.bit = self.t + 1, int(self.np_random.integers(2))
+        return np.array([self.bit], np.float32), reward, self.t >= self.size, False, {}
+'''
+"""A user's own Gymnasium env, as the docs write it into my_env.py."""

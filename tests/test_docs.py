@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import MY_ENV, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -30,30 +30,6 @@ BUDGET = {
     "output.progress": "false",
 }
 """A training command's budget in the tests (its own n_epochs counts where smaller)."""
-MY_ENV = '''
-import gymnasium as gym
-import numpy as np
-
-
-class MyEnv(gym.Env):
-    """Say the bit you see: reward 1 for the right answer; episodes of `size` questions."""
-
-    observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, size=3):
-        self.size = size
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t, self.bit = 0, int(self.np_random.integers(2))
-        return np.array([self.bit], np.float32), {}
-
-    def step(self, action):
-        reward = float(int(action) == self.bit)
-        self.t, self.bit = self.t + 1, int(self.np_random.integers(2))
-        return np.array([self.bit], np.float32), reward, self.t >= self.size, False, {}
-'''
 
 
 def snippets(path: Path, language: str = "python") -> list[str]:

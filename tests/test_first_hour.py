@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from clitools import TINY, run_cli
+from clitools import MY_ENV, TINY, run_cli
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, load_policy, train
 from maze_impala.envs.factory import make_env
@@ -143,32 +143,6 @@ def test_the_readme_random_baseline_runs_from_an_empty_directory(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_csv(tmp_path / "out" / "kpis.csv")) == 4
     assert (tmp_path / "out" / "rollout.log").stat().st_size > 0
-
-
-MY_ENV = '''
-import gymnasium as gym
-import numpy as np
-
-
-class MyEnv(gym.Env):
-    """Say the bit you see: reward 1 for the right answer; episodes of `size` questions."""
-
-    observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, size):
-        self.size = size
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t, self.bit = 0, int(self.np_random.integers(2))
-        return np.array([self.bit], np.float32), {}
-
-    def step(self, action):
-        reward = float(int(action) == self.bit)
-        self.t, self.bit = self.t + 1, int(self.np_random.integers(2))
-        return np.array([self.bit], np.float32), reward, self.t >= self.size, False, {}
-'''
 
 
 @pytest.mark.slow

@@ -203,18 +203,17 @@ class RolloutActor(Actor):
         flat = all(env.is_flat for env in envs) and not record_ancestors
         if stepping not in ("auto", "general"):
             raise ValueError(f"stepping must be auto or general, got {stepping!r}")
-        self.flat = flat and stepping == "auto"
-        self.stepping = self._stepping(_Training(self), record_ancestors)
-        """How the envs take their sub-steps: the fast path for flat envs (one actor, every step a structured
-        step), the general strategy otherwise (see :mod:`.stepping`)."""
-        self.record_ancestors = record_ancestors
+        self.stepping: Stepping = (
+            FlatStepping(self.batch, self.recorders, _Training(self))
+            if flat and stepping == "auto"
+            else SubStepping(self.batch, self.recorders, _Training(self), self.order, record_ancestors)
+        )
+        """How the envs take their sub-steps in training: the fast path for flat envs (one actor, every step a
+        structured step), the general strategy otherwise (see :mod:`.stepping`)."""
         self._started = False
         self._env_seeds = env_seeds if env_seeds is not None else [seed_for(seed, e) for e in range(len(envs))]
-
-    def _stepping(self, episodes: Episodes, record_ancestors: bool, general: bool = False) -> Stepping:
-        if self.flat and not general:
-            return FlatStepping(self.batch, self.recorders, episodes)
-        return SubStepping(self.batch, self.recorders, episodes, self.order, record_ancestors)
+        self._streams: list[np.random.Generator] = []
+        """Per env, the random stream of the episode it plays (:meth:`play`)."""
 
     def rollout(self) -> Rollout:
         if not self._started:  # the envs' first episodes start with the first rollout
@@ -243,7 +242,7 @@ class RolloutActor(Actor):
         video file) by id, None for the others. Not to be mixed with :meth:`rollout` on one actor."""
         self.version = self._load_weights()
         schedule = _Playing(self, episodes, on_episode, record)
-        stepping = self._stepping(schedule, self.record_ancestors, general=True)
+        stepping = SubStepping(self.batch, self.recorders, schedule, self.order)  # envs idle at different times
         stepping.idle[:] = True
         self._streams = [np.random.default_rng(0) for _ in range(len(self.batch))]
         for e in range(min(len(self.batch), len(episodes))):

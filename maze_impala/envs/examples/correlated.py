@@ -35,10 +35,19 @@ class _TwoSubSteps(StructuredEnv):
     FIRST: StepKey
     SECOND: StepKey
 
-    def __init__(self, n_steps: int):
-        self.n_steps = n_steps
+    def __init__(self, n_steps: int, observation_spaces: dict[StepKey, gym.spaces.Dict],
+                 action_spaces: dict[StepKey, gym.spaces.Dict]):  # fmt: skip
+        self.n_steps, self._obs_spaces, self._act_spaces = n_steps, observation_spaces, action_spaces
         self.rng = np.random.default_rng()
         self.time, self.key = 0, self.FIRST
+
+    @property
+    def observation_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
+        return self._obs_spaces
+
+    @property
+    def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
+        return self._act_spaces
 
     @property
     def agent_counts_dict(self) -> dict[StepKey, int]:
@@ -96,24 +105,16 @@ class CorrelatedPairsEnv(_TwoSubSteps):
             raise ValueError(f"CorrelatedPairsEnv needs n >= 2 and slip in [0, 1], got {n} and {slip}")
         self.n, self.slip = n, slip
         pairing = gym.spaces.MultiDiscrete([n] * n)
-        self._obs_spaces = {
+        observations = {
             self.FIRST: gym.spaces.Dict({"pairing": pairing}),
             self.SECOND: gym.spaces.Dict({"pairing": pairing, "slot": gym.spaces.Discrete(n)}),
         }
-        self._act_spaces = {
+        actions = {
             self.FIRST: gym.spaces.Dict({"slot": gym.spaces.Discrete(n)}),
             self.SECOND: gym.spaces.Dict({"value": gym.spaces.Discrete(n)}),
         }
-        super().__init__(n_steps)
+        super().__init__(n_steps, observations, actions)
         self.pairing, self.slot = np.arange(n), 0
-
-    @property
-    def observation_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
-        return self._obs_spaces
-
-    @property
-    def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
-        return self._act_spaces
 
     def _draw(self) -> None:
         self.pairing = self.rng.permutation(self.n)
@@ -161,29 +162,21 @@ class ParametrizedActionEnv(_TwoSubSteps):
             raise ValueError(f"ParametrizedActionEnv needs n_types >= 2, got {n_types}")
         self.n_types, self.width = n_types, width
         box = gym.spaces.Box(-1.0, 1.0, (n_types,), dtype=np.float32)
-        self._obs_spaces = {
+        observations = {
             self.FIRST: gym.spaces.Dict({"targets": box, "type_mask": gym.spaces.MultiBinary(n_types)}),
             self.SECOND: gym.spaces.Dict({
                 "type": gym.spaces.Discrete(n_types),
                 "target": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),
             }),
         }  # fmt: skip
-        self._act_spaces = {
+        actions = {
             self.FIRST: gym.spaces.Dict({"type": gym.spaces.Discrete(n_types)}),
             self.SECOND: gym.spaces.Dict({"parameter": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)}),
         }
-        super().__init__(n_steps)
+        super().__init__(n_steps, observations, actions)
         self.targets = np.zeros(n_types, dtype=np.float32)
         self.available = np.ones(n_types, dtype=np.int8)
         self.chosen = 0
-
-    @property
-    def observation_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
-        return self._obs_spaces
-
-    @property
-    def action_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
-        return self._act_spaces
 
     def _draw(self) -> None:
         self.targets = self.rng.uniform(-1.0, 1.0, self.n_types).astype(np.float32)
