@@ -135,3 +135,11 @@ def test_a_parametrized_action_as_a_discrete_then_a_continuous_step_key_beats_fl
     assert max(steps) >= 9.0, f"greedy evaluations, two step keys: {steps}"
     _, _, _, flat = _train(_example("FlatParametrizedActionEnv"), ModelConfig(), 200, 1, tmp_path / "flat")
     assert max(flat) < 8.0, f"greedy evaluations, flat heads: {flat}"
+
+
+def test_the_impala_cnn_learns_to_reach_a_goal_seen_only_as_pixels(tmp_path):
+    # PixelGoalEnv: a 6x6 uint8 image of the agent, the goal and the walls (optimum 0.90, random 0.35)
+    env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv"}
+    algorithm, result, returns, _ = _train(env, ModelConfig(), 60, 1, tmp_path)
+    assert result.env_steps <= algorithm.total_env_steps == 61_440
+    assert max(returns) >= 0.85, f"mean training return per epoch: {returns}"

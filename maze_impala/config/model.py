@@ -9,6 +9,7 @@ from maze_impala.config.base import ConfigError, check, check_choice
 CRITIC_TYPES = ("step", "shared", "delta")
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 RECURRENT = ("none", "lstm", "gru")
+IMAGE_ENCODERS = ("impala", "nature", "flatten")
 
 
 @dataclass
@@ -35,10 +36,24 @@ class ModelConfig:
     clipped to +-5 standard deviations. The statistics are model buffers: the learner updates them once per batch,
     and they travel with the weights to the actors and into every checkpoint."""
 
+    image_encoder: str = "impala"
+    """How image observations (rank-3 Box keys, HWC or CHW, uint8 or float) are encoded: impala (IMPALA's residual
+    CNN), nature (the DQN Nature CNN, images of at least 36x36) or flatten (into the MLP). uint8 frames are scaled to
+    [0, 1] on the model's device by each of them; other keys of a Dict observation go through the MLP encoder."""
+    image_features: int = 256
+    """Width of a CNN's output (its final linear layer), per image key."""
+
     def __post_init__(self) -> None:
         check_choice("model.critic", self.critic, CRITIC_TYPES)
         check_choice("model.activation", self.activation, ACTIVATIONS)
         check_choice("model.recurrent", self.recurrent, RECURRENT)
+        check_choice("model.image_encoder", self.image_encoder, IMAGE_ENCODERS)
+        check(
+            isinstance(self.image_features, int) and self.image_features >= 1,
+            "model.image_features",
+            self.image_features,
+            "an int >= 1",
+        )
         if not self.hidden_units or any(int(h) <= 0 for h in self.hidden_units):
             raise ConfigError(f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}")
         check(

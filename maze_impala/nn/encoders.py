@@ -1,4 +1,10 @@
-"""Observation encoders: a step key's (normalised) observations as one feature vector per decision."""
+"""Observation encoders: a step key's (normalised) observations as one feature vector per decision.
+
+Images (rank-3 Box keys, channels first or last, uint8 or float) go through a CNN chosen by ``model.image_encoder``:
+the IMPALA ResNet (Espeholt et al., 2018), the Nature CNN (Mnih et al., 2015) or ``flatten``; every other key is
+flattened (one-hot for discrete parts), and the parts are joined, as Stable-Baselines3's CombinedExtractor does.
+uint8 frames travel and are stored as uint8 and become floats in [0, 1] here, on the device that runs the model.
+"""
 
 from __future__ import annotations
 
@@ -10,45 +16,162 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from maze_impala.envs.spaces import storage_dtype
+from maze_impala.config.model import IMAGE_ENCODERS
+from maze_impala.envs.spaces import is_image_space, storage_dtype
+from maze_impala.nn.names import module_key
+
+
+def channels_first(shape: tuple[int, ...]) -> bool:
+    """Whether an image of ``shape`` is CHW: its channel axis is the smaller of its first and last (else HWC)."""
+    return shape[0] < shape[-1]
+
+
+def image_scale(space: gym.spaces.Box) -> float:
+    """What an image key is multiplied by to enter a network: 1/255 for uint8 frames, 1 for float images."""
+    return 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+
+
+class _Residual(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(F.relu(self.conv0(F.relu(x))))
+
+
+class ImpalaCNN(nn.Module):
+    """IMPALA's deep residual encoder: per stack a 3x3 conv, a 3/2 max-pool and two residual blocks (16, 32, 32
+    channels), then ReLU, a linear layer to ``features`` and ReLU."""
+
+    CHANNELS = (16, 32, 32)
+
+    def __init__(self, in_channels: int, features: int):
+        super().__init__()
+        stacks: list[nn.Module] = []
+        for channels in self.CHANNELS:
+            stacks += [
+                nn.Conv2d(in_channels, channels, 3, padding=1),
+                nn.MaxPool2d(3, stride=2, padding=1),
+                _Residual(channels),
+                _Residual(channels),
+            ]
+            in_channels = channels
+        self.stacks = nn.Sequential(*stacks)
+        self.linear = nn.LazyLinear(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.linear(F.relu(self.stacks(x)).flatten(1)))
+
+
+class NatureCNN(nn.Module):
+    """The DQN Nature paper's encoder: 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions, then a linear layer to
+    ``features``, each followed by ReLU."""
+
+    def __init__(self, in_channels: int, features: int):
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
+        )
+        self.linear = nn.LazyLinear(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.linear(self.convs(x).flatten(1)))
+
+
+CNNS: dict[str, type[nn.Module]] = {"impala": ImpalaCNN, "nature": NatureCNN}
+
+
+class ImageEncoder(nn.Module):
+    """One image key through a CNN: scaled to floats, moved to CHW, encoded to ``features``."""
+
+    def __init__(self, key: str, space: gym.spaces.Box, kind: str, features: int):
+        super().__init__()
+        shape = tuple(int(n) for n in space.shape)
+        self.chw = channels_first(shape)
+        self.scale = image_scale(space)
+        chw = shape if self.chw else (shape[2], shape[0], shape[1])
+        self.cnn = CNNS[kind](chw[0], features)
+        try:
+            with torch.no_grad():  # materialises the lazy linear layer
+                self.cnn(torch.zeros(1, *chw))
+        except RuntimeError:
+            raise ValueError(
+                f"observation {key!r}: an image of shape {shape} is too small for model.image_encoder={kind} "
+                f"(it needs at least 36x36); use model.image_encoder=impala (any size) or flatten"
+            ) from None
+        self.n_outputs = features
+
+    def forward(self, x: torch.Tensor, batch_dims: int) -> torch.Tensor:
+        lead = x.shape[:batch_dims]
+        x = x.reshape(-1, *x.shape[batch_dims:]).float()
+        if self.scale != 1.0:
+            x = x * self.scale
+        if not self.chw:
+            x = x.permute(0, 3, 1, 2)
+        return self.cnn(x).reshape(*lead, -1)
 
 
 class ObservationEncoder(nn.Module):
-    """Flattens a Dict observation into one float vector (one-hot for discrete parts).
+    """Flattens a Dict observation into one float vector (one-hot for discrete parts), images through a CNN.
 
-    :attr:`n_outputs` is its width; :meth:`numpy_form` describes it as plain data for acting in numpy.
+    :attr:`n_outputs` is its width; :meth:`numpy_form` describes it as plain data for acting in numpy (none with
+    a CNN: such a policy acts in torch).
     """
 
-    def __init__(self, space: gym.spaces.Dict):
+    def __init__(self, space: gym.spaces.Dict, image_encoder: str = "impala", image_features: int = 256):
         super().__init__()
+        if image_encoder not in IMAGE_ENCODERS:
+            raise ValueError(f"model.image_encoder must be one of {IMAGE_ENCODERS}, got {image_encoder!r}")
         self.space = space
         self.n_outputs = 0
-        for sub in space.spaces.values():
+        self.images = nn.ModuleDict()
+        self.scales: dict[str, float] = {}
+        """Box keys entering flattened with a scale other than 1 (uint8 images with ``flatten``)."""
+        for key, sub in space.spaces.items():
             storage_dtype(sub)  # rejects unsupported spaces early
-            if isinstance(sub, gym.spaces.Discrete):
+            if is_image_space(sub) and image_encoder != "flatten":
+                encoder = ImageEncoder(key, sub, image_encoder, image_features)
+                self.images[module_key(key)] = encoder
+                self.n_outputs += encoder.n_outputs
+            elif isinstance(sub, gym.spaces.Discrete):
                 self.n_outputs += int(sub.n)
             elif isinstance(sub, gym.spaces.MultiDiscrete):
                 self.n_outputs += int(sub.nvec.sum())
             else:
                 self.n_outputs += int(np.prod(sub.shape))
+                if is_image_space(sub) and image_scale(sub) != 1.0:
+                    self.scales[key] = image_scale(sub)
 
     def forward(self, obs: Mapping[str, torch.Tensor], batch_dims: int) -> torch.Tensor:
         parts = []
         for key, sub in self.space.spaces.items():
             x = obs[key]
-            if isinstance(sub, gym.spaces.Discrete):
+            name = module_key(key)
+            if name in self.images:
+                parts.append(self.images[name](x, batch_dims))
+            elif isinstance(sub, gym.spaces.Discrete):
                 # clamped: padding entries (zeros) of a space that starts above 0 must not fail
                 parts.append(F.one_hot((x.long() - int(sub.start)).clamp(0, int(sub.n) - 1), int(sub.n)).float())
             elif isinstance(sub, gym.spaces.MultiDiscrete):
                 for i, n in enumerate(int(n) for n in sub.nvec.flat):
                     parts.append(F.one_hot(x[..., i].long().clamp(0, n - 1), n).float())
             else:
-                parts.append(x.reshape(*x.shape[:batch_dims], -1).float())
+                x = x.reshape(*x.shape[:batch_dims], -1).float()
+                parts.append(x * self.scales[key] if key in self.scales else x)
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
-    def numpy_form(self) -> list[tuple[str, int | None, int, int | None]]:
+    def numpy_form(self) -> list[tuple[str, int | None, int, int | None]] | None:
         """Per encoded part: (observation key, column of a MultiDiscrete or None, first code, one-hot size or None
-        for a Box): see :class:`~maze_impala.nn.numpy_acting.NetworkForm`."""
+        for a Box): see :class:`~maze_impala.nn.numpy_acting.NetworkForm`; None with a CNN."""
+        if len(self.images):
+            return None
         parts: list[tuple[str, int | None, int, int | None]] = []
         for key, space in self.space.spaces.items():
             if isinstance(space, gym.spaces.Discrete):

@@ -95,7 +95,7 @@ class StepNet(nn.Module):
         recurrent: bool = False,
     ):
         super().__init__()
-        self.encoder = ObservationEncoder(obs_space)
+        self.encoder = ObservationEncoder(obs_space, config.image_encoder, config.image_features)
         self.activation_name = config.activation
         self._activation = FUNCTIONAL_ACTIVATIONS[config.activation]
         widths = [self.encoder.n_outputs + n_extra, *(int(w) for w in config.hidden_units)]
@@ -168,7 +168,10 @@ class StepNet(nn.Module):
         names = {id(p): f"{prefix}{n}" for n, p in self.named_parameters()}
         layers = [(names[id(m.weight)], names[id(m.bias)]) for m in self._linears]
         core = self.core.numpy_form(f"{prefix}core.") if self.core is not None else None
-        return NetworkForm(self.encoder.numpy_form(), layers[:-1], self.activation_name, core, layers[-1])
+        encoder = self.encoder.numpy_form()
+        if encoder is None:
+            return None
+        return NetworkForm(encoder, layers[:-1], self.activation_name, core, layers[-1], dict(self.encoder.scales))
 
 
 def _route(agent_ids: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
@@ -495,4 +498,9 @@ class RandomPolicy(StructuredPolicy):
 
 def make_random_policy(env: StructuredEnv, seed: int = 0) -> RandomPolicy:
     """A random policy for ``env`` (tiny networks that it never uses)."""
-    return RandomPolicy(env.observation_spaces_dict, env.action_spaces_dict, ModelConfig(hidden_units=[1]), seed=seed)
+    return RandomPolicy(
+        env.observation_spaces_dict,
+        env.action_spaces_dict,
+        ModelConfig(hidden_units=[1], image_encoder="flatten"),
+        seed=seed,
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,6 +78,8 @@ class NetworkForm:
     activation: str
     core: CoreForm | None
     output: tuple[str, str]
+    scales: dict[str, float] = field(default_factory=dict)
+    """Box keys multiplied by a constant as they enter (uint8 images: 1/255)."""
 
     def names(self) -> set[str]:
         names = {name for layer in (*self.hidden, self.output) for name in layer}
@@ -169,6 +171,8 @@ class _NumpyStep:
             x = obs[key]
             if size is None:
                 x = x.reshape(len(x), -1).astype(np.float32, copy=False)
+                if key in self.form.network.scales:
+                    x = x * np.float32(self.form.network.scales[key])
                 if scaling is not None:
                     mean, scale, clip = scaling
                     x = np.clip((x - mean) * scale, -clip, clip)

@@ -1,5 +1,5 @@
 """Small environments shipped as examples: structured ones (sub-steps, cooperating agents, structured actions against
-flat ones) and memory tasks."""
+flat ones) memory tasks and an image task."""
 
 from maze_impala.envs.examples.coordination import CoordinationEnv
 from maze_impala.envs.examples.correlated import (
@@ -10,6 +10,7 @@ from maze_impala.envs.examples.correlated import (
 )
 from maze_impala.envs.examples.cutting import CuttingEnv
 from maze_impala.envs.examples.memory import MemoryEnv, ScaledCartPole, StatelessCartPole
+from maze_impala.envs.examples.pixels import PixelGoalEnv
 
 __all__ = [
     "CoordinationEnv",
@@ -19,6 +20,7 @@ __all__ = [
     "FlatParametrizedActionEnv",
     "MemoryEnv",
     "ParametrizedActionEnv",
+    "PixelGoalEnv",
     "ScaledCartPole",
     "StatelessCartPole",
 ]

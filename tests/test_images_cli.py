@@ -1,0 +1,48 @@
+"""An image env end to end from the installed package: trained by the CLI with the IMPALA CNN, its checkpoint rolled
+out by the rollout CLI on both runners and loaded by ``load_policy``."""
+
+import pandas as pd
+import pytest
+from clitools import TINY, run_cli
+
+from maze_impala import load_policy
+from maze_impala.nn.encoders import ImpalaCNN
+from maze_impala.nn.torch_acting import TorchActing
+
+pytestmark = pytest.mark.slow
+ENV = ["env=pixel_goal", "+env.dict_observation=true", "+env.channels_first=true", "model.image_features=32"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pixels")
+    proc = run_cli(["-cn", "conf_train", *ENV, "runner=local", *TINY, f"hydra.run.dir={out}"], cwd=out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_the_checkpoint_rebuilds_the_cnn_and_plays(trained):
+    policy, env = load_policy(trained / "model_last.pt")
+    assert isinstance(policy.network(0).encoder.images["map"].cnn, ImpalaCNN)
+    assert isinstance(policy.player().acting, TorchActing)
+    player = policy.player(deterministic=False)
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        action = player(obs, env.actor_id())
+        assert obs["action_mask"][action["action"]] == 1
+        obs, *_ = env.step(action)
+
+
+def test_the_rollout_cli_plays_the_image_policy_alike_on_both_runners(trained, tmp_path):
+    outputs = {}
+    for runner in ("dev", "local"):
+        out = tmp_path / runner
+        proc = run_cli(
+            ["-cn", "conf_rollout", f"input_dir={trained}", "policy.checkpoint=model_last.pt", f"runner={runner}",
+             "runner.n_processes=2", "n_episodes=4", "deterministic=false", f"hydra.run.dir={out}"],
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        outputs[runner] = pd.read_csv(out / "kpis.csv")
+    assert len(outputs["dev"]) == 4
+    pd.testing.assert_frame_equal(outputs["dev"], outputs["local"])
