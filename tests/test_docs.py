@@ -78,7 +78,14 @@ def placed(command: str, cwd: Path) -> str:
     return command.replace("input_dir=...", f"input_dir={newest(cwd / 'outputs' / 'train').relative_to(cwd)}")
 
 
-def _prepare(cwd: Path) -> None:
+def files(path: Path) -> dict[str, str]:
+    """The files a page shows whole (```python title="name.py"```): a user would save them before its commands."""
+    return dict(re.findall(r'```python title="([\w./]+)"\n(.*?)```', path.read_text(), flags=re.S))
+
+
+def _prepare(cwd: Path, path: Path | None = None) -> None:
+    for name, text in (files(path) if path else {}).items():
+        (cwd / name).write_text(text)
     (cwd / "my_env.py").write_text(MY_ENV)
     (cwd / "conf" / "env").mkdir(parents=True)
     (cwd / "conf" / "env" / "my_env.yaml").write_text("_target_: my_env.MyEnv\nsize: 3\n")
@@ -90,6 +97,7 @@ def _prepare(cwd: Path) -> None:
 def test_the_docs_have_examples():
     counts = {path.name: (len(snippets(path)), len(commands(path))) for path in DOCS}
     assert counts["README.md"][0] >= 1 and counts["getting_started.md"][1] >= 10, counts
+    assert "class MyNet(nn.Module)" in files(ROOT / "docs" / "models.md")["my_networks.py"]
     assert budgeted("maze-run -cn conf_train algorithm.n_epochs=48 seed=7") == (
         "maze-run -cn conf_train seed=7 algorithm.n_epochs=2 algorithm.epoch_length=2 algorithm.envs_per_actor=4 "
         "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=2 output.progress=false"
@@ -102,7 +110,7 @@ def test_every_shell_command_of_a_page_runs(tmp_path, path):
     runnable = [c for c in commands(path) if not any(skip in c for skip in NOT_RUN)]
     if not runnable:
         pytest.skip(f"{path.name} has no command to run")
-    _prepare(tmp_path)
+    _prepare(tmp_path, path)
     for command in runnable:
         line = placed(budgeted(command), tmp_path)
         proc = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -149,13 +149,17 @@ def test_the_learners_tanh_is_torch_tanh_in_value_and_gradient():
 def test_a_namespaced_gymnasium_id_imports_its_package_or_names_what_to_install(monkeypatch):
     from maze_impala.envs import gym_adapter
 
-    monkeypatch.setitem(gym_adapter.NAMESPACES, "Nowhere/", ("maze_impala_no_such_module", "no-such-package"))
+    monkeypatch.setitem(gym_adapter.NAMESPACES, "Nowhere/", ("maze_impala_no_such_module", "no-such-package", None))
     with pytest.raises(ValueError, match=r"registered by maze_impala_no_such_module.*pip install no-such-package"):
         make_env("Nowhere/Thing-v0")
     # a package that registers ids when imported: the id works without the module: prefix
-    monkeypatch.setitem(gym_adapter.NAMESPACES, "MazeTest-", ("maze_impala.testing", "maze_impala"))
+    monkeypatch.setitem(gym_adapter.NAMESPACES, "MazeTest-", ("maze_impala.testing", "maze_impala", None))
     import gymnasium as gym
 
     monkeypatch.setitem(gym.envs.registry, "MazeTest-Counter-v0", gym.envs.registration.EnvSpec(
         "MazeTest-Counter-v0", entry_point="maze_impala.testing:CounterEnv"))  # fmt: skip
     assert make_env("MazeTest-Counter-v0").observation_spaces_dict[0]["observation"].shape == (2,)
+    # MinAtar registers its ids by a function of its own, called once
+    minatar = pytest.importorskip("minatar")
+    assert make_env("MinAtar/Breakout-v1").observation_spaces_dict[0]["observation"].shape == (10, 10, 4)
+    assert minatar is not None

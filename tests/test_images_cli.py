@@ -1,6 +1,7 @@
 """An image env end to end from the installed package: trained by the CLI with the IMPALA CNN, its checkpoint rolled
 out by the rollout CLI on both runners and loaded by ``load_policy``."""
 
+import gymnasium
 import pandas as pd
 import pytest
 from clitools import TINY, run_cli
@@ -10,7 +11,13 @@ from maze_impala.nn.encoders import ImpalaCNN
 from maze_impala.nn.torch_acting import TorchActing
 
 pytestmark = pytest.mark.slow
-ENV = ["env=pixel_goal", "+env.dict_observation=true", "+env.channels_first=true", "model.image_features=32"]
+ENV = [
+    "env=pixel_goal",
+    "+env.dict_observation=true",
+    "+env.channels_first=true",
+    "+env.wrappers=[{_target_:gymnasium.wrappers.TimeLimit,max_episode_steps:10}]",  # recorded and rebuilt
+    "model.image_features=32",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +32,7 @@ def test_the_checkpoint_rebuilds_the_cnn_and_plays(trained):
     policy, env = load_policy(trained / "model_last.pt")
     assert isinstance(policy.network(0).encoder.images["map"].cnn, ImpalaCNN)
     assert isinstance(policy.player().acting, TorchActing)
+    assert isinstance(env.env, gymnasium.wrappers.TimeLimit) and env.env._max_episode_steps == 10
     player = policy.player(deterministic=False)
     obs, _ = env.reset(seed=0)
     for _ in range(5):
@@ -44,5 +52,5 @@ def test_the_rollout_cli_plays_the_image_policy_alike_on_both_runners(trained, t
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         outputs[runner] = pd.read_csv(out / "kpis.csv")
-    assert len(outputs["dev"]) == 4
+    assert len(outputs["dev"]) == 4 and outputs["dev"]["steps"].max() <= 10, "the rollout lost the TimeLimit wrapper"
     pd.testing.assert_frame_equal(outputs["dev"], outputs["local"])

@@ -68,6 +68,9 @@ class ImpalaAlgorithmConfig:
     (the IMPALA paper's). ``algorithm=impala_cartpole`` sets 1e-3, which the one-pass IMPALA loss needed."""
     gamma: float = 0.98
     """Discount factor."""
+    reward_clip: float | None = None
+    """Clip each reward to [-reward_clip, reward_clip] in the loss (Atari: 1, as in the IMPALA paper); the
+    statistics, KPIs and evaluations keep the env's own rewards. None: no clip."""
     policy_loss_coef: float = 1.0
     """Weight of the policy-gradient loss."""
     value_loss_coef: float = 0.5
@@ -175,6 +178,12 @@ class ImpalaAlgorithmConfig:
         _check(isinstance(self.vtrace, bool), "vtrace", self.vtrace, "true or false")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
         _check(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
+        _check(
+            self.reward_clip is None or (finite(self.reward_clip) and self.reward_clip > 0),
+            "reward_clip",
+            self.reward_clip,
+            "None (no clip) or a float > 0",
+        )
         for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
             value = getattr(self, name)
             _check(finite(value) and value >= 0, name, value, "a finite float >= 0")

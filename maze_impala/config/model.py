@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from maze_impala.config.base import ConfigError, check, check_choice
 
@@ -10,6 +11,7 @@ CRITIC_TYPES = ("step", "shared", "delta")
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 RECURRENT = ("none", "lstm", "gru")
 IMAGE_ENCODERS = ("impala", "nature", "flatten")
+INITS = ("orthogonal", "default")
 
 
 @dataclass
@@ -42,6 +44,20 @@ class ModelConfig:
     [0, 1] on the model's device by each of them; other keys of a Dict observation go through the MLP encoder."""
     image_features: int = 256
     """Width of a CNN's output (its final linear layer), per image key."""
+    critic_hidden_units: list[int] | None = None
+    """Widths of the critics' MLP layers; None: hidden_units (EvoRL's separate actor and critic widths)."""
+    init: str = "orthogonal"
+    """How linear layers start: orthogonal (gain sqrt(2) for hidden layers, 0.01 for the policy's output, 1 for
+    the value's; zero biases), or default (torch's own). CNN layers always start as torch's."""
+    networks: dict[str, Any] = field(default_factory=dict)
+    """Your own policy network: ``{_target_: my_module.MyNet, ...}`` for every step key, or one such config per step
+    key name (``networks.<step_key>._target_``); the rest keep the built-in network. Built as
+    ``MyNet(observation_space=..., n_outputs=..., **the other keys)`` (see :mod:`maze_impala.nn.custom`)."""
+
+    @property
+    def critic_widths(self) -> list[int]:
+        """The critics' MLP widths."""
+        return list(self.critic_hidden_units if self.critic_hidden_units is not None else self.hidden_units)
 
     def __post_init__(self) -> None:
         check_choice("model.critic", self.critic, CRITIC_TYPES)
@@ -54,8 +70,16 @@ class ModelConfig:
             self.image_features,
             "an int >= 1",
         )
-        if not self.hidden_units or any(int(h) <= 0 for h in self.hidden_units):
-            raise ConfigError(f"model.hidden_units must be a non-empty list of positive ints, got {self.hidden_units}")
+        for name in ("hidden_units", "critic_hidden_units"):
+            widths = getattr(self, name)
+            if (widths is not None or name == "hidden_units") and (not widths or any(int(h) <= 0 for h in widths)):
+                raise ConfigError(f"model.{name} must be a non-empty list of positive ints, got {widths}")
+        check_choice("model.init", self.init, INITS)
+        if self.networks and (self.recurrent != "none" or self.per_agent_networks):
+            raise ConfigError(
+                "model.networks (your own network) cannot be combined with model.recurrent or "
+                "model.per_agent_networks: give your network its own structure, or use the built-in one"
+            )
         check(
             isinstance(self.recurrent_units, int) and self.recurrent_units >= 1,
             "model.recurrent_units",

@@ -10,11 +10,16 @@ from typing import Any
 
 import gymnasium as gym
 
+from maze_impala.core import StepKey
 from maze_impala.envs.gym_adapter import GymStructuredEnv
+from maze_impala.envs.spaces import storage_dtype
 from maze_impala.envs.structured import StructuredEnv
 
 EnvSpec = str | Mapping[str, Any] | Callable[[], Any]
 """A Gymnasium id, a Hydra-style config with ``_target_``, or a picklable callable."""
+WRAPPERS = "wrappers"
+"""The key of an env config listing wrappers to apply, in order: dotted paths, or configs with ``_target_`` and their
+keyword arguments (the env is passed first), e.g. ``[minigrid.wrappers.ImgObsWrapper]``."""
 
 
 def make_env(spec: EnvSpec) -> StructuredEnv:
@@ -29,7 +34,8 @@ def make_env(spec: EnvSpec) -> StructuredEnv:
             raise ValueError(f"env config needs a _target_ (a class or function to call), got keys {sorted(spec)}")
         from hydra.utils import instantiate
 
-        env = instantiate(dict(spec), _convert_="all")
+        config = {k: v for k, v in spec.items() if k != WRAPPERS}
+        env = wrap(instantiate(config, _convert_="all"), spec.get(WRAPPERS) or [])
     elif isinstance(spec, StructuredEnv | gym.Env) or _pettingzoo(spec) is not None:
         env = spec  # an instance
     elif callable(spec):
@@ -43,6 +49,32 @@ def make_env(spec: EnvSpec) -> StructuredEnv:
     if not isinstance(env, StructuredEnv):
         raise TypeError(f"the env factory returned {type(env).__name__}, expected a StructuredEnv or a gymnasium.Env")
     _check_spaces(env)
+    return env
+
+
+def wrap(env: Any, wrappers: Any) -> Any:
+    """``env`` inside ``wrappers`` (see :data:`WRAPPERS`), the first innermost. A Gymnasium env adapted by
+    :func:`~maze_impala.envs.gym_adapter.make_gym_env` is wrapped inside its adapter."""
+    from hydra.utils import instantiate
+
+    from maze_impala.config import ConfigError
+
+    if not wrappers:
+        return env
+    if not isinstance(wrappers, list | tuple):
+        raise ConfigError(f"env.wrappers must be a list of wrappers (dotted paths or configs with _target_), got "
+                          f"{wrappers!r}")  # fmt: skip
+    if isinstance(env, GymStructuredEnv) and type(env) is GymStructuredEnv:
+        return GymStructuredEnv(wrap(env.env, wrappers))
+    if isinstance(env, StructuredEnv):
+        raise ConfigError(f"env.wrappers wrap Gymnasium and PettingZoo envs; {type(env).__name__} is a structured "
+                          "env: apply the wrappers inside its factory")  # fmt: skip
+    for wrapper in wrappers:
+        if isinstance(wrapper, str):
+            wrapper = {"_target_": wrapper}
+        if not isinstance(wrapper, Mapping) or "_target_" not in wrapper:
+            raise ConfigError(f"env.wrappers: {wrapper!r} is neither a dotted path nor a config with _target_")
+        env = instantiate(dict(wrapper), env, _convert_="all")
     return env
 
 
@@ -173,9 +205,30 @@ def _check_spaces(env: StructuredEnv) -> None:
                 f"varies, got {count!r}"
             )
     for key in obs_keys:
+        _check_observation_keys(env, key)
         for kind, space in (
             ("observation", env.observation_spaces_dict[key]),
             ("action", env.action_spaces_dict[key]),
         ):
             if not isinstance(space, gym.spaces.Dict):
                 raise TypeError(f"{type(env).__name__}: the {kind} space of step key {key!r} must be a gym.spaces.Dict")
+
+
+def _check_observation_keys(env: StructuredEnv, step_key: StepKey) -> None:
+    """Every observation key of ``step_key`` has a space rollouts can store; else an error naming the key and how
+    to drop or encode it."""
+    for name, space in env.observation_spaces_dict[step_key].spaces.items():
+        try:
+            storage_dtype(space)
+        except TypeError:
+            hint = (
+                "+env.wrappers=[minigrid.wrappers.ImgObsWrapper] keeps MiniGrid's image only; "
+                if name == "mission"
+                else ""
+            )
+            raise ValueError(
+                f"{type(env).__name__}: observation {name!r} of step key {step_key!r} is a {type(space).__name__} "
+                "space, which maze_impala cannot encode (it encodes Box, Discrete, MultiDiscrete and MultiBinary). "
+                f"Drop or encode it with wrappers in the env config: {hint}gymnasium.wrappers.FilterObservation "
+                "drops keys, gymnasium.wrappers.FlattenObservation flattens nested spaces"
+            ) from None

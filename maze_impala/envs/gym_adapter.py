@@ -15,23 +15,32 @@ OBS_KEY = "observation"
 ACTION_KEY = "action"
 
 
-NAMESPACES = {"ALE/": ("ale_py", "ale-py"), "MiniGrid-": ("minigrid", "minigrid"), "BabyAI-": ("minigrid", "minigrid")}
-"""Env id prefixes whose envs a package registers when imported: (module, what to pip install)."""
+NAMESPACES = {
+    "ALE/": ("ale_py", "ale-py", None),
+    "MiniGrid-": ("minigrid", "minigrid", None),
+    "BabyAI-": ("minigrid", "minigrid", None),
+    "MinAtar/": ("minatar.gym", "minatar", "register_envs"),
+}
+"""Env id prefixes whose envs a package registers: (module, what to pip install, the module's function that
+registers them, or None where importing the module does)."""
 
 
 def make_gym(name: str, **kwargs: Any) -> gym.Env:
-    """``gym.make(name)``, first importing the package that registers ``name``'s namespace (``ALE/...``: ale_py,
-    ``MiniGrid-...``: minigrid) so that no ``module:`` prefix is needed; a clear error if that package is missing."""
-    module = next((found for prefix, found in NAMESPACES.items() if name.startswith(prefix)), None)
-    if module is not None and ":" not in name:
+    """``gym.make(name)``, first registering ``name``'s namespace (``ALE/...``: ale_py, ``MiniGrid-...``: minigrid,
+    ``MinAtar/...``: minatar) so that no ``module:`` prefix is needed; a clear error if that package is missing."""
+    found = next((found for prefix, found in NAMESPACES.items() if name.startswith(prefix)), None)
+    if found is not None and ":" not in name and name not in gym.registry:
+        module, package, register = found
         try:
-            registered = importlib.import_module(module[0])
+            registered = importlib.import_module(module)
         except ImportError:
             raise ValueError(
-                f"cannot make Gymnasium env {name!r}: its envs are registered by {module[0]}, which is not installed: "
-                f"pip install {module[1]}"
+                f"cannot make Gymnasium env {name!r}: its envs are registered by {module}, which is not installed: "
+                f"pip install {package}"
             ) from None
-        if hasattr(gym, "register_envs"):
+        if register is not None:
+            getattr(registered, register)()
+        elif hasattr(gym, "register_envs"):
             gym.register_envs(registered)
     try:
         return gym.make(name, **kwargs)

@@ -13,9 +13,10 @@ MASKED_LOGIT = -1e9
 
 def storage_dtype(space: gym.Space) -> np.dtype:
     """The numpy dtype in which observations/actions of ``space`` are stored in rollouts: uint8 for a uint8 Box (an
-    image stays a quarter of its float size in rollouts, queues and batches), float32 for every other Box."""
+    image stays a quarter of its float size in rollouts, queues and batches), bool for a bool Box, float32 for every
+    other Box."""
     if isinstance(space, gym.spaces.Box):
-        return np.dtype(np.uint8) if space.dtype == np.uint8 else np.dtype(np.float32)
+        return np.dtype(space.dtype) if space.dtype in (np.uint8, np.bool_) else np.dtype(np.float32)
     if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
         return np.dtype(np.int64)
     if isinstance(space, gym.spaces.MultiBinary):

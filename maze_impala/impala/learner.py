@@ -212,7 +212,8 @@ class ImpalaLearner(Learner):
     def _rewards_with_truncation(
         self, key: StepKey, batch: StepBatch, unroll: PolicyUnroll | None = None
     ) -> torch.Tensor:
-        """r_t, plus gamma * V(final obs) where an episode was cut off by a time limit.
+        """r_t (clipped to +-``reward_clip`` where set), plus gamma * V(final obs) where an episode was cut off by a
+        time limit.
 
         Truncated steps get discount 0 (the next observation belongs to a new
         episode); adding the discounted value of the observation the episode really
@@ -220,6 +221,8 @@ class ImpalaLearner(Learner):
         policy reads the memory the final observation came with (``unroll``'s, made here if not given).
         """
         rewards = batch.rewards
+        if self.config.reward_clip is not None:
+            rewards = rewards.clamp(-self.config.reward_clip, self.config.reward_clip)
         if batch.truncated_index.numel() == 0:
             return rewards
         t, col = batch.truncated_index[:, 0], batch.truncated_index[:, 1]

@@ -14,6 +14,7 @@ gradient norms and clipping (the ``critic_key`` of the events).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import gymnasium as gym
 import torch
@@ -169,6 +170,7 @@ def make_critic(
 ) -> StructuredCritic:
     """The critic named by ``config.critic``."""
     kind = config.critic
+    config = replace(config, hidden_units=config.critic_widths, networks={})  # critics: the built-in networks
     memory_width = config.recurrent_units if config.recurrent != "none" else 0
     if kind == "step":
         return StepStateCritic(observation_spaces, config, memory_width)

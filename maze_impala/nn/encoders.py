@@ -3,7 +3,9 @@
 Images (rank-3 Box keys, channels first or last, uint8 or float) go through a CNN chosen by ``model.image_encoder``:
 the IMPALA ResNet (Espeholt et al., 2018), the Nature CNN (Mnih et al., 2015) or ``flatten``; every other key is
 flattened (one-hot for discrete parts), and the parts are joined, as Stable-Baselines3's CombinedExtractor does.
-uint8 frames travel and are stored as uint8 and become floats in [0, 1] here, on the device that runs the model.
+uint8 images travel and are stored as uint8 and become floats in [0, 1] here, on the device that runs the model,
+by the bounds their space declares: ``(x - low) / (high - low)``, i.e. ``x / 255`` for camera frames
+(:class:`~maze_impala.envs.wrappers.ObservationBounds` declares tighter ones, e.g. MiniGrid's cell codes).
 """
 
 from __future__ import annotations
@@ -26,9 +28,29 @@ def channels_first(shape: tuple[int, ...]) -> bool:
     return shape[0] < shape[-1]
 
 
-def image_scale(space: gym.spaces.Box) -> float:
-    """What an image key is multiplied by to enter a network: 1/255 for uint8 frames, 1 for float images."""
-    return 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+def image_scaling(space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(low, 1 / (high - low))`` of a uint8 image, as float32 arrays of its shape (scalars where uniform): how
+    it enters a network, ``(x - low) / (high - low)``; None for a float image, which enters as it is."""
+    if space.dtype != np.uint8:
+        return None
+    low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+    scale = np.where(high > low, 1.0 / np.maximum(high - low, 1.0), 1.0).astype(np.float32)
+    if (low == low.flat[0]).all() and (scale == scale.flat[0]).all():
+        return np.float32(low.flat[0]), np.float32(scale.flat[0])
+    return low, scale
+
+
+class Scaling(nn.Module):
+    """``(x - low) * scale`` in float32, from a space's bounds (buffers outside the state dict: they follow the
+    module's device and are rebuilt from the space, never saved)."""
+
+    def __init__(self, low: np.ndarray, scale: np.ndarray):
+        super().__init__()
+        self.register_buffer("low", torch.as_tensor(np.asarray(low, np.float32)), persistent=False)
+        self.register_buffer("scale", torch.as_tensor(np.asarray(scale, np.float32)), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.float() - self.low) * self.scale
 
 
 class _Residual(nn.Module):
@@ -95,7 +117,8 @@ class ImageEncoder(nn.Module):
         super().__init__()
         shape = tuple(int(n) for n in space.shape)
         self.chw = channels_first(shape)
-        self.scale = image_scale(space)
+        scaling = image_scaling(space)
+        self.scaling = Scaling(*scaling) if scaling is not None else None
         chw = shape if self.chw else (shape[2], shape[0], shape[1])
         self.cnn = CNNS[kind](chw[0], features)
         try:
@@ -110,9 +133,8 @@ class ImageEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, batch_dims: int) -> torch.Tensor:
         lead = x.shape[:batch_dims]
-        x = x.reshape(-1, *x.shape[batch_dims:]).float()
-        if self.scale != 1.0:
-            x = x * self.scale
+        x = x.reshape(-1, *x.shape[batch_dims:])
+        x = self.scaling(x) if self.scaling is not None else x.float()
         if not self.chw:
             x = x.permute(0, 3, 1, 2)
         return self.cnn(x).reshape(*lead, -1)
@@ -132,8 +154,8 @@ class ObservationEncoder(nn.Module):
         self.space = space
         self.n_outputs = 0
         self.images = nn.ModuleDict()
-        self.scales: dict[str, float] = {}
-        """Box keys entering flattened with a scale other than 1 (uint8 images with ``flatten``)."""
+        self.scalings = nn.ModuleDict()
+        """uint8 images entering flattened (``flatten``), scaled to [0, 1]."""
         for key, sub in space.spaces.items():
             storage_dtype(sub)  # rejects unsupported spaces early
             if is_image_space(sub) and image_encoder != "flatten":
@@ -146,8 +168,9 @@ class ObservationEncoder(nn.Module):
                 self.n_outputs += int(sub.nvec.sum())
             else:
                 self.n_outputs += int(np.prod(sub.shape))
-                if is_image_space(sub) and image_scale(sub) != 1.0:
-                    self.scales[key] = image_scale(sub)
+                scaling = image_scaling(sub) if is_image_space(sub) else None
+                if scaling is not None:
+                    self.scalings[module_key(key)] = Scaling(*scaling)
 
     def forward(self, obs: Mapping[str, torch.Tensor], batch_dims: int) -> torch.Tensor:
         parts = []
@@ -162,10 +185,24 @@ class ObservationEncoder(nn.Module):
             elif isinstance(sub, gym.spaces.MultiDiscrete):
                 for i, n in enumerate(int(n) for n in sub.nvec.flat):
                     parts.append(F.one_hot(x[..., i].long().clamp(0, n - 1), n).float())
+            elif name in self.scalings:
+                parts.append(self.scalings[name](x).reshape(*x.shape[:batch_dims], -1))
             else:
-                x = x.reshape(*x.shape[:batch_dims], -1).float()
-                parts.append(x * self.scales[key] if key in self.scales else x)
+                parts.append(x.reshape(*x.shape[:batch_dims], -1).float())
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def numpy_scalings(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per flattened uint8 image, its ``(low, scale)`` flattened (see :class:`Scaling`)."""
+        scalings = {}
+        for key, sub in self.space.spaces.items():
+            if module_key(key) in self.scalings:
+                shape = (int(np.prod(sub.shape)),)
+                low, scale = image_scaling(sub)  # type: ignore[misc]
+                scalings[key] = (
+                    np.broadcast_to(low, sub.shape).reshape(shape),
+                    np.broadcast_to(scale, sub.shape).reshape(shape),
+                )
+        return scalings
 
     def numpy_form(self) -> list[tuple[str, int | None, int, int | None]] | None:
         """Per encoded part: (observation key, column of a MultiDiscrete or None, first code, one-hot size or None

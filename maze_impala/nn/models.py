@@ -24,6 +24,7 @@ from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.spaces import MASK_SUFFIX, MASKED_LOGIT, mask_error, storage_dtype
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.nn.acting import Noise, StreamNoise
+from maze_impala.nn.custom import ExternalNet, check_networks, network_config
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.encoders import ObservationEncoder
 from maze_impala.nn.flat import flat_layout
@@ -62,10 +63,11 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
 FUNCTIONAL_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
 
 
-def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
+def _linear(n_in: int, n_out: int, gain: float, init: str = "orthogonal") -> nn.Linear:
     linear = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(linear.weight, gain=gain)
-    nn.init.zeros_(linear.bias)
+    if init == "orthogonal":
+        nn.init.orthogonal_(linear.weight, gain=gain)
+        nn.init.zeros_(linear.bias)
     return linear
 
 
@@ -101,9 +103,9 @@ class StepNet(nn.Module):
         widths = [self.encoder.n_outputs + n_extra, *(int(w) for w in config.hidden_units)]
         layers: list[nn.Module] = []
         for n_in, width in itertools.pairwise(widths):
-            layers += [_linear(n_in, width, np.sqrt(2)), ACTIVATIONS[config.activation]()]
+            layers += [_linear(n_in, width, np.sqrt(2), config.init), ACTIVATIONS[config.activation]()]
         self.core = RecurrentCore(config.recurrent, widths[-1], config.recurrent_units) if recurrent else None
-        layers.append(_linear(self.core.units if self.core else widths[-1], n_out, out_gain))
+        layers.append(_linear(self.core.units if self.core else widths[-1], n_out, out_gain, config.init))
         self.body = nn.Sequential(*layers)
         # a tuple: nn.Module registers a module assigned as an attribute, not one held in a tuple
         self._linears = tuple(m for m in self.body if isinstance(m, nn.Linear))
@@ -171,7 +173,7 @@ class StepNet(nn.Module):
         encoder = self.encoder.numpy_form()
         if encoder is None:
             return None
-        return NetworkForm(encoder, layers[:-1], self.activation_name, core, layers[-1], dict(self.encoder.scales))
+        return NetworkForm(encoder, layers[:-1], self.activation_name, core, layers[-1], self.encoder.numpy_scalings())
 
 
 def _route(agent_ids: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
@@ -316,10 +318,13 @@ class StructuredPolicy(nn.Module):
                 {module_key(k): ObservationNormalizer(observation_spaces[k]) for k in self.step_keys}
             )
         counts = dict(agent_counts or {})
+        check_networks(config.networks, self.step_keys)
         networks: dict[str, nn.Module] = {}
         for k in self.step_keys:
             n_out = self.distribution(k).n_inputs
-            if config.per_agent_networks and counts.get(k, 1) != 1:
+            if (own := network_config(config.networks, k)) is not None:
+                networks[module_key(k)] = ExternalNet(own, observation_spaces[k], n_out, k)
+            elif config.per_agent_networks and counts.get(k, 1) != 1:
                 if counts[k] < 1:
                     raise ValueError(
                         f"model.per_agent_networks=true needs a fixed agent count, but step key {k!r} has "
@@ -331,7 +336,7 @@ class StructuredPolicy(nn.Module):
                 networks[module_key(k)] = StepNet(observation_spaces[k], n_out, config, 0.01, recurrent=self.recurrent)
         self.networks = nn.ModuleDict(networks)
 
-    def network(self, step_key: StepKey) -> StepNet | PerAgentNet:
+    def network(self, step_key: StepKey) -> StepNet | PerAgentNet | ExternalNet:
         return self.networks[module_key(step_key)]
 
     def distribution(self, step_key: StepKey) -> DictActionDistribution:

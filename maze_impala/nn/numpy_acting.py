@@ -78,8 +78,8 @@ class NetworkForm:
     activation: str
     core: CoreForm | None
     output: tuple[str, str]
-    scales: dict[str, float] = field(default_factory=dict)
-    """Box keys multiplied by a constant as they enter (uint8 images: 1/255)."""
+    scalings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Box keys entering as ``(x - low) * scale`` (flattened uint8 images, scaled to [0, 1] by their bounds)."""
 
     def names(self) -> set[str]:
         names = {name for layer in (*self.hidden, self.output) for name in layer}
@@ -171,8 +171,9 @@ class _NumpyStep:
             x = obs[key]
             if size is None:
                 x = x.reshape(len(x), -1).astype(np.float32, copy=False)
-                if key in self.form.network.scales:
-                    x = x * np.float32(self.form.network.scales[key])
+                if key in self.form.network.scalings:
+                    low, scale = self.form.network.scalings[key]
+                    x = (x - low) * scale
                 if scaling is not None:
                     mean, scale, clip = scaling
                     x = np.clip((x - mean) * scale, -clip, clip)

@@ -1,0 +1,77 @@
+"""Gymnasium wrappers listed in the env config (``env.wrappers``): applied in order, recorded with the run and
+rebuilt by ``load_policy``; and the errors for what cannot be wrapped or encoded."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
+from maze_impala.config import ConfigError
+from maze_impala.envs.factory import make_env
+from maze_impala.train.checkpoint import read_checkpoint
+
+PIXELS = {"_target_": "maze_impala.envs.examples.PixelGoalEnv", "dict_observation": True}
+WRAPPERS = [
+    {"_target_": "gymnasium.wrappers.FilterObservation", "filter_keys": ["map", "action_mask"]},
+    {"_target_": "gymnasium.wrappers.TimeLimit", "max_episode_steps": 5},
+]
+
+
+def _episode_length(env, seed=0):
+    env.reset(seed=seed)
+    for step in range(1, 100):
+        _, _, terminated, truncated, _ = env.step({"action": np.int64(0)})
+        if terminated or truncated:
+            return step
+    return None
+
+
+def test_wrappers_apply_in_order_inside_the_gymnasium_adapter():
+    env = make_env({**PIXELS, "wrappers": WRAPPERS})
+    assert set(env.observation_spaces_dict[0].spaces) == {"map", "action_mask"}
+    assert _episode_length(env) <= 5
+    by_path = make_env({"_target_": "maze_impala.envs.gym_adapter.make_gym_env", "name": "CartPole-v1",
+                        "wrappers": ["gymnasium.wrappers.FlattenObservation"]})  # fmt: skip
+    assert isinstance(by_path.env, gym.wrappers.FlattenObservation)
+
+
+def test_a_run_records_its_wrappers_and_load_policy_rebuilds_them(tmp_path):
+    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=1, envs_per_actor=2, num_actors=1)
+    quiet = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
+    train({**PIXELS, "wrappers": WRAPPERS}, algorithm, model=ModelConfig(image_features=8), output=quiet,
+          runner=RunnerConfig(type="dev"), output_dir=tmp_path)  # fmt: skip
+    assert read_checkpoint(tmp_path / "model_last.pt")["config"]["env"]["wrappers"] == WRAPPERS
+    assert "FilterObservation" in (tmp_path / "config.yaml").read_text()
+    policy, env = load_policy(tmp_path / "model_last.pt")
+    assert set(env.observation_spaces_dict[0].spaces) == {"map", "action_mask"} and _episode_length(env) <= 5
+    obs, _ = env.reset(seed=1)
+    assert policy.player()(obs, env.actor_id())["action"] in range(4)
+
+
+@pytest.mark.parametrize(
+    ("wrappers", "message"),
+    [
+        ("gymnasium.wrappers.TimeLimit", "must be a list"),
+        ([{"max_episode_steps": 5}], "neither a dotted path nor a config with _target_"),
+    ],
+)
+def test_a_malformed_wrapper_list_is_refused(wrappers, message):
+    with pytest.raises(ConfigError, match=message):
+        make_env({**PIXELS, "wrappers": wrappers})
+
+
+def test_a_structured_env_cannot_take_gymnasium_wrappers():
+    with pytest.raises(ConfigError, match="apply the wrappers inside its factory"):
+        make_env({"_target_": "maze_impala.envs.examples.CuttingEnv", "wrappers": WRAPPERS[1:]})
+
+
+class _WithMission(gym.Env):
+    observation_space = gym.spaces.Dict(
+        {"image": gym.spaces.Box(0, 255, (5, 5, 3), np.uint8), "mission": gym.spaces.Text(20)}
+    )
+    action_space = gym.spaces.Discrete(3)
+
+
+def test_an_observation_key_that_cannot_be_encoded_is_named_with_the_wrapper_that_drops_it():
+    with pytest.raises(ValueError, match=r"observation 'mission'.*Text.*ImgObsWrapper.*FilterObservation"):
+        make_env(_WithMission())
