@@ -1,8 +1,11 @@
-"""Two installed versions of maze_impala, alternating in one run: actors-only and training env steps/s on CartPole.
+"""Two installed versions of maze_impala, alternating in one run: actors-only and training env steps/s (CartPole, or
+another env), and the bytes of a rollout.
 
     python -m venv --system-site-packages /tmp/old
     /tmp/old/bin/pip install --no-deps <a checkout of the other version>
     python benchmarks/compare_versions.py --old-python /tmp/old/bin/python --old-benchmarks <that checkout>/benchmarks
+    python benchmarks/compare_versions.py ... --epochs 0 --bytes --model image_encoder=flatten \
+        --env '{"_target_": "ale_py.env.AtariEnv", "game": "pong", "repeat_action_probability": 0.25}'
 
 Each round measures both versions one after the other, the order alternating from round to round, each in a
 fresh process with its own ``benchmarks/throughput.py``: actors only (the shipped 2 actors x 32 envs, real
@@ -23,22 +26,41 @@ import tempfile
 from pathlib import Path
 
 ROUND = """
-import argparse, json, sys
+import argparse, json, pickle, sys
 sys.path.insert(0, sys.argv[1])
 import throughput
+settings = json.loads(sys.argv[2])
+
+def rollout_bytes(args):
+    # the bytes of one rollout as it travels (pickled, arrays included): as both versions build their actors
+    from maze_impala.actors.actor import ActorSpec
+    from maze_impala.actors.subprocess import SubprocessActors
+    from maze_impala.actors.weights import SharedWeights
+    from maze_impala.envs.factory import make_env
+    from maze_impala.nn.models import make_policy
+    from maze_impala.config import ModelConfig
+    model = throughput.model_of(args) if hasattr(throughput, "model_of") else ModelConfig(hidden_units=args.hidden)
+    spec = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0)
+    with SubprocessActors(spec, SharedWeights(make_policy(make_env(args.env), model)), 1, 1, batch_size=1) as pool:
+        return len(pickle.dumps(pool.collect(1)[0], protocol=5))
+
 if __name__ == "__main__":
     import torch  # imported before the timed parts, as the benchmarks do
-    args = argparse.Namespace(env="CartPole-v1", hidden=[128, 128], num_actors=2, envs_per_actor=32,
-                              n_rollout_steps=32, actors_batch_size=1, min_actors_batch_size=None, device="cpu")
-    actors = throughput.actors_only(args, float(sys.argv[2]))
-    training = throughput.training(args, "local", int(sys.argv[3]))
-    print(json.dumps({"actors_only": actors, "training": training["env_steps_per_s"]}))
+    args = argparse.Namespace(env=settings["env"], hidden=[128, 128], num_actors=2, envs_per_actor=32,
+                              n_rollout_steps=32, actors_batch_size=1, min_actors_batch_size=None, device="cpu",
+                              model=settings["model"])
+    figures = {"actors_only": throughput.actors_only(args, settings["seconds"])}
+    if settings["epochs"]:
+        figures["training"] = throughput.training(args, "local", settings["epochs"])["env_steps_per_s"]
+    if settings["bytes"]:
+        figures["rollout_bytes"] = rollout_bytes(args)
+    print(json.dumps(figures))
 """
 
 
-def measure(python: str, benchmarks: Path, seconds: float, epochs: int) -> dict[str, float]:
+def measure(python: str, benchmarks: Path, settings: dict) -> dict[str, float]:
     # from a directory without a source tree: each python imports the maze_impala installed in its environment
-    proc = subprocess.run([python, "-c", ROUND, str(benchmarks), str(seconds), str(epochs)], capture_output=True,
+    proc = subprocess.run([python, "-c", ROUND, str(benchmarks), json.dumps(settings)], capture_output=True,
                           text=True, cwd=tempfile.gettempdir())  # fmt: skip
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -52,19 +74,42 @@ def main() -> None:
     parser.add_argument("--old-benchmarks", type=Path, required=True, help="that version's benchmarks/ folder")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of each actors-only measurement")
-    parser.add_argument("--epochs", type=int, default=4, help="epochs of 25 updates of each training measurement")
+    parser.add_argument(
+        "--epochs", type=int, default=4, help="epochs of 25 updates of each training measurement (0: none)"
+    )
+    parser.add_argument(
+        "--env",
+        default="CartPole-v1",
+        help="a Gymnasium id, or a JSON env config with _target_, that both versions can make",
+    )
+    parser.add_argument(
+        "--model",
+        nargs="*",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="model settings of the new version (the old one: its default MLP)",
+    )
+    parser.add_argument("--bytes", action="store_true", help="also the bytes of one rollout of each version")
     args = parser.parse_args()
     sides = {"old": (args.old_python, args.old_benchmarks), "new": (sys.executable, Path(__file__).parent)}
     results: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
     for index in range(args.rounds):
         for side in ("old", "new") if index % 2 == 0 else ("new", "old"):
             python, benchmarks = sides[side]
-            figures = measure(python, benchmarks.resolve(), args.seconds, args.epochs)
+            settings = {
+                "env": json.loads(args.env) if args.env.startswith("{") else args.env,
+                "seconds": args.seconds,
+                "epochs": args.epochs,
+                "bytes": args.bytes,
+                "model": args.model if side == "new" else [],
+            }
+            figures = measure(python, benchmarks.resolve(), settings)
             for name, value in figures.items():
                 results[side].setdefault(name, []).append(value)
             print(f"round {index} {side}: " + ", ".join(f"{k} {v:,.0f}" for k, v in figures.items()), flush=True)
     print()
-    print("| env steps/s (median of rounds) | old | new | new / old |")
+    print(f"{args.env}; new model: {' '.join(args.model) or 'the default'}")
+    print("| figure (median of rounds) | old | new | new / old |")
     print("|---|---|---|---|")
     for name in results["new"]:
         old, new = statistics.median(results["old"][name]), statistics.median(results["new"][name])

@@ -86,13 +86,9 @@ def _example(name: str) -> dict[str, str]:
 
 def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: Any) -> Task:
     """The task of the shipped ``env=<name>`` config: its env and the algorithm settings it sets, if any."""
-    from omegaconf import OmegaConf
+    from maze_impala.cli import shipped_env
 
-    from maze_impala.cli import config_dir
-
-    config = OmegaConf.to_container(OmegaConf.load(config_dir() / "env" / f"{name}.yaml"))
-    assert isinstance(config, dict)
-    env, algorithm = (config["env"], config.get("algorithm", {})) if "env" in config else (config, {})
+    env, algorithm = shipped_env(name)
     return Task(env, threshold, floor, budget=budget, algorithm=algorithm, **changes)
 
 

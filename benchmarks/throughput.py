@@ -8,6 +8,7 @@
     python benchmarks/throughput.py --soak 300               # RSS over a 5-minute run of runner=local
     python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
     python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
+    python benchmarks/throughput.py --env env=atari --learner-batches 1 4 --epochs 2   # the shipped Atari config
 
 All measurements use the same env and the same number of processes (``num_actors``):
 
@@ -105,10 +106,12 @@ class RssSampler:
         self._thread.join()
 
 
-def _raw_env_worker(env_id: str, seconds: float, seed: int, result: mp.Queue) -> None:
+def _raw_env_worker(env_id: str | dict, seconds: float, seed: int, result: mp.Queue) -> None:
     import gymnasium as gym
 
-    env = gym.make(env_id)
+    from maze_impala.envs.factory import make_env
+
+    env = gym.make(env_id) if isinstance(env_id, str) else make_env(env_id).env  # a config: its wrappers included
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     n = env.action_space.n if hasattr(env.action_space, "n") else None
@@ -124,7 +127,7 @@ def _raw_env_worker(env_id: str, seconds: float, seed: int, result: mp.Queue) ->
     result.put(steps / (time.perf_counter() - started))
 
 
-def ceiling(env_id: str, processes: int, seconds: float) -> float:
+def ceiling(env_id: str | dict, processes: int, seconds: float) -> float:
     """Raw env steps per second in ``processes`` processes at once, random actions, no framework."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -248,8 +251,9 @@ def soak(args: argparse.Namespace, updates_per_second: float) -> dict:
 
 
 def compare_models(args: argparse.Namespace) -> None:
-    """Actors only, the learner alone (batches of one rollout) and training with runner=local, for each model of
-    ``--compare-models``, in ``--repeats`` rounds that alternate the models; medians, and ratios to the first."""
+    """Actors only, the learner alone (batches of one rollout) and training with runner=local (unless ``--epochs
+    0``), for each model of ``--compare-models``, in ``--repeats`` rounds that alternate the models; medians, and
+    ratios to the first."""
     variants = [item.split(",") for item in args.compare_models]
     figures: dict[int, dict[str, list[float]]] = {i: {} for i in range(len(variants))}
     for round_ in range(args.repeats):
@@ -258,8 +262,9 @@ def compare_models(args: argparse.Namespace) -> None:
             measured = {
                 "actors_only": actors_only(varied, args.seconds),
                 "learner_samples": learner_only(varied, args.seconds, 1)[1],
-                "train_local": training(varied, "local", args.epochs)["env_steps_per_s"],
             }
+            if args.epochs:  # --epochs 0: no training (a CNN's epochs take minutes on a CPU)
+                measured["train_local"] = training(varied, "local", args.epochs)["env_steps_per_s"]
             for name, value in measured.items():
                 figures[i].setdefault(name, []).append(value)
             shown = ", ".join(f"{k} {v:,.0f}" for k, v in measured.items())
@@ -299,7 +304,7 @@ def main() -> None:
 
     shipped = ImpalaAlgorithmConfig()  # the defaults below are the shipped settings
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--env", default="CartPole-v1", help="a Gymnasium id, or env=NAME: a shipped env config")
     parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP widths")
     parser.add_argument("--num-actors", type=int, default=shipped.num_actors)
     parser.add_argument("--envs-per-actor", type=int, default=shipped.envs_per_actor)
@@ -337,6 +342,11 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()
+    label = args.env
+    if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers included
+        from maze_impala.cli import shipped_env
+
+        args.env = shipped_env(args.env.removeprefix("env="))[0]
     if args.compare_models:
         compare_models(args)
         return
@@ -345,7 +355,7 @@ def main() -> None:
 
     base = measure(args)
     report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}
-    print(f"{args.env}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
+    print(f"{label}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
           f"steps, batches of {_batches(args)}, {model_of(args)}, learner on {args.device}, {os.cpu_count()} CPU "
           "cores")  # fmt: skip
     print(f"{'measurement':<34}{'per second':>14}{'ratio to ceiling':>18}")

@@ -35,6 +35,32 @@ def config_dir() -> Path:
     return Path(__file__).resolve().parent / "conf"
 
 
+def shipped_env(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The env of the shipped ``env=<name>`` config and the algorithm settings it sets (``env=minigrid`` sets its
+    own entropy bonus), as plain dicts: what ``maze-run -cn conf_train env=<name>`` trains on."""
+    from omegaconf import OmegaConf
+
+    path = config_dir() / "env" / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ValueError(f"no shipped env config {name!r}; the shipped ones: {', '.join(known)}")
+    config = OmegaConf.to_container(OmegaConf.load(path))
+    assert isinstance(config, dict)
+    if "env" in config:  # a global package: the env and the algorithm settings it sets
+        return dict(config["env"]), dict(config.get("algorithm", {}))
+    return config, {}
+
+
+RUN_NAME_LIMIT = 120
+"""The longest multirun job folder named by its overrides; a longer one is named ``job_<number>``."""
+
+
+def run_name(overrides: str, number: int) -> str:
+    """A multirun job's folder: its overrides (``seed=2``), or ``job_<number>`` where they are too long for a file
+    name (the job's ``.hydra/overrides.yaml`` keeps them, and ``maze-plot`` labels the runs by them)."""
+    return overrides if len(overrides) <= RUN_NAME_LIMIT else f"job_{number}"
+
+
 def register_schemas() -> None:
     """The dataclasses as the schemas of the primary configs (``conf_train`` and ``conf_rollout`` start from them),
     so that Hydra knows every key and its type while it composes; not a config group, so ``--help`` lists none."""
@@ -178,7 +204,9 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
         config = to_rollout_config(cfg, overrides)
     except (ConfigError, ValueError, TypeError) as error:
         _fail(error, run_dir=output_dir)
-    say(f"maze-run: rollout of {config.n_episodes} episodes; outputs go to {output_dir}")
+    what = f"{config.n_episodes} episodes" if config.opponent is None else (
+        f"{config.n_episodes} games per seat against {config.opponent}")  # fmt: skip
+    say(f"maze-run: rollout of {what}; outputs go to {output_dir}")
     try:
         rollout(config, output_dir)
     except KeyboardInterrupt as interrupt:
@@ -188,7 +216,8 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
         _fail(error, run_dir=output_dir)
     except Exception as error:  # an env or worker failure: one line here, the traceback in the log
         _fail(error, 1, run_dir=output_dir)
-    say(f"maze-run: outputs in {output_dir} (config.yaml, kpis.csv, kpis_summary.csv, stats.csv, rollout.log)")
+    files = "kpis.csv, kpis_summary.csv" if config.opponent is None else "games.csv, games_summary.csv"
+    say(f"maze-run: outputs in {output_dir} (config.yaml, {files}, stats.csv, rollout.log)")
 
 
 def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
@@ -220,10 +249,15 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
     say(
         f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
-        f"best evaluation return {result.best_eval_return:.2f}.\n"
+        f"best evaluation {_score_name(config)} {result.best_eval_return:.2f}.\n"
         f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
         "model_last.pt, model_best.pt, train.log)"
     )
+
+
+def _score_name(config: TrainingConfig) -> str:
+    opponent = config.algorithm.rollout_evaluator.opponent
+    return "return" if opponent is None else f"score against {opponent} (win + draw / 2)"
 
 
 def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:
@@ -326,6 +360,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if resume and not any(a.startswith("hydra.run.dir=") for a in argv):
         argv.append(f"hydra.run.dir={resume[-1]}")  # a resumed run's log and outputs continue in its directory
     register_schemas()
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("maze_run_name", run_name, replace=True)
     sys.argv = [sys.argv[0], *argv]
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()
 

@@ -123,6 +123,34 @@ class Trajectory:
             initial_state=self.initial_state,
         )
 
+    def select_columns(self, columns: np.ndarray) -> Trajectory:
+        """The trajectory of ``columns`` only (indices, in order): what the learner learns from when the other
+        columns are a fixed opponent's."""
+        keep = np.zeros(self.n_columns, dtype=bool)
+        keep[columns] = True
+        renumbered = np.cumsum(keep) - 1
+        truncated = keep[self.truncated_index[:, 1]] if len(self.truncated_index) else np.zeros(0, dtype=bool)
+        index = self.truncated_index[truncated].copy()
+        index[:, 1] = renumbered[index[:, 1]]
+
+        def cols(arrays: NestedArrays) -> NestedArrays:
+            return {k: v[:, columns] for k, v in arrays.items()}
+
+        return Trajectory(
+            observations=cols(self.observations),
+            actions=cols(self.actions),
+            behaviour_log_probs=self.behaviour_log_probs[:, columns],
+            rewards=self.rewards[:, columns],
+            terminated=self.terminated[:, columns],
+            truncated=self.truncated[:, columns],
+            truncated_observations={k: v[truncated] for k, v in self.truncated_observations.items()},
+            truncated_index=index,
+            mask=self.mask[:, columns],
+            agent_ids=self.agent_ids[columns],
+            ancestors={key: cols(obs) for key, obs in self.ancestors.items()},
+            initial_state={k: v[columns] for k, v in self.initial_state.items()},
+        )
+
 
 @dataclass
 class Rollout:

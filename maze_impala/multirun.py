@@ -13,16 +13,20 @@ from hydra.experimental.callback import Callback
 
 
 class Summary(Callback):
-    """Writes ``summary.csv`` and ``summary.png`` into the multirun folder after its last job."""
+    """Writes ``summary.csv``, ``summary.png``, ``comparison.png`` and marl-eval's ``metrics.json`` into the multirun
+    folder after its last job."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from maze_impala.train.compare import plot_comparison, summarise
+        from maze_impala.train.marl_eval import METRICS_JSON, write_marl_eval
 
         folder = Path(config.hydra.sweep.dir)
         try:
             written = summarise([folder], folder)
             if written is not None:
                 plot_comparison([folder], folder / "comparison.png")
-                print(f"maze-run: the multirun's summary: {written}, {folder / 'comparison.png'}")
+                write_marl_eval([folder], folder / METRICS_JSON)
+                print(f"maze-run: the multirun's summary: {written}, {folder / 'comparison.png'}, "
+                      f"{folder / METRICS_JSON} (marl-eval)")  # fmt: skip
         except Exception as error:  # a summary must never turn finished runs into a failure
             logging.getLogger("maze_impala").warning("could not sum up the multirun %s: %r", folder, error)

@@ -54,3 +54,12 @@ def test_a_stopped_run_ends_its_window_after_first_reaching_the_threshold(monkey
     never.write(1, 1_000, {learning.RETURN: 500.0})
     never.write(2, 10**9, {learning.RETURN: 500.0})
     assert len(never.rows) == 2
+
+
+@pytest.mark.slow
+def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_path):
+    # one epoch of 25 updates, 10 games per seat: every part of the script, not its budget
+    args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10"]
+    stdout = run_script("games.py", *args, "--set", "model.image_encoder=flatten", cwd=tmp_path)
+    assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
+    assert "| tictactoe, 25,600 | player_1 |" in stdout

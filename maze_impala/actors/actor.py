@@ -13,7 +13,7 @@ import numpy as np
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig
-from maze_impala.core import Actor, ActorID, Rollout, StepKey, WeightSource
+from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
 from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
@@ -43,6 +43,11 @@ def step_key_returns(actor_returns: dict[ActorID, float]) -> dict[StepKey, float
     return {key: sum(values) / len(values) for key, values in by_key.items()}
 
 
+def agent_returns(actor_returns: dict[ActorID, float], agents: dict[str, ActorID]) -> dict[str, float]:
+    """The return of each named agent (see :attr:`StructuredEnv.agents_dict`) that acted in the episode."""
+    return {name: actor_returns[actor] for name, actor in agents.items() if actor in actor_returns}
+
+
 def torch_acting(env: StructuredEnv, model: ModelConfig) -> Acting:
     """Acting through a torch policy built for ``env`` (its weights come from the actor's weight source)."""
     from maze_impala.nn.models import make_policy
@@ -65,14 +70,23 @@ class ActorSpec:
     numpy_policy: NumpyPolicyForm | None = None
     """The policy's numpy form where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`): its
     actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
+    opponent: str | None = None
+    """A fixed opponent (see :mod:`~maze_impala.actors.opponents`) that the first ``opponent_actors`` actors play
+    against: actor ``i`` plays seat ``i % seats`` with the trained policy, the opponent every other seat."""
+    opponent_actors: int = 0
 
     def acting(self, env: StructuredEnv) -> Acting:
         return NumpyActing(self.numpy_policy) if self.numpy_policy is not None else torch_acting(env, self.model)
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
-        return RolloutActor(envs, weights, self.acting(envs[0]), self.n_rollout_steps, seed_for(self.seed, index),
-                            index, record_ancestors=self.model.critic == "delta")  # fmt: skip
+        acting, learned = self.acting(envs[0]), None
+        if self.opponent is not None and index < self.opponent_actors:
+            from maze_impala.actors.opponents import seated
+
+            acting, learned = seated(acting, envs[0], self.opponent, index, seed_for(self.seed, index, 1))
+        return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
+                            record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
 
 
 @dataclass
@@ -86,6 +100,8 @@ class EpisodeResult:
     episode_return: float
     actor_returns: dict[ActorID, float] = field(default_factory=dict)
     """The reward credited to each actor (step key, agent)."""
+    agent_returns: dict[str, float] = field(default_factory=dict)
+    """The return of each named agent of a multi-agent env (see :attr:`StructuredEnv.agents_dict`)."""
     kpis: dict[str, float] = field(default_factory=dict)
     records: list[EventRecord] = field(default_factory=list)
     """The env's events of the episode, reduced as their interfaces declare."""
@@ -124,8 +140,9 @@ class _Playing(Episodes):
             sinks[episode.env].close()
             sinks[episode.env] = None
         summary = episode.summary
+        named = agent_returns(episode.actor_returns, self.actor.agents)
         result = EpisodeResult(episode_id, seed, episode.length, episode.episode_return, episode.actor_returns,
-                               summary.kpis, summary.records, summary.raw)  # fmt: skip
+                               named, summary.kpis, summary.records, summary.raw)  # fmt: skip
         self.results.append(result)
         if self.on_episode is not None:
             self.on_episode(result)
@@ -165,14 +182,17 @@ class RolloutActor(Actor):
         stepping: str = "auto",
         record_ancestors: bool = False,
         keep_raw_events: bool = False,
+        learned: frozenset[ActorID] | None = None,
     ):
         """``weights`` and ``acting``: the weights to act with and how (see :mod:`maze_impala.nn.acting`);
         ``env_seeds`` (default: derived from ``seed``) seed the envs' first training episodes; ``deterministic``
         takes the most likely actions (for tests and demonstrations; training samples); ``stepping``: ``general``
         takes the general strategy for flat envs too (see :mod:`.stepping`); ``record_ancestors``: record the earlier
         sub-steps' observations of each decision (the delta critic); ``keep_raw_events``: keep every event of a
-        played episode."""
+        played episode; ``learned``: the actors whose decisions go into the rollouts (None: every one), where the
+        others are a fixed opponent's, part of the env for the learner."""
         self.batch = EnvBatch(envs, keep_raw_events)
+        self.learned = learned
         self.weights, self.acting = weights, acting
         self.noise: Noise | None = None if deterministic else StreamNoise(seed)
         self.version = self._load_weights()
@@ -183,6 +203,8 @@ class RolloutActor(Actor):
         self.hub.listeners.append(self.collector)
         self.episode_events = self.hub.publisher(EpisodeEvents)
         self.kpi_events = self.hub.publisher(KpiEvents)
+        self.agents = envs[0].agents_dict
+        """The env's named agents, whose returns are published next to the episode's."""
         self.order = list(self.batch.step_keys)
         obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
         self.recorders = {
@@ -225,9 +247,16 @@ class RolloutActor(Actor):
         steps_left = np.full(len(self.batch), self.n_steps)
         self._run(self.stepping, steps_left, self.noise)
         trajectories = {key: tr for key, rec in self.recorders.items() if (tr := rec.finish()) is not None}
+        if self.learned is not None:
+            trajectories = {key: tr for key, tr in self._learned_columns(trajectories).items() if tr.n_columns}
         for key, trajectory in trajectories.items():
             check_finite(trajectory, key)
         return Rollout(trajectories, self.version, self.index, self.n_steps * len(self.batch), self.collector.drain())
+
+    def _learned_columns(self, trajectories: dict[StepKey, Trajectory]) -> dict[StepKey, Trajectory]:
+        learned = self.learned or frozenset()
+        return {key: tr.select_columns(np.flatnonzero([ActorID(key, int(a)) in learned for a in tr.agent_ids]))
+                for key, tr in trajectories.items()}  # fmt: skip
 
     def play(
         self,
@@ -285,6 +314,8 @@ class RolloutActor(Actor):
         self.episode_events.episode_length(value=episode.length)
         for key, value in step_key_returns(episode.actor_returns).items():
             self.episode_events.step_key_return(step_key=key, value=value)
+        for name, value in agent_returns(episode.actor_returns, self.agents).items():
+            self.episode_events.agent_return(agent=name, value=value)
         self.hub.replay(episode.summary.records)  # the env's own events, reduced per step and episode
         for name, value in episode.summary.kpis.items():
             self.kpi_events.kpi(name=name, value=value)

@@ -30,8 +30,18 @@ class RolloutEvaluatorConfig:
     """Episodes per evaluation (run side by side in one batched loop)."""
     deterministic: bool = True
     """Take the most likely action instead of sampling."""
+    opponent: str | None = None
+    """Multi-agent games: after each evaluation, play ``n_episodes`` games in every seat against this fixed
+    opponent: ``random``, a checkpoint, or a training output dir (its model_best.pt); win, draw and loss rates
+    per seat go into the statistics (``eval/GameEvents/...``). None: no games."""
 
     def __post_init__(self) -> None:
+        _check(
+            self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)),
+            "rollout_evaluator.opponent",
+            self.opponent,
+            "null, random, or the path of a checkpoint or training output dir",
+        )
         _check(
             isinstance(self.n_episodes, int) and self.n_episodes >= 1,
             "rollout_evaluator.n_episodes",
@@ -130,12 +140,38 @@ class ImpalaAlgorithmConfig:
     max_policy_lag: int | None = 100
     """Drop (and count) rollouts made by a policy more than this many updates older than the learner's, e.g.
     from an actor that was stopped for a while; None keeps every rollout."""
+    train_opponent: str | None = None
+    """Multi-agent games: a fixed opponent that ``train_opponent_share`` of the actors play against instead of
+    self-play: ``random``, a checkpoint, or a training output dir (its model_best.pt). Each such actor plays one
+    seat with the trained policy (actor i: seat i mod the number of seats), the opponent plays the others, and the
+    learner learns from the trained seat's decisions only: the opponent's are part of the env. None: self-play."""
+    train_opponent_share: float = 1.0
+    """The share of the actors that play against ``train_opponent`` (at least one); the others self-play."""
     rollout_evaluator: RolloutEvaluatorConfig = field(default_factory=RolloutEvaluatorConfig)
     """Evaluation after every epoch."""
+
+    @property
+    def opponent_actors(self) -> int:
+        """How many actors play against ``train_opponent`` (the first ones)."""
+        if self.train_opponent is None:
+            return 0
+        return max(1, round(self.train_opponent_share * self.num_actors))
 
     def __post_init__(self) -> None:
         if isinstance(self.rollout_evaluator, dict):
             self.rollout_evaluator = RolloutEvaluatorConfig(**self.rollout_evaluator)
+        _check(
+            self.train_opponent is None or (isinstance(self.train_opponent, str) and bool(self.train_opponent)),
+            "train_opponent",
+            self.train_opponent,
+            "null, random, or the path of a checkpoint or training output dir",
+        )
+        _check(
+            isinstance(self.train_opponent_share, int | float) and 0 < self.train_opponent_share <= 1,
+            "train_opponent_share",
+            self.train_opponent_share,
+            "a float in (0, 1]",
+        )
         for name in (
             "n_epochs",
             "epoch_length",

@@ -49,6 +49,10 @@ class ModelConfig:
     init: str = "orthogonal"
     """How linear layers start: orthogonal (gain sqrt(2) for hidden layers, 0.01 for the policy's output, 1 for
     the value's; zero biases), or default (torch's own). CNN layers always start as torch's."""
+    critic_only_keys: list[str] = field(default_factory=list)
+    """Observation keys that only the critics see (EvoRL's ``value_obs_key``): privileged information such as the
+    env's global state (PettingZoo: ``env.global_state=true``) for a centralised critic. The policies never read
+    them, so a trained policy acts without them. They are not normalised."""
     networks: dict[str, Any] = field(default_factory=dict)
     """Your own policy network: ``{_target_: my_module.MyNet, ...}`` for every step key, or one such config per step
     key name (``networks.<step_key>._target_``); the rest keep the built-in network. Built as
@@ -75,6 +79,12 @@ class ModelConfig:
             if (widths is not None or name == "hidden_units") and (not widths or any(int(h) <= 0 for h in widths)):
                 raise ConfigError(f"model.{name} must be a non-empty list of positive ints, got {widths}")
         check_choice("model.init", self.init, INITS)
+        check(
+            isinstance(self.critic_only_keys, list | tuple) and all(isinstance(k, str) for k in self.critic_only_keys),
+            "model.critic_only_keys",
+            self.critic_only_keys,
+            "a list of observation key names",
+        )
         if self.networks and (self.recurrent != "none" or self.per_agent_networks):
             raise ConfigError(
                 "model.networks (your own network) cannot be combined with model.recurrent or "

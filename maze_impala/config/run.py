@@ -68,8 +68,14 @@ class RolloutConfig:
     """none, csv or parquet: every event of every episode, one table per event type."""
     video: VideoConfig = field(default_factory=VideoConfig)
     """Videos of the first ``video.episodes`` episodes, into videos/ of the output directory."""
+    opponent: str | None = None
+    """Multi-agent games: instead of episodes, play ``n_episodes`` games in every seat against this fixed
+    opponent (``random``, a checkpoint, or a training output dir), in this process; writes games.csv and
+    games_summary.csv (win, draw and loss rates per seat)."""
 
     def __post_init__(self) -> None:
+        check(self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)), "opponent",
+              self.opponent, "null, random, or the path of a checkpoint or training output dir")  # fmt: skip
         if isinstance(self.video, dict):
             self.video = VideoConfig(**self.video)
         check(isinstance(self.n_episodes, int) and self.n_episodes >= 1, "n_episodes", self.n_episodes, "an int >= 1")

@@ -26,11 +26,22 @@ def _prefix(agent: str) -> str:
     return head if head and tail.isdigit() else agent
 
 
+GLOBAL_STATE = "global_state"
+"""The observation key of the env's ``state()`` with ``global_state=True``: for a critic that sees the whole game
+(``model.critic_only_keys=[global_state]``)."""
+
+
 class _PettingZooBase(StructuredEnv):
     """Agent grouping, space wrapping and per-actor bookkeeping shared by both adapters."""
 
-    def __init__(self, env: Any):
+    def __init__(self, env: Any, global_state: bool = False):
+        """``global_state``: add the env's ``state()`` to every observation, as :data:`GLOBAL_STATE`."""
         self.env = env
+        self.global_state = global_state
+        if global_state and getattr(env, "state_space", None) is None:
+            name = getattr(env, "metadata", {}).get("name", type(env).__name__)
+            raise ValueError(f"env.global_state=true: {name} has no state() (no state_space); drop the option, or "
+                             "give the critic other agents' observations in your own env")  # fmt: skip
         agents = list(env.possible_agents)
         obs = {a: env.observation_space(a) for a in agents}
         act = {a: env.action_space(a) for a in agents}
@@ -48,7 +59,10 @@ class _PettingZooBase(StructuredEnv):
         self._act_spaces: dict[StepKey, gym.spaces.Dict] = {}
         self._counts: dict[StepKey, int] = {}
         for agent, (key, _) in self.ids.items():
-            self._obs_spaces[key] = gym.spaces.Dict({OBS_KEY: obs[agent]}) if self._wrap_obs[agent] else obs[agent]
+            space = dict({OBS_KEY: obs[agent]} if self._wrap_obs[agent] else obs[agent].spaces)
+            if global_state:
+                space[GLOBAL_STATE] = env.state_space
+            self._obs_spaces[key] = gym.spaces.Dict(space)
             self._act_spaces[key] = gym.spaces.Dict({ACTION_KEY: act[agent]}) if self._wrap_act[agent] else act[agent]
             self._counts[key] = self._counts.get(key, 0) + 1
         self._time = 0
@@ -69,6 +83,10 @@ class _PettingZooBase(StructuredEnv):
     def agent_counts_dict(self) -> dict[StepKey, int]:
         return self._counts
 
+    @property
+    def agents_dict(self) -> dict[str, ActorID]:
+        return dict(self.ids)
+
     def get_env_time(self) -> int:
         return self._time
 
@@ -86,7 +104,9 @@ class _PettingZooBase(StructuredEnv):
         self.env.close()
 
     def _wrap(self, agent: str, obs: Any) -> dict:
-        return {OBS_KEY: obs} if self._wrap_obs[agent] else obs
+        if not self.global_state:
+            return {OBS_KEY: obs} if self._wrap_obs[agent] else obs
+        return {**({OBS_KEY: obs} if self._wrap_obs[agent] else obs), GLOBAL_STATE: self.env.state()}
 
     def _unwrap(self, agent: str, action: dict) -> Any:
         return action[ACTION_KEY] if self._wrap_act[agent] else action
@@ -189,10 +209,11 @@ class PettingZooParallelEnv(_PettingZooBase):
         return self._wrap(agent, obs.get(agent, self._obs.get(agent))), reward, not truncated, truncated, {}
 
 
-def make_pettingzoo_env(name: str, api: str = "aec", **kwargs: Any) -> StructuredEnv:
+def make_pettingzoo_env(name: str, api: str = "aec", global_state: bool = False, **kwargs: Any) -> StructuredEnv:
     """``env=pettingzoo env.name=<module>``: e.g. ``pettingzoo.classic.tictactoe_v3`` (``env.api=aec|parallel``).
 
-    The module's ``env(**kwargs)`` (AEC) or ``parallel_env(**kwargs)`` is called.
+    The module's ``env(**kwargs)`` (AEC) or ``parallel_env(**kwargs)`` is called. ``global_state``: every
+    observation also holds the env's ``state()`` (key ``global_state``), for a centralised critic.
     """
     if api not in ("aec", "parallel"):
         raise ValueError(f"env.api must be aec or parallel, got {api!r}")
@@ -207,4 +228,4 @@ def make_pettingzoo_env(name: str, api: str = "aec", **kwargs: Any) -> Structure
     if factory is None:
         raise ValueError(f"{name} has no {'env' if api == 'aec' else 'parallel_env'}() function; try env.api=aec")
     env = factory(**kwargs)
-    return PettingZooAECEnv(env) if api == "aec" else PettingZooParallelEnv(env)
+    return PettingZooAECEnv(env, global_state) if api == "aec" else PettingZooParallelEnv(env, global_state)

@@ -57,6 +57,18 @@ class StructuredEnv(ABC):
     def agent_counts_dict(self) -> dict[StepKey, int]:
         """How many agents act in each step key (-1 where the count varies)."""
 
+    @property
+    def agents_dict(self) -> dict[str, ActorID]:
+        """The env's agents by name, each with the actor that acts for it (the seats of a game); empty where one
+        agent takes every decision. By default, the agents of the step keys that more than one agent shares
+        (``<step key>_<agent id>``); the PettingZoo adapters name them as the PettingZoo env does."""
+        return {
+            f"{key}_{agent}": ActorID(key, agent)
+            for key, count in self.agent_counts_dict.items()
+            if count > 1
+            for agent in range(count)
+        }
+
     @abstractmethod
     def actor_id(self) -> ActorID:
         """The actor whose observation was returned last, and who acts next."""

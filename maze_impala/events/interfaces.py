@@ -21,6 +21,33 @@ class EpisodeEvents(EventInterface):
     def step_key_return(self, step_key: StepKey, value: float):
         """The reward one episode credited to the actors of one step key."""
 
+    @epoch_stats(mean, group_by="agent")
+    def agent_return(self, agent: str, value: float):
+        """The reward one episode credited to one agent of a multi-agent env (its name: a PettingZoo agent name,
+        or ``<step key>_<agent id>``); next to ``episode_return``, the team's."""
+
+
+class GameEvents(EventInterface):
+    """Published by the games against a fixed opponent (``rollout_evaluator.opponent``): one call per game, seen
+    from the seat the trained policy played. A game is won when that seat's return is higher than every other
+    seat's, drawn when it ties the highest, lost otherwise."""
+
+    @epoch_stats(mean, group_by="seat")
+    def win(self, seat: str, value: float):
+        """1 for a won game, else 0: the mean is the win rate in that seat."""
+
+    @epoch_stats(mean, group_by="seat")
+    def draw(self, seat: str, value: float):
+        """1 for a drawn game, else 0."""
+
+    @epoch_stats(mean, group_by="seat")
+    def loss(self, seat: str, value: float):
+        """1 for a lost game, else 0."""
+
+    @epoch_stats(mean, group_by="seat")
+    def seat_return(self, seat: str, value: float):
+        """The return of the trained policy's seat in one game."""
+
 
 class RunEvents(EventInterface):
     """Progress of a training run."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,16 @@ class CsvTable:
         self._written = True
 
 
-def kpi_row(episode_id: int, seed: int, steps: int, episode_return: float, kpis: dict[str, float]) -> dict[str, Any]:
-    """One row of ``kpis.csv``."""
-    return {"episode_id": episode_id, "seed": seed, "steps": steps, "return": episode_return, **kpis}
+def agent_return_column(agent: str) -> str:
+    """The column of an agent's return in ``kpis.csv`` (multi-agent envs), e.g. ``return/agent=player_1``."""
+    return f"return/agent={agent}"
+
+
+def kpi_row(episode_id: int, seed: int, steps: int, episode_return: float, kpis: dict[str, float],
+            agent_returns: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One row of ``kpis.csv``: the episode, its return, each named agent's return and the env's KPIs."""
+    agents = {agent_return_column(name): value for name, value in (agent_returns or {}).items()}
+    return {"episode_id": episode_id, "seed": seed, "steps": steps, "return": episode_return, **agents, **kpis}
 
 
 def kpi_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

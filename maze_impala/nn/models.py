@@ -10,7 +10,7 @@ policy they read its core's output (its memory) beside their own encoding.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -474,8 +474,28 @@ class StructuredPolicy(nn.Module):
 
 
 def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
-    """The policy for ``env``'s step keys, spaces and agent counts."""
-    return StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config, env.agent_counts_dict)
+    """The policy for ``env``'s step keys, spaces and agent counts (its observations without the critic-only keys)."""
+    spaces = policy_observation_spaces(env.observation_spaces_dict, config.critic_only_keys)
+    return StructuredPolicy(spaces, env.action_spaces_dict, config, env.agent_counts_dict)
+
+
+def policy_observation_spaces(
+    spaces: Mapping[StepKey, gym.spaces.Dict], critic_only: Sequence[str]
+) -> dict[StepKey, gym.spaces.Dict]:
+    """Each step key's observation space without the keys that only the critics see (``model.critic_only_keys``)."""
+    if not critic_only:
+        return dict(spaces)
+    known = {name for space in spaces.values() for name in space.spaces}
+    unknown = sorted(set(critic_only) - known)
+    if unknown:
+        raise ValueError(f"model.critic_only_keys: {unknown} are not observation keys of this env; its keys: "
+                         f"{sorted(known)}")  # fmt: skip
+    kept = {key: gym.spaces.Dict({n: s for n, s in space.spaces.items() if n not in critic_only})
+            for key, space in spaces.items()}  # fmt: skip
+    empty = [str(key) for key, space in kept.items() if not space.spaces]
+    if empty:
+        raise ValueError(f"model.critic_only_keys leaves the policy of step key(s) {empty} no observation to act on")
+    return kept
 
 
 class RandomPolicy(StructuredPolicy):
@@ -487,6 +507,10 @@ class RandomPolicy(StructuredPolicy):
 
     def __init__(self, *args: Any, seed: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self._noise = StreamNoise(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Draw from a fresh stream seeded with ``seed`` (the random numbers of actions taken without noise)."""
         self._noise = StreamNoise(seed)
 
     @torch.no_grad()

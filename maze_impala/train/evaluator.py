@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from maze_impala.envs.batch import FrameSink
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.models import StructuredPolicy
+    from maze_impala.train.games import GameResult, Games
 
 PLAY_CHUNK = 64
 """Structured steps between two clear-outs of the played episodes' buffers (nothing of them is learned from)."""
@@ -32,6 +34,8 @@ class EpisodePublisher:
     def __call__(self, result: EpisodeResult) -> None:
         self.episodes.episode_return(value=result.episode_return)
         self.episodes.episode_length(value=result.steps)
+        for name, value in result.agent_returns.items():
+            self.episodes.agent_return(agent=name, value=value)
         self.hub.replay(result.records)
         for name, value in result.kpis.items():
             self.kpis.kpi(name=name, value=value)
@@ -75,15 +79,19 @@ class RolloutEvaluator:
         keep_raw_events: bool = False,
         videos: Videos | None = None,
         filmed: int = 0,
+        games: Games | None = None,
     ):
         """``videos`` and ``filmed``: where the films of the first ``filmed`` episodes of an evaluation go (see
-        :meth:`evaluate`); the envs then render."""
+        :meth:`evaluate`); the envs then render. ``games``: games against a fixed opponent, played after the
+        episodes of every evaluation."""
+        self.games = games
         self.videos, self.filmed = videos, filmed
         self.envs = [make_env(rendering(env) if filmed else env) for _ in range(n_episodes)]
         self.episodes = [(i, seed_for(seed, 2**31 - 1, i)) for i in range(n_episodes)]
         self.deterministic, self.keep_raw_events = deterministic, keep_raw_events
         self.publish = EpisodePublisher(hub)
         self._player: tuple[StructuredPolicy, RolloutActor] | None = None
+        self._score = -math.inf
 
     def evaluate(self, policy: StructuredPolicy, film: str | None = None) -> list[EpisodeResult]:
         """Play the episodes with ``policy``'s current weights; publishes each one's return, length, env events and
@@ -95,12 +103,31 @@ class RolloutEvaluator:
             videos, filmed = self.videos, self.filmed
             videos.prefix, videos.written = film, []
             record = lambda episode_id: videos.open(episode_id) if episode_id < filmed else None  # noqa: E731
-        return self._player[1].play(self.episodes, self.publish, record)
+        results = self._player[1].play(self.episodes, self.publish, record)
+        self._score = mean_return(results)
+        if self.games is not None:
+            self._score = game_score(self.games.play(policy))
+        return results
+
+    @property
+    def score(self) -> float:
+        """What the last evaluation scored, which selects ``model_best.pt``: the mean return of its episodes, or,
+        with games against an opponent, the mean over seats of the win rate plus half the draw rate (in
+        zero-sum self-play the mean return is 0 whatever the policy)."""
+        return self._score
 
     def close(self) -> None:
         for env in self.envs:
             env.close()
+        if self.games is not None:
+            self.games.close()
 
 
 def mean_return(results: list[EpisodeResult]) -> float:
     return sum(r.episode_return for r in results) / max(len(results), 1)
+
+
+def game_score(results: list[GameResult]) -> float:
+    """The mean over games (each seat plays as many) of 1 for a win, 0.5 for a draw, 0 for a loss."""
+    points = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+    return sum(points[r.outcome] for r in results) / max(len(results), 1)

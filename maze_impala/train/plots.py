@@ -17,7 +17,7 @@ CURVES_PNG = "training_curves.png"
 def panels() -> list[tuple[str, list[str]]]:
     """The panels: a title and the columns (a column ending in ``/``: every group under it, e.g. per step key)."""
     from maze_impala.events.api import last, mean
-    from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+    from maze_impala.events.interfaces import EpisodeEvents, GameEvents, RunEvents
     from maze_impala.events.stats import StatKey
     from maze_impala.impala.events import MultiStepIMPALAEvents as ev
 
@@ -33,6 +33,10 @@ def panels() -> list[tuple[str, list[str]]]:
         ("policy lag", [StatKey.of(ev.policy_lag, mean).column()]),
         ("env steps / s", [StatKey.of(RunEvents.env_steps_per_second, last).column()]),
         ("entropy", [grouped(ev.policy_entropy)]),
+        # multi-agent envs only: a panel without columns is left out
+        ("return per agent", [grouped(EpisodeEvents.agent_return)]),
+        ("win rate against the opponent, per seat", [StatKey.of(GameEvents.win, mean, "eval").column() + "/"]),
+        ("draw rate against the opponent, per seat", [StatKey.of(GameEvents.draw, mean, "eval").column() + "/"]),
     ]
 
 
@@ -41,7 +45,8 @@ class NothingToPlot(ValueError):
 
 
 def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
-    """Plot return, losses, grad norms (per step key), policy lag and steps/s over env steps into ``png``."""
+    """Plot return, losses, grad norms (per step key), policy lag and steps/s over env steps into ``png``; in a
+    multi-agent env each agent's return too, and with games against an opponent the win and draw rates per seat."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -49,13 +54,16 @@ def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     import pandas as pd
 
     stats = pd.read_csv(stats_csv)
-    chosen = [(title, _columns(stats, prefixes)) for title, prefixes in panels()]
-    if not any(columns for _, columns in chosen):
+    chosen = [(title, columns) for title, prefixes in panels() if (columns := _columns(stats, prefixes))]
+    if not chosen:
         raise NothingToPlot(
             f"{stats_csv} has no training curves (only {len(stats)} row(s) of rollout or other statistics); "
             "a rollout's results are in its kpis.csv and kpis_summary.csv"
         )
-    fig, axes = plt.subplots(2, 4, figsize=(18, 7.5), constrained_layout=True)
+    rows = max(2, -(-len(chosen) // 4))
+    fig, axes = plt.subplots(rows, 4, figsize=(18, 3.75 * rows), constrained_layout=True, squeeze=False)
+    for ax in axes.flat[len(chosen) :]:
+        ax.set_visible(False)
     for ax, (title, columns) in zip(axes.flat, chosen):
         scopes = {c.split("/")[0] for c in columns}
         for column in columns:
@@ -90,8 +98,21 @@ def main() -> None:
         "a multirun, ./comparison.png for several runs)",
     )
     parser.add_argument("--summary", action="store_true", help="also write summary.csv and summary.png beside it")
+    parser.add_argument(
+        "--marl-eval",
+        metavar="JSON",
+        help="write the runs' evaluation results in marl-eval's JSON to this file instead of plotting",
+    )
     args = parser.parse_args()
     paths = [Path(run) for run in args.runs]
+    if args.marl_eval:
+        from maze_impala.train.marl_eval import write_marl_eval
+
+        written = write_marl_eval(paths, Path(args.marl_eval))
+        if written is None:
+            parser.exit(1, f"maze-plot: no training run (with a stats.csv and a kpis.csv) under {args.runs}\n")
+        print(written)
+        return
     if len(paths) == 1 and (paths[0].is_file() or (paths[0] / "stats.csv").is_file()) and not args.summary:
         stats = paths[0] / "stats.csv" if paths[0].is_dir() else paths[0]
         try:

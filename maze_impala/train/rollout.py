@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from maze_impala.actors.actor import EpisodeResult, seed_for
+from maze_impala.actors.opponents import RANDOM
 from maze_impala.config import ConfigError, ModelConfig, RolloutConfig, VideoConfig, from_mapping
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
@@ -42,6 +43,8 @@ from maze_impala.files import atomic_write_text
 from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import EpisodePublisher, play_episodes
+from maze_impala.train.games import GAMES_CSV, GAMES_SUMMARY_CSV, GameResult, Games
+from maze_impala.train.games import summary as games_summary
 from maze_impala.train.progress import Progress
 from maze_impala.train.video import VIDEO_DIR, Videos, check_renders
 
@@ -133,6 +136,8 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     record = to_record(config, env=env_record(config.env) if config.env is not None else None)
     job = _job(config, output_dir)
     atomic_write_text(output_dir / "config.yaml", to_yaml(record))
+    if config.opponent is not None:
+        return _games(config, job, output_dir)
     episodes = [(i, seed_for(config.seed, i)) for i in range(config.n_episodes)]
     progress = Progress(config.n_episodes, unit="episode") if config.progress else None
     results: list[EpisodeResult] = []
@@ -156,6 +161,43 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     return results
 
 
+def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeResult]:
+    """``n_episodes`` games in every seat against ``config.opponent``: games.csv, games_summary.csv, stats.csv."""
+    hub = EventHub()
+    stats = StatsAggregator("rollout")
+    hub.listeners.append(stats)
+    games = Games(job.env, config.opponent or RANDOM, config.n_episodes, job.deterministic, config.seed, hub)
+    seats = len(games.agents)
+    progress = Progress(config.n_episodes * seats, unit="game") if config.progress else None
+    results: list[GameResult] = []
+
+    def report(game: GameResult) -> None:
+        results.append(game)
+        if progress is not None:
+            progress.add_return(game.seat_return)
+            progress.update(len(results), sum(r.episode.steps for r in results))
+
+    try:
+        games.play(_policy(job, games.envs[0]), report)
+    finally:
+        games.close()
+        if progress is not None:
+            progress.close()
+    episodes = [r.episode for r in results]
+    rows = []
+    for game, e in zip(results, episodes):
+        row = kpi_row(e.episode_id, e.seed, e.steps, e.episode_return, e.kpis, e.agent_returns)
+        rows.append({"seat": game.seat, "outcome": game.outcome, "seat_return": game.seat_return, **row})
+    write_csv(output_dir / GAMES_CSV, rows)
+    table = games_summary(results)
+    write_csv(output_dir / GAMES_SUMMARY_CSV, table)
+    CsvWriter(output_dir / "stats.csv").write(1, sum(e.steps for e in episodes), by_column(stats.reduce()))
+    kind = "random" if config.policy.type == "random" else "greedy" if config.deterministic else "sampled"
+    print(f"{len(results)} games against {config.opponent}, {config.n_episodes} in each seat ({kind} actions):")
+    print(pd.DataFrame(table).set_index("seat").to_string(float_format=lambda x: f"{x:.3f}"))
+    return episodes
+
+
 def _play_in_processes(
     job: _Job, episodes: list[tuple[int, int]], config: RolloutConfig, report: Callable[[EpisodeResult], None]
 ) -> None:
@@ -176,7 +218,7 @@ def _play_in_processes(
 
 
 def _write(config: RolloutConfig, results: list[EpisodeResult], output_dir: Path) -> None:
-    rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis) for r in results]
+    rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns) for r in results]
     write_csv(output_dir / KPI_CSV, rows)
     summary = kpi_summary(rows)
     write_csv(output_dir / KPI_SUMMARY_CSV, summary)

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from maze_impala.actors.actor import ActorSpec, seed_for
+from maze_impala.actors.opponents import opponent_policy, seats
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
@@ -38,6 +39,7 @@ from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
+from maze_impala.train.games import Games
 from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import (
     CONFIG_YAML,
@@ -162,6 +164,10 @@ def _wire(
     try:
         policy = make_policy(probe, config.model)
         critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
+        for opponent in (algorithm.train_opponent, algorithm.rollout_evaluator.opponent):
+            if opponent is not None:  # a bad opponent fails here, before any process starts
+                seats(opponent, probe)
+                opponent_policy(opponent, probe)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     finally:
@@ -179,7 +185,8 @@ def _wire(
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
-    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
+    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
+                     opponent=algorithm.train_opponent, opponent_actors=algorithm.opponent_actors)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents))
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
@@ -223,6 +230,7 @@ def _trainer(
         keep_raw_events=output.event_logs != "none",
         videos=videos if filmed else None,
         filmed=filmed,
+        games=_games(config, eval_hub),
     )
     if filmed:
         check_renders(evaluator.envs[0], f"output.video.episodes={output.video.episodes}")
@@ -245,6 +253,14 @@ def _trainer(
         checkpoint_every=output.checkpoint_every, on_close=[lock.release],
         video_every=output.video.every if filmed else 0,
     )  # fmt: skip
+
+
+def _games(config: TrainingConfig, hub: EventHub) -> Games | None:
+    """The games against ``rollout_evaluator.opponent`` after every evaluation, if it names one."""
+    evaluation = config.algorithm.rollout_evaluator
+    if evaluation.opponent is None:
+        return None
+    return Games(config.env, evaluation.opponent, evaluation.n_episodes, evaluation.deterministic, config.seed, hub)
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:

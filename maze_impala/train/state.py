@@ -18,7 +18,8 @@ class TrainerState:
     env_steps: int = 0
     """Structured env steps consumed by the learner so far."""
     best_eval_return: float = -math.inf
-    """The best mean evaluation return so far (the one ``model_best.pt`` holds)."""
+    """The best evaluation score so far (the one ``model_best.pt`` holds): the mean evaluation return, or with
+    games against an opponent the mean of win + draw / 2 (see :attr:`RolloutEvaluator.score`)."""
     epochs_since_best: int = 0
     """Epochs since the best evaluation: the patience counter."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)

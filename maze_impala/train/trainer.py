@@ -31,7 +31,7 @@ from maze_impala.events.tables import (
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
-from maze_impala.train.evaluator import RolloutEvaluator, mean_return
+from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, scalar_config
 from maze_impala.train.state import TrainerState
@@ -159,7 +159,7 @@ class ImpalaTrainer:
                 epoch_stats = self.train_stats.reduce() | self.eval_stats.reduce()
                 row = by_column(epoch_stats)
                 stats.append((epoch, state.env_steps, epoch_stats))
-                improved = state.record(epoch, mean_return(results), row)
+                improved = state.record(epoch, self.evaluator.score, row)
                 if self.progress is not None:
                     self.progress.update(epoch, state.env_steps, force=True)
                     self.progress.end_line()
@@ -210,7 +210,8 @@ class ImpalaTrainer:
     def _record_episodes(self, epoch: int, results: list[EpisodeResult]) -> None:
         """The evaluation episodes' rows of ``kpis.csv``, and their raw events if event logs are on."""
         self.kpis.append(
-            {"epoch": epoch, **kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis)} for r in results
+            {"epoch": epoch, **kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns)}
+            for r in results
         )
         if self.event_logs is not None:
             for result in results:
@@ -222,7 +223,9 @@ class ImpalaTrainer:
         if not results:
             return
         history = self.state.history
-        final_rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis) for r in results]
+        final_rows = [
+            kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns) for r in results
+        ]
         write_csv(self.output_dir / KPI_SUMMARY_CSV, kpi_summary(final_rows))
         metrics = {"hparam/best_eval_return": self.state.best_eval_return, "hparam/env_steps": self.state.env_steps}
         if history:

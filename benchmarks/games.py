@@ -1,0 +1,88 @@
+"""Two-player games: self-play through the CLI, then the trained policy against the random player in each seat.
+
+    python benchmarks/games.py                                   # tictactoe and connect four, 3 seeds each
+    python benchmarks/games.py --games tictactoe --seeds 1 --set model.image_encoder=impala
+
+Each run is ``maze-run -cn conf_train env=pettingzoo env.name=<game> algorithm.rollout_evaluator.opponent=random``
+with the shipped settings and a fixed env-step budget (``--budget``, per game; epochs of 25 updates), then
+``maze-run -cn conf_rollout input_dir=<run> opponent=random n_episodes=<--games-per-seat>`` on the run's last
+model (``model_last.pt``: the budget's end, not the best evaluation). The table gives, per game and seat, the
+win and draw rates over the seeds' games (mean and lowest seed), and the random player's own rates in that seat
+(the random policy against itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+GAMES = {
+    "tictactoe": ("pettingzoo.classic.tictactoe_v3", 300_000),
+    "connect_four": ("pettingzoo.classic.connect_four_v3", 300_000),
+}
+"""Per game: its module and the env-step budget of a run."""
+SHIPPED_ROLLOUT_STEPS, SHIPPED_ENVS = 32, 32
+
+
+def maze_run(args: list[str], cwd: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "maze_impala", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"maze-run {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+
+
+def rates(run: Path, cwd: Path, games: int, checkpoint: str | None, env: list[str]) -> pd.DataFrame:
+    """The games_summary of ``games`` games per seat against random."""
+    out = cwd / f"games_{run.name}"
+    source = [f"input_dir={run}", f"policy.checkpoint={checkpoint}"] if checkpoint else ["policy=random_policy", *env]
+    maze_run(["-cn", "conf_rollout", *source, "opponent=random", f"n_episodes={games}", "progress=false",
+              f"hydra.run.dir={out}"], cwd)  # fmt: skip
+    return pd.read_csv(out / "games_summary.csv").set_index("seat")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--games", nargs="+", choices=sorted(GAMES), default=sorted(GAMES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--budget", type=int, help="env steps of every run (default: the game's)")
+    parser.add_argument("--games-per-seat", type=int, default=500)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more maze-run overrides")
+    args = parser.parse_args()
+    update = SHIPPED_ROLLOUT_STEPS * SHIPPED_ENVS
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        for game in args.games:
+            module, budget = GAMES[game]
+            budget = args.budget or budget
+            env = ["env=pettingzoo", f"env.name={module}"]
+            random = rates(cwd / f"{game}_random", cwd, args.games_per_seat, None, env)
+            for seed in args.seeds:
+                run = cwd / f"{game}_{seed}"
+                epochs = max(1, round(budget / update / 25))
+                budgeted = [f"seed={seed}", f"algorithm.n_epochs={epochs}", "algorithm.epoch_length=25"]
+                quiet = ["output.progress=false", "output.console=false", f"hydra.run.dir={run}"]
+                opponent = ["algorithm.rollout_evaluator.opponent=random"]
+                maze_run(["-cn", "conf_train", *env, *budgeted, *opponent, *quiet, *args.set], cwd)
+                table = rates(run, cwd, args.games_per_seat, "model_last.pt", env)
+                for seat, row in table.iterrows():
+                    rows.append({"game": game, "seed": seed, "seat": seat, "win": row["win"], "draw": row["draw"],
+                                 "random_win": random.loc[seat, "win"], "random_draw": random.loc[seat, "draw"],
+                                 "env_steps": epochs * 25 * update})  # fmt: skip
+                    print(f"{game} seed {seed} {seat}: win {row['win']:.3f}, draw {row['draw']:.3f}", flush=True)
+    results = pd.DataFrame(rows)
+    results["win_or_draw"] = results["win"] + results["draw"]
+    print("\n| game, env steps | seat | win (mean, lowest seed) | win or draw (mean, lowest) | random player: win, "
+          "draw |\n|---|---|---|---|---|")  # fmt: skip
+    for (game, seat), part in results.groupby(["game", "seat"], sort=False):
+        print(f"| {game}, {part['env_steps'].iloc[0]:,} | {seat} | {part['win'].mean():.3f} ({part['win'].min():.3f}) "
+              f"| {part['win_or_draw'].mean():.3f} ({part['win_or_draw'].min():.3f}) | "
+              f"{part['random_win'].iloc[0]:.3f}, {part['random_draw'].iloc[0]:.3f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

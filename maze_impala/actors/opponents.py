@@ -1,0 +1,73 @@
+"""Fixed opponents of a multi-agent env: who they are (``random``, a checkpoint, a run dir) and which seats exist.
+
+Used by the games against an opponent (:mod:`maze_impala.train.games`) and by actors that train against one
+(``algorithm.train_opponent``), which wrap their acting in a :class:`~maze_impala.nn.seats.SeatedActing`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from maze_impala.config import ConfigError
+from maze_impala.core import ActorID
+
+if TYPE_CHECKING:
+    from maze_impala.envs.structured import StructuredEnv
+    from maze_impala.nn.acting import Acting
+    from maze_impala.nn.models import StructuredPolicy
+
+RANDOM = "random"
+
+
+def opponent_policy(spec: str, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
+    """The fixed opponent ``spec`` names: ``random``, a checkpoint of a training run, or a run's output dir (its
+    ``model_best.pt``); its spaces must be ``env``'s."""
+    from maze_impala.api import load_policy
+    from maze_impala.nn.models import make_random_policy
+
+    if spec == RANDOM:
+        return make_random_policy(env, seed)
+    path = Path(spec)
+    checkpoint = path / "model_best.pt" if path.is_dir() else path
+    if not checkpoint.is_file():
+        raise ConfigError(f"opponent={spec!r}: neither 'random' nor a checkpoint file or a training output dir "
+                          "holding model_best.pt")  # fmt: skip
+    policy, other = load_policy(checkpoint)
+    other.close()
+    if not plays(policy, env):
+        raise ConfigError(f"opponent={spec!r} was trained on an env with other spaces than this one's: an opponent "
+                          "must play the same game")  # fmt: skip
+    policy.requires_grad_(False)
+    return policy
+
+
+def plays(policy: StructuredPolicy, env: StructuredEnv) -> bool:
+    """Whether ``policy`` acts in ``env``: the same step keys and actions, and observations it reads that ``env``
+    gives (a policy does not read the critic-only keys)."""
+    observations = env.observation_spaces_dict
+    return policy.action_spaces == env.action_spaces_dict and all(
+        key in observations and all(observations[key].spaces.get(name) == sub for name, sub in space.spaces.items())
+        for key, space in policy.observation_spaces.items()
+    )
+
+
+def seats(spec: str, env: StructuredEnv) -> dict[str, ActorID]:
+    """The env's seats (its named agents), or a clear error where playing against an opponent makes no sense."""
+    agents = env.agents_dict
+    if len(agents) < 2:
+        raise ConfigError(f"opponent={spec!r}: games against an opponent need an env with two or more agents (a "
+                          f"PettingZoo env, or a step key that several agents share); this env has "
+                          f"{len(agents)} named agents")  # fmt: skip
+    return agents
+
+
+def seated(acting: Acting, env: StructuredEnv, spec: str, index: int, seed: int) -> tuple[Acting, frozenset[ActorID]]:
+    """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
+    ``index % seats``, the opponent (in torch) every other seat; and that seat, whose decisions are learned."""
+    from maze_impala.nn.seats import SeatedActing
+    from maze_impala.nn.torch_acting import make_acting
+
+    all_seats = list(seats(spec, env).values())
+    seat = frozenset({all_seats[index % len(all_seats)]})
+    return SeatedActing(acting, make_acting(opponent_policy(spec, env, seed)), seat), seat

@@ -1,0 +1,118 @@
+"""Games against a fixed opponent: the trained policy plays every seat of a multi-agent env in turn, a fixed policy
+(random, or a checkpoint of another run) plays the others; wins, draws and losses per seat.
+
+The games run through the actor's loop (:meth:`~maze_impala.actors.actor.RolloutActor.play`) with a
+:class:`~maze_impala.nn.seats.SeatedActing`, during training (``algorithm.rollout_evaluator.opponent``) and in the
+rollout CLI (``maze-run -cn conf_rollout ... opponent=random``). In two-player zero-sum self-play the mean episode
+return is 0 by construction; these rates are what shows whether a policy learnt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
+from maze_impala.actors.opponents import opponent_policy, seats
+from maze_impala.actors.weights import ModuleWeights
+from maze_impala.core import ActorID
+from maze_impala.envs.factory import EnvSpec, make_env
+from maze_impala.events.api import EventHub
+from maze_impala.events.interfaces import GameEvents
+from maze_impala.nn.models import RandomPolicy
+from maze_impala.nn.seats import SeatedActing
+from maze_impala.train.evaluator import PLAY_CHUNK
+
+if TYPE_CHECKING:
+    from maze_impala.nn.acting import Acting
+    from maze_impala.nn.models import StructuredPolicy
+
+GAMES_CSV = "games.csv"
+"""One row per game: seat, outcome, the seat's return, and the episode's id, seed, steps, return and KPIs."""
+GAMES_SUMMARY_CSV = "games_summary.csv"
+"""One row per seat: games, win, draw and loss rates, mean return."""
+OUTCOMES = ("win", "draw", "loss")
+
+
+@dataclass
+class GameResult:
+    """One game, seen from the seat the trained policy played."""
+
+    seat: str
+    outcome: str
+    """win, draw or loss: the seat's return above every other seat's, tying the highest, or below it."""
+    seat_return: float
+    episode: EpisodeResult
+
+
+def outcome(actor_returns: dict[ActorID, float], seat: ActorID, agents: dict[str, ActorID]) -> str:
+    """win, draw or loss of ``seat`` against the best of the other agents."""
+    mine = actor_returns.get(seat, 0.0)
+    best = max(actor_returns.get(actor, 0.0) for actor in agents.values() if actor != seat)
+    return "win" if mine > best else "draw" if mine == best else "loss"
+
+
+class Games:
+    """``n_games`` games per seat against a fixed opponent, side by side, with fixed seeds (so that epochs
+    compare); each game's outcome is published as :class:`~maze_impala.events.interfaces.GameEvents`."""
+
+    def __init__(self, env: EnvSpec, opponent: str, n_games: int, deterministic: bool, seed: int,
+                 hub: EventHub | None = None):  # fmt: skip
+        self.envs = [make_env(env) for _ in range(n_games)]
+        self.agents = seats(opponent, self.envs[0])
+        self.opponent, self.seed, self.deterministic = opponent, seed, deterministic
+        self.games = [(i, seed_for(seed, 2**31 - 2, i)) for i in range(n_games)]
+        self.events = hub.publisher(GameEvents) if hub is not None else None
+        self._opponent = opponent_policy(opponent, self.envs[0], seed)  # a bad opponent fails here, before training
+        self._opponent_acting: Acting | None = None
+        self._players: dict[str, RolloutActor] = {}
+        self._policy: StructuredPolicy | None = None
+
+    def play(self, policy: StructuredPolicy, on_game: Callable[[GameResult], None] | None = None) -> list[GameResult]:
+        """Every seat's games with ``policy``'s current weights, seat after seat."""
+        from maze_impala.nn.torch_acting import make_acting
+
+        if self._policy is not policy:
+            self._policy, self._players = policy, {}
+        if self._opponent_acting is None:
+            self._opponent_acting = make_acting(self._opponent)
+        if isinstance(self._opponent, RandomPolicy):
+            self._opponent.reseed(self.seed)  # the same draws in every evaluation
+        results: list[GameResult] = []
+        for seat, actor in self.agents.items():
+            if seat not in self._players:
+                acting = SeatedActing(make_acting(policy), self._opponent_acting, frozenset({actor}))
+                self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), acting, PLAY_CHUNK, seed=0,
+                                                   deterministic=self.deterministic, stepping="general")  # fmt: skip
+            for episode in self._players[seat].play(self.games):
+                game = GameResult(seat, outcome(episode.actor_returns, actor, self.agents),
+                                  episode.actor_returns.get(actor, 0.0), episode)  # fmt: skip
+                self._publish(game)
+                results.append(game)
+                if on_game is not None:
+                    on_game(game)
+        return results
+
+    def _publish(self, game: GameResult) -> None:
+        if self.events is None:
+            return
+        for name in OUTCOMES:
+            getattr(self.events, name)(seat=game.seat, value=float(game.outcome == name))
+        self.events.seat_return(seat=game.seat, value=game.seat_return)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def summary(results: list[GameResult]) -> list[dict[str, float | str]]:
+    """Per seat: games, win, draw and loss rates, mean return (``games_summary.csv``)."""
+    rows: list[dict[str, float | str]] = []
+    for seat in dict.fromkeys(r.seat for r in results):
+        mine = [r for r in results if r.seat == seat]
+        row: dict[str, float | str] = {"seat": seat, "games": len(mine)}
+        row.update({name: sum(r.outcome == name for r in mine) / len(mine) for name in OUTCOMES})
+        row["return"] = sum(r.seat_return for r in mine) / len(mine)
+        rows.append(row)
+    return rows

@@ -1,0 +1,79 @@
+"""Observation keys that only the critics see: a centralised critic on the env's global state, a policy that
+never reads it."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from clitools import TINY, run_cli
+
+from maze_impala import load_policy
+from maze_impala.config import ConfigError, ModelConfig
+from maze_impala.envs.factory import make_env
+from maze_impala.envs.pettingzoo_adapter import GLOBAL_STATE
+from maze_impala.nn.acting import StreamNoise
+from maze_impala.nn.critics import make_critic
+from maze_impala.nn.models import make_policy
+from maze_impala.nn.numpy_acting import NumpyActing
+from maze_impala.nn.torch_acting import TorchActing, make_acting
+
+SPREAD = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": "mpe2.simple_spread_v3",
+          "api": "parallel", "global_state": True}  # fmt: skip
+CENTRAL = ModelConfig(critic_only_keys=[GLOBAL_STATE])
+
+
+def _observations(env, n: int) -> dict[str, np.ndarray]:
+    rows = []
+    for seed in range(n):
+        obs, _ = env.reset(seed=seed)
+        rows.append(obs)
+    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+
+def test_the_policy_acts_alike_whatever_a_critic_only_key_holds_and_the_critic_reads_it():
+    env = make_env(SPREAD)
+    env.reset(seed=0)
+    key = env.actor_id().step_key
+    assert GLOBAL_STATE in env.observation_spaces_dict[key].spaces
+    policy = make_policy(env, CENTRAL)
+    assert GLOBAL_STATE not in policy.observation_spaces[key].spaces
+    obs = _observations(env, 6)
+    changed = {**obs, GLOBAL_STATE: obs[GLOBAL_STATE] + np.random.default_rng(0).normal(size=obs[GLOBAL_STATE].shape)}
+    agents = np.zeros(6, dtype=np.int64)
+    actings = [make_acting(policy), TorchActing(policy)]
+    assert isinstance(actings[0], NumpyActing)  # both ways to act ignore the key
+    for acting in actings:
+        (a1, lp1, _), (a2, lp2, _) = (acting.act(key, o, {}, agents, StreamNoise(1)) for o in (obs, changed))
+        assert all(np.array_equal(a1[k], a2[k]) for k in a1) and np.array_equal(lp1, lp2)
+    critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, CENTRAL)
+    values = [critic.values(key, {k: torch.as_tensor(v) for k, v in o.items()}) for o in (obs, changed)]
+    assert not torch.allclose(values[0], values[1])  # the critic does see the global state
+    env.close()
+
+
+def test_critic_only_keys_that_are_missing_or_leave_a_policy_blind_are_named():
+    env = make_env(SPREAD)
+    with pytest.raises(ValueError, match=r"\['secret'\] are not observation keys .* \['global_state', 'observation'\]"):
+        make_policy(env, ModelConfig(critic_only_keys=["secret"]))
+    with pytest.raises(ValueError, match="leaves the policy of step key"):
+        make_policy(env, ModelConfig(critic_only_keys=[GLOBAL_STATE, "observation"]))
+    with pytest.raises(ConfigError, match=r"model\.critic_only_keys"):
+        ModelConfig(critic_only_keys="global_state")  # type: ignore[arg-type]
+    with pytest.raises(Exception, match=r"tictactoe_v3 has no state\(\)"):  # raised through Hydra's instantiate
+        make_env({**SPREAD, "name": "pettingzoo.classic.tictactoe_v3", "api": "aec"})
+    env.close()
+
+
+@pytest.mark.slow
+def test_a_centralised_critic_trains_and_its_policy_plays_from_the_rollout_cli(tmp_path):
+    spread = ["env=pettingzoo", "env.name=mpe2.simple_spread_v3", "env.api=parallel", "env.global_state=true",
+              "model.critic_only_keys=[global_state]"]  # fmt: skip
+    proc = run_cli(["-cn", "conf_train", *spread, *TINY, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    policy, env = load_policy(tmp_path / "run" / "model_last.pt")
+    env.reset(seed=0)
+    assert GLOBAL_STATE not in policy.observation_spaces[env.actor_id().step_key].spaces
+    proc = run_cli(["-cn", "conf_rollout", f"input_dir={tmp_path / 'run'}", "n_episodes=3",
+                    f"hydra.run.dir={tmp_path / 'played'}"], tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_csv(tmp_path / "played" / "kpis.csv")) == 3

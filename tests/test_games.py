@@ -1,0 +1,210 @@
+"""Multi-agent runs a user can judge: games against a fixed opponent per seat, per-agent returns."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from clitools import TINY, run_cli
+
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ConfigError
+from maze_impala.config.algorithm import RolloutEvaluatorConfig
+from maze_impala.core import ActorID, Trajectory
+from maze_impala.envs.factory import make_env
+from maze_impala.events.api import EventHub, mean
+from maze_impala.events.interfaces import EpisodeEvents, GameEvents
+from maze_impala.events.stats import StatKey, StatsAggregator, by_column
+from maze_impala.events.tables import agent_return_column
+from maze_impala.nn.acting import Acting
+from maze_impala.nn.models import make_policy, make_random_policy
+from maze_impala.nn.seats import OPPONENT_STATE, SeatedActing
+from maze_impala.train.games import Games, outcome, summary
+
+TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+             "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+
+
+class Constant(Acting):
+    """Acts ``action`` for every row and counts its calls in a state of its own."""
+
+    def __init__(self, action: int):
+        self.action = action
+
+    def state_shapes(self, step_key):
+        return {"calls": (1,)}
+
+    def act(self, step_key, obs, state, agent_ids, noise):
+        rows = len(agent_ids)
+        return {"a": np.full(rows, self.action)}, np.full(rows, -self.action, np.float32), {"calls": state["calls"] + 1}
+
+    def load(self, flat):
+        self.loaded = flat
+
+
+def test_seated_acting_routes_each_agent_to_its_policy_and_keeps_both_states_apart():
+    trained, opponent = Constant(1), Constant(2)
+    acting = SeatedActing(trained, opponent, frozenset({ActorID("player", 1)}))
+    assert acting.state_shapes("player") == {"calls": (1,), OPPONENT_STATE + "calls": (1,)}
+    agents = np.array([0, 1, 1, 0, 1])
+    state = {"calls": np.zeros((5, 1), np.float32), OPPONENT_STATE + "calls": np.full((5, 1), 10, np.float32)}
+    actions, log_probs, state = acting.act("player", {"x": np.zeros((5, 2))}, state, agents, None)
+    assert actions["a"].tolist() == [2, 1, 1, 2, 1]
+    assert log_probs.tolist() == [-2, -1, -1, -2, -1]
+    assert state["calls"][:, 0].tolist() == [0, 1, 1, 0, 1]  # only the trained policy's rows moved on
+    assert state[OPPONENT_STATE + "calls"][:, 0].tolist() == [11, 10, 10, 11, 10]
+    acting.load(np.ones(3))
+    assert hasattr(trained, "loaded") and not hasattr(opponent, "loaded")  # the opponent keeps its own weights
+
+
+def test_outcomes_compare_the_seat_with_the_best_other_seat():
+    agents = {"a": ActorID("p", 0), "b": ActorID("p", 1), "c": ActorID("p", 2)}
+    returns = {agents["a"]: 1.0, agents["b"]: 1.0, agents["c"]: -2.0}
+    assert outcome(returns, agents["a"], agents) == "draw"
+    assert outcome(returns, agents["c"], agents) == "loss"
+    assert outcome({agents["a"]: 0.5}, agents["a"], agents) == "win"  # an agent that never acted scores 0
+
+
+def test_random_against_random_tictactoe_gives_the_known_rates():
+    """Random play of tic-tac-toe: the first player wins 58.5%, the second 28.8%, 12.7% are drawn."""
+    hub, stats = EventHub(), StatsAggregator("eval")
+    hub.listeners.append(stats)
+    games = Games(TICTACTOE, "random", 600, True, seed=7, hub=hub)
+    try:
+        results = games.play(make_random_policy(games.envs[0], seed=3))
+    finally:
+        games.close()
+    rates = {row["seat"]: row for row in summary(results)}
+    assert rates["player_1"]["games"] == rates["player_2"]["games"] == 600
+    assert abs(rates["player_1"]["win"] - 0.585) < 0.07 and abs(rates["player_1"]["draw"] - 0.127) < 0.05
+    assert abs(rates["player_2"]["win"] - 0.288) < 0.07 and abs(rates["player_2"]["draw"] - 0.127) < 0.05
+    row = by_column(stats.reduce())
+    win = StatKey.of(GameEvents.win, mean, "eval", group="seat=player_2").column()
+    assert row[win] == pytest.approx(rates["player_2"]["win"])
+
+
+def test_games_need_an_env_with_agents_and_an_opponent_that_exists():
+    with pytest.raises(ConfigError, match="two or more agents"):
+        Games("CartPole-v1", "random", 2, True, 0)
+    with pytest.raises(ConfigError, match="neither 'random' nor a checkpoint"):
+        Games(TICTACTOE, "/nowhere/run", 2, True, 0)
+    with pytest.raises(ConfigError, match=r"rollout_evaluator\.opponent"):
+        RolloutEvaluatorConfig(opponent="")
+
+
+def test_training_against_an_opponent_reports_rates_per_seat_and_returns_per_agent(tmp_path):
+    evaluation = RolloutEvaluatorConfig(n_episodes=4, opponent="random")
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=2, envs_per_actor=4, n_rollout_steps=8,
+                                      rollout_evaluator=evaluation)  # fmt: skip
+    result = train(TICTACTOE, algorithm, runner=RunnerConfig("dev"), output=QUIET, output_dir=tmp_path)
+    for seat in ("player_1", "player_2"):
+        rates = [result.column(StatKey.of(e, mean, "eval", group=f"seat={seat}").column())
+                 for e in (GameEvents.win, GameEvents.draw, GameEvents.loss)]  # fmt: skip
+        assert np.allclose(np.sum(rates, axis=0), 1.0)  # every game is won, drawn or lost
+        agent = StatKey.of(EpisodeEvents.agent_return, mean, "train", group=f"agent={seat}").column()
+        assert len(result.column(agent)) == 2
+    kpis = pd.read_csv(tmp_path / "kpis.csv")
+    agents = kpis[[agent_return_column("player_1"), agent_return_column("player_2")]]
+    assert np.allclose(agents.sum(axis=1), kpis["return"])  # the team's return is the sum of the agents'
+    # the best model is chosen by the games' score, not by the mean return (0 in zero-sum self-play)
+    assert 0.0 <= result.best_eval_return <= 1.0
+
+
+@pytest.mark.slow
+def test_the_rollout_cli_plays_every_seat_against_random_and_against_another_run(tmp_path):
+    game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]
+    train_run = run_cli(["-cn", "conf_train", *game, *TINY, f"hydra.run.dir={tmp_path / 'run'}",
+                         "algorithm.rollout_evaluator.opponent=random"], tmp_path)  # fmt: skip
+    assert train_run.returncode == 0, train_run.stderr
+    assert "best evaluation score against random" in train_run.stdout
+    for opponent in ("random", str(tmp_path / "run")):
+        out = tmp_path / f"games_{len(opponent)}"
+        played = run_cli(["-cn", "conf_rollout", f"input_dir={tmp_path / 'run'}", f"opponent={opponent}",
+                          "n_episodes=5", f"hydra.run.dir={out}"], tmp_path)  # fmt: skip
+        assert played.returncode == 0, played.stderr
+        table = pd.read_csv(out / "games_summary.csv").set_index("seat")
+        assert list(table.index) == ["player_1", "player_2"] and table["games"].tolist() == [5, 5]
+        assert np.allclose(table[["win", "draw", "loss"]].sum(axis=1), 1.0)
+        assert len(pd.read_csv(out / "games.csv")) == 10
+    cartpole = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=gym_env", "opponent=random"], tmp_path)
+    assert cartpole.returncode != 0 and "two or more agents" in cartpole.stderr
+
+
+@pytest.mark.slow
+def test_a_multirun_writes_evaluation_results_that_marl_eval_reads(tmp_path):
+    """The multirun's metrics.json, checked by marl-eval's own loader (installed by .ci/run, without its pins)."""
+    diagnose = pytest.importorskip("marl_eval.utils.diagnose_data_errors")
+    processing = pytest.importorskip("marl_eval.utils.data_processing_utils")
+    game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]
+    sweep = ["runner=dev", "seed=1,2", "algorithm.rollout_evaluator.opponent=random", f"hydra.sweep.dir={tmp_path}/m"]
+    proc = run_cli(["-cn", "conf_train", "-m", *game, *TINY, *sweep], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # overrides too long for a folder name: the jobs are numbered (a name over 255 bytes failed the multirun)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_dir()) == ["job_0", "job_1"]
+    raw = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    seeds = raw["pettingzoo.classic"]["tictactoe_v3"]["impala"]
+    assert sorted(seeds) == ["seed_1", "seed_2"] and sorted(seeds["seed_1"]) == ["absolute_metrics", "step_0", "step_1"]
+    step = seeds["seed_2"]["step_1"]
+    assert step["step_count"] > 0 and len(step["return"]) == 2 and len(step["win_rate"]) == 2
+    assert all(diagnose.DiagnoseData(raw).check_data()["pettingzoo.classic"].values())
+    processed = processing.data_process_pipeline(raw, metrics_to_normalize=["return"])
+    assert processed["extra"]["number_of_runs"] == 2  # the loader returns the raw data when it cannot read it
+    matrices, _ = processing.create_matrices_for_rliable(processed, "pettingzoo.classic", ["return"])
+    assert matrices["mean_win_rate"]["impala"].shape == (2, 1)
+
+
+def test_selected_columns_keep_their_data_and_their_truncated_decisions():
+    T, N = 3, 4
+    rng = np.random.default_rng(0)
+    trajectory = Trajectory(
+        observations={"x": rng.normal(size=(T + 1, N, 2))}, actions={"a": rng.integers(0, 3, (T, N))},
+        behaviour_log_probs=rng.normal(size=(T, N)).astype(np.float32), rewards=rng.normal(size=(T, N)),
+        terminated=rng.random((T, N)) < 0.3, truncated=np.zeros((T, N), bool),
+        truncated_observations={"x": np.array([[1.0, 1.0], [3.0, 3.0]])}, truncated_index=np.array([[0, 1], [2, 3]]),
+        mask=rng.random((T, N)) < 0.8, agent_ids=np.array([0, 1, 0, 1]), initial_state={"h": np.arange(N)[:, None]},
+    )  # fmt: skip
+    kept = trajectory.select_columns(np.array([1, 3]))
+    assert kept.n_columns == 2 and kept.agent_ids.tolist() == [1, 1]
+    assert np.array_equal(kept.observations["x"], trajectory.observations["x"][:, [1, 3]])
+    assert np.array_equal(kept.mask, trajectory.mask[:, [1, 3]]) and kept.initial_state["h"][:, 0].tolist() == [1, 3]
+    assert kept.truncated_index.tolist() == [[0, 0], [2, 1]]  # renumbered to the kept columns
+    dropped = trajectory.select_columns(np.array([0, 2]))
+    assert dropped.truncated_index.shape == (0, 2) and dropped.truncated_observations["x"].shape == (0, 2)
+
+
+def test_an_actor_against_an_opponent_hands_over_only_its_own_seats_decisions():
+    env = make_env(TICTACTOE)
+    policy = make_policy(env, ModelConfig(image_encoder="flatten"))
+    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 8, 4, seed=3, opponent="random",
+                     opponent_actors=3)  # fmt: skip
+    for index, agent in ((0, 0), (1, 1), (2, 0)):  # the seats in turn
+        actor = spec.build(index, SharedWeights(policy))
+        try:
+            rollout = actor.rollout()
+            (trajectory,) = rollout.trajectories.values()
+            assert set(trajectory.agent_ids.tolist()) == {agent} and trajectory.n_columns == 4  # one seat per env
+            assert rollout.env_steps == 8 * 4  # the opponent's moves are env steps too
+        finally:
+            actor.close()
+    actor = spec.build(3, SharedWeights(policy))  # past opponent_actors, self-play: every seat's decisions
+    try:
+        (trajectory,) = actor.rollout().trajectories.values()
+        assert set(trajectory.agent_ids.tolist()) == {0, 1} and trajectory.n_columns == 8
+    finally:
+        actor.close()
+
+
+@pytest.mark.slow
+def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
+    """Tic-tac-toe, 76,800 env steps against the random player: it wins far more often than the random player
+    would in each seat (58.5% as the first, 28.8% as the second player)."""
+    evaluation = RolloutEvaluatorConfig(n_episodes=200, opponent="random")
+    algorithm = ImpalaAlgorithmConfig(n_epochs=3, epoch_length=25, train_opponent="random",
+                                      rollout_evaluator=evaluation)  # fmt: skip
+    result = train(TICTACTOE, algorithm, ModelConfig(image_encoder="flatten"), output=QUIET, output_dir=tmp_path)
+    win = {seat: result.column(StatKey.of(GameEvents.win, mean, "eval", group=f"seat={seat}").column())[-1]
+           for seat in ("player_1", "player_2")}  # fmt: skip
+    assert win["player_1"] >= 0.9 and win["player_2"] >= 0.65, win
