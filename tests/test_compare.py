@@ -60,3 +60,14 @@ def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path)
                               text=True, timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert png.stat().st_size > 10_000
+
+
+def test_runs_in_which_no_training_episode_ended_yet_are_drawn_without_that_curve(tmp_path):
+    from maze_impala.train.compare import plot_comparison
+
+    _fake_run(tmp_path / "a", ["seed=1"], [1, 2])
+    _fake_run(tmp_path / "b", ["seed=2"], [3, 4])
+    stats = pd.read_csv(tmp_path / "b" / "stats.csv")
+    stats.drop(columns=["train/EpisodeEvents/episode_return/mean"]).to_csv(tmp_path / "b" / "stats.csv", index=False)
+    png = plot_comparison([tmp_path / "a", tmp_path / "b"], tmp_path / "comparison.png")
+    assert png.stat().st_size > 0

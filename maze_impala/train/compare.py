@@ -187,7 +187,10 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
     for ax, scope in zip(axes, ("train", "eval")):
         column = StatKey.of(EpisodeEvents.episode_return, mean, scope).column()
         for configuration in configurations(runs):
-            curves = [pd.read_csv(run.path / STATS).set_index("env_steps")[column] for run in configuration.runs]
+            tables = [pd.read_csv(run.path / STATS).set_index("env_steps") for run in configuration.runs]
+            curves = [table[column] for table in tables if column in table]  # no episode ended yet: no curve
+            if not curves:
+                continue
             frame = pd.concat(curves, axis=1).sort_index()
             line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({len(curves)} runs)")
             if len(curves) > 1:
