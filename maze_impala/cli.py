@@ -51,14 +51,15 @@ def shipped_env(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return config, {}
 
 
-RUN_NAME_LIMIT = 120
-"""The longest multirun job folder named by its overrides; a longer one is named ``job_<number>``."""
+RUN_NAME_LIMIT = 200
+"""The longest multirun job folder (bytes) named by its overrides (file systems allow 255); a longer one is named
+``job_<number>``."""
 
 
 def run_name(overrides: str, number: int) -> str:
     """A multirun job's folder: its overrides (``seed=2``), or ``job_<number>`` where they are too long for a file
     name (the job's ``.hydra/overrides.yaml`` keeps them, and ``maze-plot`` labels the runs by them)."""
-    return overrides if len(overrides) <= RUN_NAME_LIMIT else f"job_{number}"
+    return overrides if len(overrides.encode()) <= RUN_NAME_LIMIT else f"job_{number}"
 
 
 def register_schemas() -> None:
