@@ -18,6 +18,13 @@ def run_cli(args, cwd, command=(sys.executable, "-m", "maze_impala"), timeout=30
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
+def train_tiny(out, args, runner="local"):
+    """A run trained by the installed ``maze-run`` on the TINY budget into ``out`` (the CLI tests' fixtures)."""
+    proc = run_cli(["-cn", "conf_train", *args, f"runner={runner}", *TINY, f"hydra.run.dir={out}"], cwd=out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
 def children(pid):
     """The pids of the processes whose parent is ``pid`` (Linux /proc)."""
     found = []

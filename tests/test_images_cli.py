@@ -4,7 +4,7 @@ out by the rollout CLI on both runners and loaded by ``load_policy``."""
 import gymnasium
 import pandas as pd
 import pytest
-from clitools import TINY, run_cli
+from clitools import run_cli, train_tiny
 
 from maze_impala import load_policy
 from maze_impala.nn.encoders import ImpalaCNN
@@ -22,10 +22,7 @@ ENV = [
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pixels")
-    proc = run_cli(["-cn", "conf_train", *ENV, "runner=local", *TINY, f"hydra.run.dir={out}"], cwd=out)
-    assert proc.returncode == 0, proc.stderr
-    return out
+    return train_tiny(tmp_path_factory.mktemp("pixels"), ENV)
 
 
 def test_the_checkpoint_rebuilds_the_cnn_and_plays(trained):

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 import torch
-from clitools import TINY, run_cli
+from clitools import run_cli, train_tiny
 
 from maze_impala import ModelConfig, load_policy
 from maze_impala.actors.actor import seed_for
@@ -19,10 +19,7 @@ MODEL = ["env=memory", "model.recurrent=lstm", "model.recurrent_units=16", "mode
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("recurrent")
-    proc = run_cli(["-cn", "conf_train", *MODEL, "runner=local", *TINY, f"hydra.run.dir={out}"], cwd=out)
-    assert proc.returncode == 0, proc.stderr
-    return out
+    return train_tiny(tmp_path_factory.mktemp("recurrent"), MODEL)
 
 
 def test_the_checkpoint_holds_the_statistics_and_load_policy_plays_with_the_state(trained):

@@ -14,18 +14,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
-from maze_impala.actors.opponents import opponent_policy, seats
+from maze_impala.actors.opponents import RANDOM, opponent_policy, seats
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.core import ActorID
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import GameEvents
-from maze_impala.nn.models import RandomPolicy
 from maze_impala.nn.seats import SeatedActing
+from maze_impala.nn.torch_acting import make_acting
 from maze_impala.train.evaluator import PLAY_CHUNK
 
 if TYPE_CHECKING:
-    from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
 
 GAMES_CSV = "games.csv"
@@ -65,20 +64,16 @@ class Games:
         self.games = [(i, seed_for(seed, 2**31 - 2, i)) for i in range(n_games)]
         self.events = hub.publisher(GameEvents) if hub is not None else None
         self._opponent = opponent_policy(opponent, self.envs[0], seed)  # a bad opponent fails here, before training
-        self._opponent_acting: Acting | None = None
+        self._opponent_acting = make_acting(self._opponent)
         self._players: dict[str, RolloutActor] = {}
         self._policy: StructuredPolicy | None = None
 
     def play(self, policy: StructuredPolicy, on_game: Callable[[GameResult], None] | None = None) -> list[GameResult]:
         """Every seat's games with ``policy``'s current weights, seat after seat."""
-        from maze_impala.nn.torch_acting import make_acting
-
         if self._policy is not policy:
             self._policy, self._players = policy, {}
-        if self._opponent_acting is None:
-            self._opponent_acting = make_acting(self._opponent)
-        if isinstance(self._opponent, RandomPolicy):
-            self._opponent.reseed(self.seed)  # the same draws in every evaluation
+        if self.opponent == RANDOM:
+            self._opponent.reseed(self.seed)  # type: ignore[attr-defined]  # the same draws in every evaluation
         results: list[GameResult] = []
         for seat, actor in self.agents.items():
             if seat not in self._players:

@@ -41,8 +41,8 @@ def env_names(record: Any) -> tuple[str, str]:
     return "custom", "env"
 
 
-def _column_lists(rows: Any, prefix: str) -> dict[str, str]:
-    """The kpis.csv columns of per-agent returns, each with its metric name."""
+def _agent_metrics(rows: Any, prefix: str) -> dict[str, str]:
+    """The kpis.csv columns of per-agent returns (``prefix...``), each with its metric name (``return_<agent>``)."""
     return {c: "return_" + c.split("=", 1)[1] for c in rows.columns if c.startswith(prefix)}
 
 
@@ -57,7 +57,7 @@ def run_data(run: Run) -> dict[str, Any]:
 
     stats = pd.read_csv(run.path / STATS).set_index("epoch")
     kpis = pd.read_csv(run.path / KPI_CSV)
-    agents = _column_lists(kpis, agent_return_column(""))
+    agents = _agent_metrics(kpis, agent_return_column(""))
     elapsed = StatKey.of(RunEvents.elapsed_seconds, last).column()
     games = {name: StatKey.of(event, mean, "eval").column() + "/"
              for name, event in (("win_rate", GameEvents.win), ("draw_rate", GameEvents.draw))}  # fmt: skip
