@@ -19,6 +19,8 @@ from maze_impala.nn.torch_acting import TorchActing, make_acting
 
 SPREAD = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": "mpe2.simple_spread_v3",
           "api": "parallel", "global_state": True}  # fmt: skip
+TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+             "name": "pettingzoo.classic.tictactoe_v3", "global_state": "observations"}  # fmt: skip
 CENTRAL = ModelConfig(critic_only_keys=[GLOBAL_STATE])
 
 
@@ -30,8 +32,9 @@ def _observations(env, n: int) -> dict[str, np.ndarray]:
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
-def test_the_policy_acts_alike_whatever_a_critic_only_key_holds_and_the_critic_reads_it():
-    env = make_env(SPREAD)
+@pytest.mark.parametrize("spec", [SPREAD, TICTACTOE], ids=["parallel-state", "aec-observations"])
+def test_the_policy_acts_alike_whatever_a_critic_only_key_holds_and_the_critic_reads_it(spec):
+    env = make_env(spec)
     env.reset(seed=0)
     key = env.actor_id().step_key
     assert GLOBAL_STATE in env.observation_spaces_dict[key].spaces
@@ -41,13 +44,35 @@ def test_the_policy_acts_alike_whatever_a_critic_only_key_holds_and_the_critic_r
     changed = {**obs, GLOBAL_STATE: obs[GLOBAL_STATE] + np.random.default_rng(0).normal(size=obs[GLOBAL_STATE].shape)}
     agents = np.zeros(6, dtype=np.int64)
     actings = [make_acting(policy), TorchActing(policy)]
-    assert isinstance(actings[0], NumpyActing)  # both ways to act ignore the key
+    assert isinstance(actings[0], NumpyActing) == (spec is SPREAD)  # both ways to act ignore the key (a CNN: torch)
     for acting in actings:
         (a1, lp1, _), (a2, lp2, _) = (acting.act(key, o, {}, agents, StreamNoise(1)) for o in (obs, changed))
         assert all(np.array_equal(a1[k], a2[k]) for k in a1) and np.array_equal(lp1, lp2)
     critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, CENTRAL)
     values = [critic.values(key, {k: torch.as_tensor(v) for k, v in o.items()}) for o in (obs, changed)]
     assert not torch.allclose(values[0], values[1])  # the critic does see the global state
+    env.close()
+
+
+def test_the_joint_observation_holds_every_agents_observation_in_turn():
+    import gymnasium as gym
+
+    env = make_env({**SPREAD, "global_state": "observations"})
+    obs, _ = env.reset(seed=3)
+    joint = obs[GLOBAL_STATE]
+    from mpe2 import simple_spread_v3
+
+    own = list(simple_spread_v3.parallel_env().reset(seed=3)[0].values())  # the same env's, agent by agent
+    assert np.allclose(joint, np.concatenate(own)) and np.allclose(joint[: own[0].size], obs["observation"])
+    env.close()
+    env = make_env(TICTACTOE)
+    env.reset(seed=0)
+    env.step({"action": np.int64(4)})  # the first player takes the centre, the second a corner
+    obs = env.step({"action": np.int64(0)})[0]
+    pz = env.env
+    views = [gym.spaces.flatten(pz.observation_space(a), pz.observe(a)) for a in pz.possible_agents]
+    assert np.array_equal(obs[GLOBAL_STATE], np.concatenate(views))
+    assert [view[9:].sum() for view in views] == [2, 2]  # each player's board (after its mask) has both pieces
     env.close()
 
 
@@ -59,8 +84,10 @@ def test_critic_only_keys_that_are_missing_or_leave_a_policy_blind_are_named():
         make_policy(env, ModelConfig(critic_only_keys=[GLOBAL_STATE, "observation"]))
     with pytest.raises(ConfigError, match=r"model\.critic_only_keys"):
         ModelConfig(critic_only_keys="global_state")  # type: ignore[arg-type]
-    with pytest.raises(Exception, match=r"tictactoe_v3 has no state\(\)"):  # raised through Hydra's instantiate
-        make_env({**SPREAD, "name": "pettingzoo.classic.tictactoe_v3", "api": "aec"})
+    with pytest.raises(Exception, match=r"tictactoe_v3 has no state\(\) .*; use env.global_state=observations"):
+        make_env({**SPREAD, "name": "pettingzoo.classic.tictactoe_v3", "api": "aec"})  # through Hydra's instantiate
+    with pytest.raises(Exception, match=r"env.global_state must be false, true \(state\), state or observations"):
+        make_env({**SPREAD, "global_state": "everything"})
     env.close()
 
 

@@ -10,16 +10,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from maze_impala.actors.opponents import OUTCOMES, outcome
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
-from maze_impala.config import ModelConfig
+from maze_impala.config import ModelConfig, OpponentPoolConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
 from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub, EventRecord
 from maze_impala.events.episodes import KpiEvents
-from maze_impala.events.interfaces import EpisodeEvents
+from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
 from maze_impala.nn.numpy_acting import NumpyActing, NumpyPolicyForm
 
@@ -71,9 +72,11 @@ class ActorSpec:
     """The policy's numpy form where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`): its
     actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
     opponent: str | None = None
-    """A fixed opponent (see :mod:`~maze_impala.actors.opponents`) that the first ``opponent_actors`` actors play
+    """An opponent (see :mod:`~maze_impala.actors.opponents`) that the first ``opponent_actors`` actors play
     against: actor ``i`` plays seat ``i % seats`` with the trained policy, the opponent every other seat."""
     opponent_actors: int = 0
+    opponent_pool: OpponentPoolConfig = field(default_factory=OpponentPoolConfig)
+    """The snapshots of ``opponent="pool"``."""
 
     def acting(self, env: StructuredEnv) -> Acting:
         return NumpyActing(self.numpy_policy) if self.numpy_policy is not None else torch_acting(env, self.model)
@@ -84,7 +87,8 @@ class ActorSpec:
         if self.opponent is not None and index < self.opponent_actors:
             from maze_impala.actors.opponents import seated
 
-            acting, learned = seated(acting, envs[0], self.opponent, index, seed_for(self.seed, index, 1))
+            acting, learned = seated(acting, lambda: self.acting(envs[0]), envs[0], self.opponent, index,
+                                     seed_for(self.seed, index, 1), weights, self.opponent_pool)  # fmt: skip
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
                             record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
 
@@ -205,6 +209,9 @@ class RolloutActor(Actor):
         self.kpi_events = self.hub.publisher(KpiEvents)
         self.agents = envs[0].agents_dict
         """The env's named agents, whose returns are published next to the episode's."""
+        self.game_events = self.hub.publisher(GameEvents)
+        self.seat = _seat(learned, self.agents)
+        """The name of the one seat this actor trains against an opponent, if it does."""
         self.order = list(self.batch.step_keys)
         obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
         self.recorders = {
@@ -316,9 +323,22 @@ class RolloutActor(Actor):
             self.episode_events.step_key_return(step_key=key, value=value)
         for name, value in agent_returns(episode.actor_returns, self.agents).items():
             self.episode_events.agent_return(agent=name, value=value)
+        if self.seat is not None:  # a game against the training opponent, seen from the trained seat
+            seat = self.agents[self.seat]
+            result = outcome(episode.actor_returns, seat, self.agents)
+            for name in OUTCOMES:
+                getattr(self.game_events, name)(seat=self.seat, value=float(result == name))
+            self.game_events.seat_return(seat=self.seat, value=episode.actor_returns.get(seat, 0.0))
         self.hub.replay(episode.summary.records)  # the env's own events, reduced per step and episode
         for name, value in episode.summary.kpis.items():
             self.kpi_events.kpi(name=name, value=value)
 
     def close(self) -> None:
         self.batch.close()
+
+
+def _seat(learned: frozenset[ActorID] | None, agents: dict[str, ActorID]) -> str | None:
+    """The name of the seat in ``learned``, where that is one seat of a game of named agents."""
+    if learned is None or len(learned) != 1 or len(agents) < 2:
+        return None
+    return next((name for name, actor in agents.items() if actor in learned), None)

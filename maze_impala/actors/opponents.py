@@ -1,4 +1,5 @@
-"""Fixed opponents of a multi-agent env: who they are (``random``, a checkpoint, a run dir) and which seats exist.
+"""Opponents of a multi-agent env: who they are (``random``, a checkpoint, a run dir, or a pool of snapshots of the
+trained policy), which seats exist, and who won a game.
 
 Used by the games against an opponent (:mod:`maze_impala.train.games`) and by actors that train against one
 (``algorithm.train_opponent``), which wrap their acting in a :class:`~maze_impala.nn.seats.SeatedActing`.
@@ -6,11 +7,12 @@ Used by the games against an opponent (:mod:`maze_impala.train.games`) and by ac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from maze_impala.config import ConfigError
-from maze_impala.core import ActorID
+from maze_impala.config import ConfigError, OpponentPoolConfig
+from maze_impala.core import ActorID, WeightSource
 
 if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
@@ -18,6 +20,10 @@ if TYPE_CHECKING:
     from maze_impala.nn.models import StructuredPolicy
 
 RANDOM = "random"
+OUTCOMES = ("win", "draw", "loss")
+"""A game's outcome for a seat (see :func:`outcome`)."""
+POOL = "pool"
+"""``algorithm.train_opponent=pool``: past snapshots of the trained policy (training only)."""
 
 
 def opponent_policy(spec: str, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
@@ -26,6 +32,10 @@ def opponent_policy(spec: str, env: StructuredEnv, seed: int = 0) -> StructuredP
     from maze_impala.api import load_policy
     from maze_impala.nn.models import make_random_policy
 
+    if spec == POOL:
+        raise ConfigError("opponent=pool: the pool of the trained policy's snapshots is an opponent to train against "
+                          "(algorithm.train_opponent=pool); games are played against random, a checkpoint or a run "
+                          "dir")  # fmt: skip
     if spec == RANDOM:
         return make_random_policy(env, seed)
     path = Path(spec)
@@ -62,12 +72,25 @@ def seats(spec: str, env: StructuredEnv) -> dict[str, ActorID]:
     return agents
 
 
-def seated(acting: Acting, env: StructuredEnv, spec: str, index: int, seed: int) -> tuple[Acting, frozenset[ActorID]]:
+def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str, index: int, seed: int,
+           weights: WeightSource, pool: OpponentPoolConfig) -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
-    ``index % seats``, the opponent (in torch) every other seat; and that seat, whose decisions are learned."""
-    from maze_impala.nn.seats import SeatedActing
+    ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
+    acts in torch; ``pool`` plays snapshots of ``weights`` through actings that ``make`` builds."""
+    from maze_impala.nn.seats import SeatedActing, SnapshotPool
     from maze_impala.nn.torch_acting import make_acting
 
     all_seats = list(seats(spec, env).values())
     seat = frozenset({all_seats[index % len(all_seats)]})
-    return SeatedActing(acting, make_acting(opponent_policy(spec, env, seed)), seat), seat
+    if spec == POOL:
+        opponent: Acting = SnapshotPool(make, weights, pool.snapshot_every, pool.size, seed)
+    else:
+        opponent = make_acting(opponent_policy(spec, env, seed))
+    return SeatedActing(acting, opponent, seat), seat
+
+
+def outcome(actor_returns: dict[ActorID, float], seat: ActorID, agents: dict[str, ActorID]) -> str:
+    """win, draw or loss of ``seat`` against the best of the other agents."""
+    mine = actor_returns.get(seat, 0.0)
+    best = max(actor_returns.get(actor, 0.0) for actor in agents.values() if actor != seat)
+    return "win" if mine > best else "draw" if mine == best else "loss"

@@ -10,6 +10,7 @@ from maze_impala.config.algorithm import (
     OPTIMIZERS,
     TRUST_REGIONS,
     ImpalaAlgorithmConfig,
+    OpponentPoolConfig,
     RolloutEvaluatorConfig,
 )
 from maze_impala.config.base import ConfigError, from_mapping
@@ -40,6 +41,7 @@ __all__ = [
     "ConfigError",
     "ImpalaAlgorithmConfig",
     "ModelConfig",
+    "OpponentPoolConfig",
     "OutputConfig",
     "PolicyConfig",
     "RolloutConfig",

@@ -51,6 +51,22 @@ class RolloutEvaluatorConfig:
 
 
 @dataclass
+class OpponentPoolConfig:
+    """Self-play against past selves (``train_opponent=pool``): the pool of snapshots of the trained policy."""
+
+    snapshot_every: int = 25
+    """Learner updates between two snapshots: an actor adds the weights it loads to its pool whenever their version
+    reached the next multiple of this (the first weights at once)."""
+    size: int = 8
+    """Snapshots kept (the newest); each game against the pool is played by one of them, drawn uniformly."""
+
+    def __post_init__(self) -> None:
+        for name in ("snapshot_every", "size"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value >= 1, f"opponent_pool.{name}", value, "an int >= 1")
+
+
+@dataclass
 class ImpalaAlgorithmConfig:
     """Algorithm parameters of IMPALA (Espeholt et al. 2018)."""
 
@@ -141,12 +157,16 @@ class ImpalaAlgorithmConfig:
     """Drop (and count) rollouts made by a policy more than this many updates older than the learner's, e.g.
     from an actor that was stopped for a while; None keeps every rollout."""
     train_opponent: str | None = None
-    """Multi-agent games: a fixed opponent that ``train_opponent_share`` of the actors play against instead of
-    self-play: ``random``, a checkpoint, or a training output dir (its model_best.pt). Each such actor plays one
-    seat with the trained policy (actor i: seat i mod the number of seats), the opponent plays the others, and the
-    learner learns from the trained seat's decisions only: the opponent's are part of the env. None: self-play."""
+    """Multi-agent games: an opponent that ``train_opponent_share`` of the actors play against instead of
+    self-play: ``random``, a checkpoint, a training output dir (its model_best.pt), or ``pool``: past snapshots
+    of the trained policy (see ``opponent_pool``). Each such actor plays one seat with the trained policy (actor i:
+    seat i mod the number of seats), the opponent plays the others, and the learner learns from the trained seat's
+    decisions only: the opponent's are part of the env. None: self-play."""
     train_opponent_share: float = 1.0
-    """The share of the actors that play against ``train_opponent`` (at least one); the others self-play."""
+    """The share of the actors that play against ``train_opponent`` (at least one); the others self-play, against
+    the current policy."""
+    opponent_pool: OpponentPoolConfig = field(default_factory=OpponentPoolConfig)
+    """The snapshots that ``train_opponent=pool`` plays against."""
     rollout_evaluator: RolloutEvaluatorConfig = field(default_factory=RolloutEvaluatorConfig)
     """Evaluation after every epoch."""
 
@@ -160,11 +180,13 @@ class ImpalaAlgorithmConfig:
     def __post_init__(self) -> None:
         if isinstance(self.rollout_evaluator, dict):
             self.rollout_evaluator = RolloutEvaluatorConfig(**self.rollout_evaluator)
+        if isinstance(self.opponent_pool, dict):
+            self.opponent_pool = OpponentPoolConfig(**self.opponent_pool)
         _check(
             self.train_opponent is None or (isinstance(self.train_opponent, str) and bool(self.train_opponent)),
             "train_opponent",
             self.train_opponent,
-            "null, random, or the path of a checkpoint or training output dir",
+            "null, random, pool, or the path of a checkpoint or training output dir",
         )
         _check(
             isinstance(self.train_opponent_share, int | float) and 0 < self.train_opponent_share <= 1,

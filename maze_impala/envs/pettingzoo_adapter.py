@@ -15,6 +15,7 @@ import importlib
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY
@@ -27,21 +28,33 @@ def _prefix(agent: str) -> str:
 
 
 GLOBAL_STATE = "global_state"
-"""The observation key of the env's ``state()`` with ``global_state=True``: for a critic that sees the whole game
-(``model.critic_only_keys=[global_state]``)."""
+"""The observation key of what a centralised critic sees with ``global_state`` set: for
+``model.critic_only_keys=[global_state]``."""
+GLOBAL_STATES = ("state", "observations")
+"""What ``global_state`` adds to every observation: the env's ``state()``, or every agent's observation
+(flattened and joined in the order of ``possible_agents``; zeros for an agent that has none at the time)."""
+
+
+def _global_state(value: bool | str | None) -> str | None:
+    if value is True:
+        return "state"
+    if value is False or value is None or value in GLOBAL_STATES:
+        return value or None
+    raise ValueError(f"env.global_state must be false, true (state), state or observations, got {value!r}")
 
 
 class _PettingZooBase(StructuredEnv):
     """Agent grouping, space wrapping and per-actor bookkeeping shared by both adapters."""
 
-    def __init__(self, env: Any, global_state: bool = False):
-        """``global_state``: add the env's ``state()`` to every observation, as :data:`GLOBAL_STATE`."""
+    def __init__(self, env: Any, global_state: bool | str = False):
+        """``global_state``: add to every observation, as :data:`GLOBAL_STATE`, the env's ``state()`` (``true`` or
+        ``state``) or every agent's observation (``observations``)."""
         self.env = env
-        self.global_state = global_state
-        if global_state and getattr(env, "state_space", None) is None:
+        self.global_state = _global_state(global_state)
+        if self.global_state == "state" and getattr(env, "state_space", None) is None:
             name = getattr(env, "metadata", {}).get("name", type(env).__name__)
-            raise ValueError(f"env.global_state=true: {name} has no state() (no state_space); drop the option, or "
-                             "give the critic other agents' observations in your own env")  # fmt: skip
+            raise ValueError(f"env.global_state=true: {name} has no state() (no state_space); use "
+                             "env.global_state=observations (every agent's observation) or drop it")  # fmt: skip
         agents = list(env.possible_agents)
         obs = {a: env.observation_space(a) for a in agents}
         act = {a: env.action_space(a) for a in agents}
@@ -58,10 +71,13 @@ class _PettingZooBase(StructuredEnv):
         self._obs_spaces: dict[StepKey, gym.spaces.Dict] = {}
         self._act_spaces: dict[StepKey, gym.spaces.Dict] = {}
         self._counts: dict[StepKey, int] = {}
+        self._agent_spaces = obs
+        self._flat_sizes = {a: int(gym.spaces.flatdim(obs[a])) for a in agents}
+        global_space = self._global_space() if self.global_state else None
         for agent, (key, _) in self.ids.items():
             space = dict({OBS_KEY: obs[agent]} if self._wrap_obs[agent] else obs[agent].spaces)
-            if global_state:
-                space[GLOBAL_STATE] = env.state_space
+            if self.global_state:
+                space[GLOBAL_STATE] = global_space
             self._obs_spaces[key] = gym.spaces.Dict(space)
             self._act_spaces[key] = gym.spaces.Dict({ACTION_KEY: act[agent]}) if self._wrap_act[agent] else act[agent]
             self._counts[key] = self._counts.get(key, 0) + 1
@@ -104,9 +120,27 @@ class _PettingZooBase(StructuredEnv):
         self.env.close()
 
     def _wrap(self, agent: str, obs: Any) -> dict:
+        own = {OBS_KEY: obs} if self._wrap_obs[agent] else obs
         if not self.global_state:
-            return {OBS_KEY: obs} if self._wrap_obs[agent] else obs
-        return {**({OBS_KEY: obs} if self._wrap_obs[agent] else obs), GLOBAL_STATE: self.env.state()}
+            return own
+        if self.global_state == "state":
+            return {**own, GLOBAL_STATE: self.env.state()}
+        current = self._current_observations()
+        joint = [gym.spaces.flatten(self._agent_spaces[a], current[a]) if a in current else np.zeros(n, np.float32)
+                 for a, n in self._flat_sizes.items()]  # fmt: skip
+        return {**own, GLOBAL_STATE: np.concatenate(joint).astype(np.float32)}
+
+    def _global_space(self) -> gym.Space:
+        if self.global_state == "state":
+            return self.env.state_space
+        flat = [gym.spaces.flatten_space(self._agent_spaces[a]) for a in self._flat_sizes]
+        low = np.concatenate([f.low for f in flat]).astype(np.float32)
+        high = np.concatenate([f.high for f in flat]).astype(np.float32)
+        return gym.spaces.Box(np.minimum(low, 0), np.maximum(high, 0), dtype=np.float32)
+
+    def _current_observations(self) -> dict[str, Any]:
+        """Every live agent's observation now (``global_state=observations``)."""
+        raise NotImplementedError
 
     def _unwrap(self, agent: str, action: dict) -> Any:
         return action[ACTION_KEY] if self._wrap_act[agent] else action
@@ -173,6 +207,9 @@ class PettingZooAECEnv(_PettingZooBase):
         agent = agent or self.env.agent_selection
         return self._wrap(agent, self.env.observe(agent))
 
+    def _current_observations(self) -> dict[str, Any]:
+        return {a: self.env.observe(a) for a in self.env.agents}
+
 
 class PettingZooParallelEnv(_PettingZooBase):
     """A Parallel env: a structured step is every live agent acting once, in order, then one env step."""
@@ -186,6 +223,9 @@ class PettingZooParallelEnv(_PettingZooBase):
 
     def actor_id(self) -> ActorID:
         return self.ids[self._queue[0] if self._queue else self._last]
+
+    def _current_observations(self) -> dict[str, Any]:
+        return self._obs
 
     def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
         self._new_sub_step()
@@ -209,12 +249,14 @@ class PettingZooParallelEnv(_PettingZooBase):
         return self._wrap(agent, obs.get(agent, self._obs.get(agent))), reward, not truncated, truncated, {}
 
 
-def make_pettingzoo_env(name: str, api: str = "aec", global_state: bool = False, **kwargs: Any) -> StructuredEnv:
+def make_pettingzoo_env(name: str, api: str = "aec", global_state: bool | str = False, **kwargs: Any) -> StructuredEnv:
     """``env=pettingzoo env.name=<module>``: e.g. ``pettingzoo.classic.tictactoe_v3`` (``env.api=aec|parallel``).
 
     The module's ``env(**kwargs)`` (AEC) or ``parallel_env(**kwargs)`` is called. ``global_state``: every
-    observation also holds the env's ``state()`` (key ``global_state``), for a centralised critic.
+    observation also holds, as key ``global_state``, the env's ``state()`` (``true`` or ``state``) or every agent's
+    observation (``observations``), for a centralised critic.
     """
+    _global_state(global_state)  # a bad value fails before the env is built
     if api not in ("aec", "parallel"):
         raise ValueError(f"env.api must be aec or parallel, got {api!r}")
     try:

@@ -1,23 +1,54 @@
 """Acting for some agents with one policy and for the others with another: the trained policy in one seat of a game,
-a fixed opponent in the others.
+a fixed opponent in the others; and an opponent drawn from past snapshots of the trained policy.
 
 :class:`SeatedActing` is an :class:`~maze_impala.nn.acting.Acting` like any other, so the actor's one loop plays
 games against an opponent as it plays every episode: each batch of a step key is split by agent, the trained
 policy's rows go to its acting and the others to the opponent's, and the results are put back in row order.
 Weights loaded by the actor (:meth:`SeatedActing.load`) are the trained policy's; the opponent keeps its own.
+:class:`SnapshotPool` is such an opponent whose weights are snapshots of the trained policy's (self-play against
+a pool of its past selves).
 
 Nothing in this module imports torch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-from maze_impala.core import ActorID, NestedArrays, StepKey
+from maze_impala.core import ActorID, NestedArrays, StepKey, WeightSource
 from maze_impala.nn.acting import Acting, Actions, Noise, State
 
 OPPONENT_STATE = "opponent."
 """The prefix of the opponent's recurrent state names, so that both policies may keep a state of their own."""
+SNAPSHOT_STATE = "snapshot"
+"""The state name under which a :class:`SnapshotPool` keeps, per env and agent, which snapshot plays its episode."""
+
+
+def act_in_parts(step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None,
+                 parts: Sequence[tuple[Acting, np.ndarray, Callable[[str], str | None]]]) -> Actions:  # fmt: skip
+    """Each ``(acting, rows, own)`` of ``parts`` acts for its ``rows`` of the batch, on the state names that
+    ``own`` maps to a name of its own (None: not its state); actions, log-probabilities and states in row order."""
+    state = {k: v.copy() for k, v in state.items()}
+    actions: dict[str, np.ndarray] = {}
+    log_probs = np.zeros(len(agent_ids), dtype=np.float32)
+    for acting, rows, own in parts:
+        if len(rows) == 0:
+            continue
+        names = {name: mine for name in state if (mine := own(name)) is not None}
+        part, part_log_probs, part_state = acting.act(
+            step_key, {k: v[rows] for k, v in obs.items()}, {mine: state[name][rows] for name, mine in names.items()},
+            agent_ids[rows], noise.for_rows(rows.tolist()) if noise is not None else None,
+        )  # fmt: skip
+        for name, value in part.items():
+            if name not in actions:
+                actions[name] = np.zeros((len(agent_ids), *value.shape[1:]), dtype=value.dtype)
+            actions[name][rows] = value
+        log_probs[rows] = part_log_probs
+        for name, mine in names.items():
+            state[name][rows] = part_state[mine]
+    return actions, log_probs, state
 
 
 class SeatedActing(Acting):
@@ -37,28 +68,74 @@ class SeatedActing(Acting):
     def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
             noise: Noise | None) -> Actions:  # fmt: skip
         mine = np.array([ActorID(step_key, int(a)) in self.seat for a in agent_ids], dtype=bool)
-        state = {k: v.copy() for k, v in state.items()}
-        actions: dict[str, np.ndarray] = {}
-        log_probs = np.zeros(len(agent_ids), dtype=np.float32)
-        for acting, rows, prefix in ((self.trained, np.flatnonzero(mine), ""),
-                                     (self.opponent, np.flatnonzero(~mine), OPPONENT_STATE)):  # fmt: skip
-            if len(rows) == 0:
-                continue
-            own = {k[len(prefix) :]: v[rows] for k, v in state.items() if _owned(k, prefix)}
-            part, part_log_probs, part_state = acting.act(
-                step_key, {k: v[rows] for k, v in obs.items()}, own, agent_ids[rows],
-                noise.for_rows(rows.tolist()) if noise is not None else None,
-            )  # fmt: skip
-            for name, value in part.items():
-                if name not in actions:
-                    actions[name] = np.zeros((len(agent_ids), *value.shape[1:]), dtype=value.dtype)
-                actions[name][rows] = value
-            log_probs[rows] = part_log_probs
-            for name, value in part_state.items():
-                state[prefix + name][rows] = value
+        return act_in_parts(step_key, obs, state, agent_ids, noise, [
+            (self.trained, np.flatnonzero(mine), _trained_state),
+            (self.opponent, np.flatnonzero(~mine), _opponent_state),
+        ])  # fmt: skip
+
+
+def _trained_state(name: str) -> str | None:
+    return None if name.startswith(OPPONENT_STATE) else name
+
+
+def _opponent_state(name: str) -> str | None:
+    return name[len(OPPONENT_STATE) :] if name.startswith(OPPONENT_STATE) else None
+
+
+class SnapshotPool(Acting):
+    """An opponent that plays with past weights of the trained policy: a snapshot of the weights is taken from
+    ``weights`` (the actor's weight source) whenever their version reached the next multiple of ``every`` (the
+    first one at once), and the newest ``size`` are kept. Each agent's episode is played by one snapshot, drawn
+    uniformly from the pool (with ``seed``) at its first decision; if that snapshot leaves the pool while the
+    episode goes on, another one is drawn. ``make`` builds an acting of the trained policy's kind, one per kept
+    snapshot. Its :meth:`load` does nothing: the pool takes its weights itself."""
+
+    def __init__(self, make: Callable[[], Acting], weights: WeightSource, every: int, size: int, seed: int):
+        self.make, self.weights, self.every, self.size = make, weights, every, size
+        self.rng = np.random.default_rng(seed)
+        self.snapshots: dict[int, tuple[int, Acting]] = {}
+        """Per snapshot number (counted from 1): the weights' version, and the acting that holds them."""
+        self._taken = 0
+        self._next_version = 0
+        self._spare: Acting | None = make()
+
+    @property
+    def versions(self) -> list[int]:
+        """The versions of the weights in the pool, oldest first."""
+        return [version for version, _ in self.snapshots.values()]
+
+    def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
+        acting = self._spare if self._spare is not None else next(iter(self.snapshots.values()))[1]
+        return {**acting.state_shapes(step_key), SNAPSHOT_STATE: (1,)}
+
+    def load(self, flat: np.ndarray) -> None:
+        """Nothing: the snapshots are taken from the weight source when they are due."""
+
+    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
+            noise: Noise | None) -> Actions:  # fmt: skip
+        self._snapshot_if_due()
+        drawn = state[SNAPSHOT_STATE][:, 0].astype(np.int64)
+        fresh = np.flatnonzero([number not in self.snapshots for number in drawn])
+        if len(fresh):
+            drawn[fresh] = self.rng.choice(list(self.snapshots), size=len(fresh))
+        parts = [(self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state)
+                 for number in np.unique(drawn)]  # fmt: skip
+        actions, log_probs, state = act_in_parts(step_key, obs, state, agent_ids, noise, parts)
+        state[SNAPSHOT_STATE] = drawn.astype(np.float32)[:, None]
         return actions, log_probs, state
 
+    def _snapshot_if_due(self) -> None:
+        if self.weights.version() < self._next_version:
+            return
+        flat, version = self.weights.read()
+        if len(self.snapshots) == self.size:
+            self._spare = self.snapshots.pop(min(self.snapshots))[1]
+        acting, self._spare = self._spare if self._spare is not None else self.make(), None
+        acting.load(flat)
+        self._taken += 1
+        self.snapshots[self._taken] = (version, acting)
+        self._next_version = (version // self.every + 1) * self.every
 
-def _owned(name: str, prefix: str) -> bool:
-    """Whether the state ``name`` belongs to the acting whose names carry ``prefix`` ("" for the trained one)."""
-    return name.startswith(OPPONENT_STATE) if prefix else not name.startswith(OPPONENT_STATE)
+
+def _snapshot_state(name: str) -> str | None:
+    return None if name == SNAPSHOT_STATE else name

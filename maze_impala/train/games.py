@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
-from maze_impala.actors.opponents import RANDOM, opponent_policy, seats
+from maze_impala.actors.opponents import OUTCOMES, RANDOM, opponent_policy, outcome, seats
 from maze_impala.actors.weights import ModuleWeights
-from maze_impala.core import ActorID
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import GameEvents
@@ -31,7 +30,6 @@ GAMES_CSV = "games.csv"
 """One row per game: seat, outcome, the seat's return, and the episode's id, seed, steps, return and KPIs."""
 GAMES_SUMMARY_CSV = "games_summary.csv"
 """One row per seat: games, win, draw and loss rates, mean return."""
-OUTCOMES = ("win", "draw", "loss")
 
 
 @dataclass
@@ -43,13 +41,6 @@ class GameResult:
     """win, draw or loss: the seat's return above every other seat's, tying the highest, or below it."""
     seat_return: float
     episode: EpisodeResult
-
-
-def outcome(actor_returns: dict[ActorID, float], seat: ActorID, agents: dict[str, ActorID]) -> str:
-    """win, draw or loss of ``seat`` against the best of the other agents."""
-    mine = actor_returns.get(seat, 0.0)
-    best = max(actor_returns.get(actor, 0.0) for actor in agents.values() if actor != seat)
-    return "win" if mine > best else "draw" if mine == best else "loss"
 
 
 class Games:

@@ -37,6 +37,7 @@ def panels() -> list[tuple[str, list[str]]]:
         ("return per agent", [grouped(EpisodeEvents.agent_return)]),
         ("win rate against the opponent, per seat", [StatKey.of(GameEvents.win, mean, "eval").column() + "/"]),
         ("draw rate against the opponent, per seat", [StatKey.of(GameEvents.draw, mean, "eval").column() + "/"]),
+        ("win rate against the training opponent", [StatKey.of(GameEvents.win, mean, "train").column() + "/"]),
     ]
 
 

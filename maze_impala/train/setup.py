@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from maze_impala.actors.actor import ActorSpec, seed_for
-from maze_impala.actors.opponents import opponent_policy, seats
+from maze_impala.actors.opponents import POOL, opponent_policy, seats
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
@@ -164,10 +164,11 @@ def _wire(
     try:
         policy = make_policy(probe, config.model)
         critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
-        for opponent in (algorithm.train_opponent, algorithm.rollout_evaluator.opponent):
+        for opponent, trains in ((algorithm.train_opponent, True), (algorithm.rollout_evaluator.opponent, False)):
             if opponent is not None:  # a bad opponent fails here, before any process starts
                 seats(opponent, probe)
-                opponent_policy(opponent, probe)
+                if not (trains and opponent == POOL):  # the pool is the trained policy's
+                    opponent_policy(opponent, probe)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     finally:
@@ -186,7 +187,8 @@ def _wire(
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
-                     opponent=algorithm.train_opponent, opponent_actors=algorithm.opponent_actors)  # fmt: skip
+                     opponent=algorithm.train_opponent, opponent_actors=algorithm.opponent_actors,
+                     opponent_pool=algorithm.opponent_pool)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents))
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
