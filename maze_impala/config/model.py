@@ -24,6 +24,10 @@ class ModelConfig:
     """One of tanh, relu, elu, silu."""
     per_agent_networks: bool = False
     """One policy network per agent of a step key (its agent count must be fixed), instead of one shared."""
+    agent_groups: dict[str, list[str]] = field(default_factory=dict)
+    """Policies mapped to groups of agents: ``{group: [agent names]}`` (PettingZoo's names, or ``<step key>_<i>``).
+    The agents of a group share a policy network, the other agents of their step key share one more (see
+    :mod:`maze_impala.nn.groups`). Empty: per_agent_networks decides."""
     critic: str = "step"
     """step: one critic per step key; shared: one network for every sub-step; delta: later sub-steps
     predict the change to the previous sub-step's value (see :mod:`maze_impala.nn.critics`)."""
@@ -85,10 +89,29 @@ class ModelConfig:
             self.critic_only_keys,
             "a list of observation key names",
         )
-        if self.networks and (self.recurrent != "none" or self.per_agent_networks):
+        groups = self.agent_groups
+        check(
+            isinstance(groups, dict)
+            and all(isinstance(g, str) and isinstance(m, list | tuple) and m for g, m in groups.items())
+            and all(isinstance(name, str) for members in groups.values() for name in members),
+            "model.agent_groups",
+            groups,
+            "a mapping of group names to non-empty lists of agent names",
+        )
+        named = [name for members in groups.values() for name in members]
+        twice = sorted({name for name in named if named.count(name) > 1})
+        if twice:
             raise ConfigError(
-                "model.networks (your own network) cannot be combined with model.recurrent or "
-                "model.per_agent_networks: give your network its own structure, or use the built-in one"
+                f"model.agent_groups puts {twice} in more than one group: each agent acts with one policy"
+            )
+        if groups and self.per_agent_networks:
+            raise ConfigError("model.agent_groups and model.per_agent_networks=true both say which agents share a "
+                              "policy: use one of them (per-agent networks are groups of one)")  # fmt: skip
+        if self.networks and (self.recurrent != "none" or self.per_agent_networks or groups):
+            raise ConfigError(
+                "model.networks (your own network) cannot be combined with model.recurrent, "
+                "model.per_agent_networks or model.agent_groups: give your network its own structure, or use the "
+                "built-in one"
             )
         check(
             isinstance(self.recurrent_units, int) and self.recurrent_units >= 1,

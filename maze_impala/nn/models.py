@@ -28,6 +28,7 @@ from maze_impala.nn.custom import ExternalNet, check_networks, network_config
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.encoders import ObservationEncoder
 from maze_impala.nn.flat import flat_layout
+from maze_impala.nn.groups import agent_routes
 from maze_impala.nn.names import module_key
 from maze_impala.nn.normalize import ObservationNormalizer
 from maze_impala.nn.numpy_acting import NetworkForm, NumpyPolicyForm, StepForm
@@ -181,25 +182,27 @@ def _route(agent_ids: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
 
 
 class PerAgentNet(nn.Module):
-    """One :class:`StepNet` per agent; ``agent_ids`` (over the last batch axis: rows, or columns over time) routes
-    each entry to its agent's network."""
+    """One :class:`StepNet` per agent or group of agents: ``route[agent id]`` is an agent's network, and
+    ``agent_ids`` (over the last batch axis: rows, or columns over time) routes each entry to it (see
+    :mod:`~maze_impala.nn.groups`)."""
 
-    def __init__(self, n_agents: int, obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig, out_gain: float,
-                 recurrent: bool = False):  # fmt: skip
+    def __init__(self, route: list[int], obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig,
+                 out_gain: float, recurrent: bool = False):  # fmt: skip
         super().__init__()
+        self.route = route
         self.agents = nn.ModuleList(
-            StepNet(obs_space, n_out, config, out_gain, recurrent=recurrent) for _ in range(n_agents)
+            StepNet(obs_space, n_out, config, out_gain, recurrent=recurrent) for _ in range(max(route) + 1)
         )
         self.n_out = n_out
 
     def state_shapes(self) -> dict[str, tuple[int, ...]]:
         return self.agents[0].state_shapes()
 
-    @staticmethod
-    def _ids(agent_ids: torch.Tensor | None) -> torch.Tensor:
+    def _ids(self, agent_ids: torch.Tensor | None) -> torch.Tensor:
+        """Each entry's network."""
         if agent_ids is None:
             raise ValueError("a per-agent network needs the agent id of every entry")
-        return agent_ids
+        return torch.as_tensor(self.route, device=agent_ids.device)[agent_ids.long()]
 
     def forward(
         self, obs: Observations, batch_dims: int, agent_ids: torch.Tensor | None = None, extra: None = None
@@ -299,7 +302,10 @@ class StructuredPolicy(nn.Module):
         action_spaces: Mapping[StepKey, gym.spaces.Dict],
         config: ModelConfig,
         agent_counts: Mapping[StepKey, int] | None = None,
+        agents: Mapping[str, ActorID] | None = None,
     ):
+        """``agent_counts`` and ``agents`` (the env's named agents) place per-agent and grouped networks
+        (``model.per_agent_networks``, ``model.agent_groups``)."""
         super().__init__()
         if set(observation_spaces) != set(action_spaces):
             raise ValueError(
@@ -317,20 +323,15 @@ class StructuredPolicy(nn.Module):
             self.normalizers = nn.ModuleDict(
                 {module_key(k): ObservationNormalizer(observation_spaces[k]) for k in self.step_keys}
             )
-        counts = dict(agent_counts or {})
+        routes = agent_routes(config.agent_groups, config.per_agent_networks, agents or {}, agent_counts or {})
         check_networks(config.networks, self.step_keys)
         networks: dict[str, nn.Module] = {}
         for k in self.step_keys:
             n_out = self.distribution(k).n_inputs
             if (own := network_config(config.networks, k)) is not None:
                 networks[module_key(k)] = ExternalNet(own, observation_spaces[k], n_out, k)
-            elif config.per_agent_networks and counts.get(k, 1) != 1:
-                if counts[k] < 1:
-                    raise ValueError(
-                        f"model.per_agent_networks=true needs a fixed agent count, but step key {k!r} has "
-                        f"{counts[k]}; use shared networks (model.per_agent_networks=false) for it"
-                    )
-                networks[module_key(k)] = PerAgentNet(counts[k], observation_spaces[k], n_out, config, 0.01,
+            elif k in routes:
+                networks[module_key(k)] = PerAgentNet(routes[k], observation_spaces[k], n_out, config, 0.01,
                                                       self.recurrent)  # fmt: skip
             else:
                 networks[module_key(k)] = StepNet(observation_spaces[k], n_out, config, 0.01, recurrent=self.recurrent)
@@ -476,7 +477,7 @@ class StructuredPolicy(nn.Module):
 def make_policy(env: StructuredEnv, config: ModelConfig) -> StructuredPolicy:
     """The policy for ``env``'s step keys, spaces and agent counts (its observations without the critic-only keys)."""
     spaces = policy_observation_spaces(env.observation_spaces_dict, config.critic_only_keys)
-    return StructuredPolicy(spaces, env.action_spaces_dict, config, env.agent_counts_dict)
+    return StructuredPolicy(spaces, env.action_spaces_dict, config, env.agent_counts_dict, env.agents_dict)
 
 
 def policy_observation_spaces(
