@@ -60,6 +60,8 @@ def test_a_stopped_run_ends_its_window_after_first_reaching_the_threshold(monkey
 def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_path):
     # one epoch of 25 updates, 10 games per seat: every part of the script, not its budget
     args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10"]
-    stdout = run_script("games.py", *args, "--set", "model.image_encoder=flatten", cwd=tmp_path)
+    pool = ["model.image_encoder=flatten", "algorithm.train_opponent=pool", "algorithm.opponent_pool.snapshot_every=5"]
+    stdout = run_script("games.py", *args, "--set", *pool, cwd=tmp_path)
     assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
-    assert "| tictactoe, 25,600 | player_1 |" in stdout
+    rows = [line for line in stdout.splitlines() if line.startswith("| tictactoe, 25,600 |")]
+    assert len(rows) == 2 and "nan" not in stdout  # each seat's games against the pool in training, too
