@@ -262,9 +262,14 @@ def make_pettingzoo_env(name: str, api: str = "aec", global_state: bool | str = 
     try:
         module = importlib.import_module(name)
     except ImportError as error:
+        parts = name.split(".")
+        family = parts[1] if len(parts) > 2 and parts[0] == "pettingzoo" else None
+        extra = (
+            f"pip install 'pettingzoo[{family}]'" if family else "pip install 'pettingzoo[classic]', or mpe2 for MPE"
+        )
         raise ValueError(
             f"cannot import the PettingZoo env module {name!r} ({error}). Give its module path, e.g. "
-            "pettingzoo.classic.rps_v2, and install its extra (pip install 'pettingzoo[classic]', or mpe2 for MPE)"
+            f"pettingzoo.classic.rps_v2, and install its extra ({extra})"
         ) from error
     factory = getattr(module, "env" if api == "aec" else "parallel_env", None)
     if factory is None:
