@@ -65,3 +65,12 @@ def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_pa
     assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
     rows = [line for line in stdout.splitlines() if line.startswith("| tictactoe, 25,600 |")]
     assert len(rows) == 2 and "nan" not in stdout  # each seat's games against the pool in training, too
+
+
+def test_the_tictactoe_reference_solves_random_play_exactly(tmp_path):
+    # the first player can win 99.48% against random play and never lose; the second can always avoid losing, and
+    # maximising its expected reward instead loses 0.74% of games for more wins
+    stdout = run_script("tictactoe_reference.py", cwd=tmp_path)
+    assert "| first | most expected reward | 0.9948 | 0.0052 | 0.0000 |" in stdout
+    assert "| second | most expected reward | 0.9323 | 0.0603 | 0.0074 |" in stdout
+    assert "| second | fewest losses | 0.8635 | 0.1365 | 0.0000 |" in stdout
