@@ -106,7 +106,8 @@ def test_a_snapshot_pool_keeps_its_newest_snapshots_and_one_per_episode_and_agen
     assert pool.versions == [0, 12] and kept[:4].tolist() == [0] * 4  # an episode keeps its snapshot
     assert 150 < (kept[4:] == 12).sum() < 250  # new episodes draw uniformly from the pool
     weights.now = 25
-    moved, _ = act(drawn)
+    assert act(drawn)[0][:4].tolist() == [0] * 4 and pool.versions == [0, 12]  # snapshots wait for a new episode
+    moved, _ = act(np.concatenate([drawn, np.zeros((1, 1), np.float32)]))
     assert pool.versions == [12, 25]  # the oldest left; the episodes it played draw again
     assert set(moved[:4].tolist()) <= {12, 25} and set(moved[4:].tolist()) <= {12, 25}
 

@@ -83,18 +83,20 @@ def _opponent_state(name: str) -> str | None:
 
 
 class SnapshotPool(Acting):
-    """An opponent that plays with past weights of the trained policy: a snapshot of the weights is taken from
-    ``weights`` (the actor's weight source) whenever their version reached the next multiple of ``every`` (the
-    first one at once), and the newest ``size`` are kept. Each agent's episode is played by one snapshot, drawn
-    uniformly from the pool (with ``seed``) at its first decision; if that snapshot leaves the pool while the
-    episode goes on, another one is drawn. ``make`` builds an acting of the trained policy's kind, one per kept
-    snapshot. Its :meth:`load` does nothing: the pool takes its weights itself."""
+    """An opponent that plays with past weights of the trained policy: when an episode starts, a snapshot of the
+    newest weights is taken from ``weights`` (the actor's weight source) if their version reached the next multiple
+    of ``every`` (the first one at once), and the newest ``size`` snapshots are kept. Each agent's episode is played
+    by one snapshot, drawn uniformly from the pool (with ``seed``) at its first decision; if that snapshot leaves
+    the pool while the episode goes on, another one is drawn. ``make`` builds an acting of the trained policy's
+    kind, one per kept snapshot. Its :meth:`load` does nothing: the pool takes its weights itself."""
 
     def __init__(self, make: Callable[[], Acting], weights: WeightSource, every: int, size: int, seed: int):
         self.make, self.weights, self.every, self.size = make, weights, every, size
         self.rng = np.random.default_rng(seed)
         self.snapshots: dict[int, tuple[int, Acting]] = {}
         """Per snapshot number (counted from 1): the weights' version, and the acting that holds them."""
+        self._numbers = np.zeros(0, dtype=np.int64)
+        """The snapshot numbers in the pool."""
         self._taken = 0
         self._next_version = 0
         self._spare: Acting | None = make()
@@ -113,11 +115,11 @@ class SnapshotPool(Acting):
 
     def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
             noise: Noise | None) -> Actions:  # fmt: skip
-        self._snapshot_if_due()
         drawn = state[SNAPSHOT_STATE][:, 0].astype(np.int64)
-        fresh = np.flatnonzero([number not in self.snapshots for number in drawn])
-        if len(fresh):
-            drawn[fresh] = self.rng.choice(list(self.snapshots), size=len(fresh))
+        if not np.isin(drawn, self._numbers).all():  # an episode starts, or its snapshot left the pool
+            self._snapshot_if_due()
+            fresh = np.flatnonzero(~np.isin(drawn, self._numbers))
+            drawn[fresh] = self.rng.choice(self._numbers, size=len(fresh))
         parts = [(self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state)
                  for number in np.unique(drawn)]  # fmt: skip
         actions, log_probs, state = act_in_parts(step_key, obs, state, agent_ids, noise, parts)
@@ -134,6 +136,7 @@ class SnapshotPool(Acting):
         acting.load(flat)
         self._taken += 1
         self.snapshots[self._taken] = (version, acting)
+        self._numbers = np.array(list(self.snapshots), dtype=np.int64)
         self._next_version = (version // self.every + 1) * self.every
 
 
