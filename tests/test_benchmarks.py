@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clitools import train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -69,8 +70,42 @@ def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_pa
 
 def test_the_tictactoe_reference_solves_random_play_exactly(tmp_path):
     # the first player can win 99.48% against random play and never lose; the second can always avoid losing, and
-    # maximising its expected reward instead loses 0.74% of games for more wins
+    # maximising its expected reward instead loses 0.42% of games for more wins
     stdout = run_script("tictactoe_reference.py", cwd=tmp_path)
-    assert "| first | most expected reward | 0.9948 | 0.0052 | 0.0000 |" in stdout
-    assert "| second | most expected reward | 0.9323 | 0.0603 | 0.0074 |" in stdout
-    assert "| second | fewest losses | 0.8635 | 0.1365 | 0.0000 |" in stdout
+    assert "| first | most expected reward | 0.9948 | 0.0052 | 0.0000 | 0.9948 |" in stdout
+    assert "| second | most expected reward | 0.9291 | 0.0667 | 0.0042 | 0.9249 |" in stdout
+    assert "| second | fewest losses | 0.9164 | 0.0836 | 0.0000 | 0.9164 |" in stdout
+
+
+def test_the_tictactoe_reference_evaluates_a_policy_exactly(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import tictactoe_reference as ref
+
+    def uniform(board, mark):
+        return {i: 1 / len(ref.free(board)) for i in ref.free(board)}
+
+    # random play against itself, exactly: the first player wins 58.5%, the second 28.8%, 12.7% are drawn
+    win, draw, loss = ref.solve("X", ref.sampled(uniform, "X"))("." * 9, "X")
+    assert (round(win, 4), round(draw, 4), round(loss, 4)) == (0.5849, 0.127, 0.2881)
+
+    def lowest(board, mark):  # always the first free square
+        return {i: float(i == ref.free(board)[0]) for i in ref.free(board)}
+
+    found = ref.mistakes("O", lowest, ref.solve("O", ref.best(ref.most_reward)))
+    costs = [cost for cost, *_ in found]
+    assert costs == sorted(costs, reverse=True) and all(cost > 0 for cost in costs)
+    assert found[0][1:] == ("OOXOX..XX", 5, 6)  # the costliest: square 6 wins at once (0-3-6)
+    assert ("X........", 1, 4) in [f[1:] for f in found]  # after a corner, the centre
+
+
+@pytest.mark.slow
+def test_the_tictactoe_reference_reads_a_trained_checkpoint(tmp_path):
+    game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]
+    run = train_tiny(tmp_path, game)
+    stdout = run_script("tictactoe_reference.py", "--checkpoint", str(run / "model_last.pt"), cwd=tmp_path)
+    rows = [line for line in stdout.splitlines() if "| checkpoint, " in line]
+    assert len(rows) == 4  # sampled and most likely, in each seat
+    for row in rows:
+        win, draw, loss = (float(x) for x in row.split("|")[3:6])
+        assert abs(win + draw + loss - 1) < 2e-4  # probabilities, printed to 4 places
+    assert "The second seat's costliest most likely moves" in stdout
