@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from maze_impala.actors.opponents import OUTCOMES, outcome
+from maze_impala.actors.opponents import outcome, publish_game
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig, OpponentPoolConfig
@@ -326,9 +326,7 @@ class RolloutActor(Actor):
         if self.seat is not None:  # a game against the training opponent, seen from the trained seat
             seat = self.agents[self.seat]
             result = outcome(episode.actor_returns, seat, self.agents)
-            for name in OUTCOMES:
-                getattr(self.game_events, name)(seat=self.seat, value=float(result == name))
-            self.game_events.seat_return(seat=self.seat, value=episode.actor_returns.get(seat, 0.0))
+            publish_game(self.game_events, self.seat, result, episode.actor_returns.get(seat, 0.0))
         self.hub.replay(episode.summary.records)  # the env's own events, reduced per step and episode
         for name, value in episode.summary.kpis.items():
             self.kpi_events.kpi(name=name, value=value)

@@ -16,6 +16,7 @@ from maze_impala.core import ActorID, WeightSource
 
 if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
+    from maze_impala.events.interfaces import GameEvents
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
 
@@ -87,6 +88,13 @@ def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec:
     else:
         opponent = make_acting(opponent_policy(spec, env, seed))
     return SeatedActing(acting, opponent, seat), seat
+
+
+def publish_game(events: GameEvents, seat: str, result: str, seat_return: float) -> None:
+    """One game's outcome and return, seen from ``seat``, as :class:`~maze_impala.events.interfaces.GameEvents`."""
+    for name in OUTCOMES:
+        getattr(events, name)(seat=seat, value=float(result == name))
+    events.seat_return(seat=seat, value=seat_return)
 
 
 def outcome(actor_returns: dict[ActorID, float], seat: ActorID, agents: dict[str, ActorID]) -> str:

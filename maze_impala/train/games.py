@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
-from maze_impala.actors.opponents import OUTCOMES, RANDOM, opponent_policy, outcome, seats
+from maze_impala.actors.opponents import OUTCOMES, RANDOM, opponent_policy, outcome, publish_game, seats
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
@@ -74,18 +74,12 @@ class Games:
             for episode in self._players[seat].play(self.games):
                 game = GameResult(seat, outcome(episode.actor_returns, actor, self.agents),
                                   episode.actor_returns.get(actor, 0.0), episode)  # fmt: skip
-                self._publish(game)
+                if self.events is not None:
+                    publish_game(self.events, game.seat, game.outcome, game.seat_return)
                 results.append(game)
                 if on_game is not None:
                     on_game(game)
         return results
-
-    def _publish(self, game: GameResult) -> None:
-        if self.events is None:
-            return
-        for name in OUTCOMES:
-            getattr(self.events, name)(seat=game.seat, value=float(game.outcome == name))
-        self.events.seat_return(seat=game.seat, value=game.seat_return)
 
     def close(self) -> None:
         for env in self.envs:
