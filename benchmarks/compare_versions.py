@@ -8,11 +8,11 @@ another env), and the bytes of a rollout.
         --env '{"_target_": "ale_py.env.AtariEnv", "game": "pong", "repeat_action_probability": 0.25}'
 
 Each round measures both versions one after the other, the order alternating from round to round, each in a
-fresh process with its own ``benchmarks/throughput.py``: actors only (the shipped 2 actors x 32 envs, real
-policy, rollouts discarded) for ``--seconds``, then training with ``runner=local`` (``--epochs`` epochs of 25
-updates; the median over the epochs after the first). This machine's speed moves from minute to minute, so
-only the ratios of figures taken side by side mean much: the medians over the rounds and their ratios are
-printed at the end.
+fresh process with its own ``benchmarks/throughput.py``: actors only (2 actors x the shipped 32 envs or
+``--envs-per-actor``, real policy, rollouts discarded) for ``--seconds``, then training with ``runner=local``
+(``--epochs`` epochs of 25 updates; the median over the epochs after the first). This machine's speed moves
+from minute to minute, so only the ratios of figures taken side by side mean much: the medians over the rounds
+and their ratios are printed at the end.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def rollout_bytes(args):
 
 if __name__ == "__main__":
     import torch  # imported before the timed parts, as the benchmarks do
-    args = argparse.Namespace(env=settings["env"], hidden=[128, 128], num_actors=2, envs_per_actor=32,
-                              n_rollout_steps=32, actors_batch_size=1, min_actors_batch_size=None, device="cpu",
+    args = argparse.Namespace(env=settings["env"], hidden=[128, 128], num_actors=2,
+                              envs_per_actor=settings["envs_per_actor"], n_rollout_steps=settings["rollout_steps"],
+                              actors_batch_size=1, min_actors_batch_size=None, device="cpu",
                               model=settings["model"])
     figures = {"actors_only": throughput.actors_only(args, settings["seconds"])}
     if settings["epochs"]:
@@ -90,6 +91,8 @@ def main() -> None:
         help="model settings of the new version (the old one: its default MLP)",
     )
     parser.add_argument("--bytes", action="store_true", help="also the bytes of one rollout of each version")
+    parser.add_argument("--envs-per-actor", type=int, default=32, help="envs in each of the 2 actors")
+    parser.add_argument("--rollout-steps", type=int, default=32, help="steps of each rollout")
     args = parser.parse_args()
     sides = {"old": (args.old_python, args.old_benchmarks), "new": (sys.executable, Path(__file__).parent)}
     results: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
@@ -101,6 +104,8 @@ def main() -> None:
                 "seconds": args.seconds,
                 "epochs": args.epochs,
                 "bytes": args.bytes,
+                "envs_per_actor": args.envs_per_actor,
+                "rollout_steps": args.rollout_steps,
                 "model": args.model if side == "new" else [],
             }
             figures = measure(python, benchmarks.resolve(), settings)

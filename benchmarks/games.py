@@ -56,11 +56,16 @@ def main() -> None:
     parser.add_argument("--budget", type=int, help="env steps of every run (default: the game's)")
     parser.add_argument("--games-per-seat", type=int, default=500)
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more maze-run overrides")
+    parser.add_argument("--output", type=Path, help="keep the runs in this folder (default: a temporary one)")
     args = parser.parse_args()
-    update = SHIPPED_ROLLOUT_STEPS * SHIPPED_ENVS
+    batch = next((int(s.split("=")[1]) for s in args.set if s.startswith("algorithm.actors_batch_size=")), 1)
+    update = SHIPPED_ROLLOUT_STEPS * SHIPPED_ENVS * batch
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
+        if args.output:
+            cwd = args.output.resolve()
+            cwd.mkdir(parents=True, exist_ok=True)
         for game in args.games:
             module, budget = GAMES[game]
             budget = args.budget or budget
@@ -80,7 +85,7 @@ def main() -> None:
                     train_win = stats[trained].iloc[-1] if trained in stats else float("nan")
                     rows.append({"game": game, "seed": seed, "seat": seat, "win": row["win"], "draw": row["draw"],
                                  "random_win": random.loc[seat, "win"], "random_draw": random.loc[seat, "draw"],
-                                 "env_steps": epochs * 25 * update,
+                                 "env_steps": int(stats["env_steps"].iloc[-1]),
                                  "train_win": train_win})  # fmt: skip
                     print(f"{game} seed {seed} {seat}: win {row['win']:.3f}, draw {row['draw']:.3f}", flush=True)
     results = pd.DataFrame(rows)

@@ -11,8 +11,8 @@ from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
-from maze_impala.events.api import EventHub
-from maze_impala.events.stats import StatsAggregator, by_column
+from maze_impala.events.api import EventHub, last
+from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.impala import learner as learner_module
 from maze_impala.impala.batch import split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
@@ -232,6 +232,28 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
     again, _ = impala_loss({"a": batches["a"]}, {"a": padded}, {"a": distribution}, config)
     alone, _ = impala_loss({"a": batches["a"]}, {"a": forward["a"]}, {"a": distribution}, config)
     assert torch.allclose(again, alone)
+    # an entropy coefficient given (the schedule's) replaces the config's
+    scheduled, _ = impala_loss(batches, forward, {"a": distribution, "b": distribution}, config, entropy_coef=0.04)
+    assert torch.allclose(scheduled, expected + 0.06 * (losses["a"].entropy + losses["b"].entropy))
+
+
+@pytest.mark.parametrize("schedule, factors", [("constant", [1, 1, 1, 1]), ("linear", [1, 0.75, 0.5, 0.25])])
+def test_entropy_schedule_anneals_the_bonus_on_the_learning_rates_clock(monkeypatch, schedule, factors):
+    learner, actor, stats = _setup(entropy_coef=0.2, entropy_schedule=schedule, n_epochs=1, epoch_length=4)
+    seen, real_loss = [], learner_module.impala_loss
+
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef):
+        seen.append((entropy_coef, learner.optimizer.lr / config.lr))
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef)
+
+    monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
+    for _ in range(4):
+        learner.step([actor.rollout()])
+    passes = learner.config.n_sgd_passes
+    entropy_coef = by_column(stats.reduce())[StatKey.of(MultiStepIMPALAEvents.entropy_coef, last).column()]
+    assert entropy_coef == pytest.approx(0.2 * factors[-1])  # the latest update's, in the statistics
+    assert [coef for coef, _ in seen] == pytest.approx([0.2 * f for f in factors for _ in range(passes)])
+    assert [lr for _, lr in seen] == pytest.approx([1 - u / 4 for u in range(4) for _ in range(passes)])
 
 
 def test_the_collapse_diagnostics_by_hand():
@@ -404,9 +426,9 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     seen = []
     real_loss = learner_module.impala_loss
 
-    def recording_loss(batches, forward, distributions, config, train_policy, anchors):
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef):
         seen.append((batches[0].mask.shape[1], anchors[0].clone()))
-        return real_loss(batches, forward, distributions, config, train_policy, anchors)
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
     learner.step([rollout])

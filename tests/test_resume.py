@@ -59,6 +59,25 @@ def test_a_resume_that_changes_what_the_run_learns_is_refused(tmp_path):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path / "nothing")
 
 
+def test_a_run_of_an_earlier_release_resumes_when_the_keys_added_since_keep_their_defaults(tmp_path):
+    from maze_impala.config import TrainingConfig
+    from maze_impala.config.base import to_record
+    from maze_impala.train.rundir import check_resumable
+
+    current = to_record(TrainingConfig())
+    earlier = to_record(TrainingConfig())
+    del earlier["algorithm"]["entropy_schedule"], earlier["algorithm"]["opponent_pool"]  # keys it did not have
+    assert set(check_resumable(earlier, current, tmp_path)) == {
+        "algorithm.entropy_schedule", "algorithm.opponent_pool.size", "algorithm.opponent_pool.snapshot_every"
+    }  # fmt: skip
+    current["algorithm"]["entropy_schedule"] = "linear"  # a new key away from its default changes the run
+    with pytest.raises(ConfigError, match=r"algorithm.entropy_schedule: absent in the run, 'linear' now"):
+        check_resumable(earlier, current, tmp_path)
+    earlier["algorithm"]["lr"] = None  # a key the run recorded keeps its value, null included
+    with pytest.raises(ConfigError, match=r"algorithm.lr: None in the run, 0.003 now"):
+        check_resumable(earlier, to_record(TrainingConfig()), tmp_path)
+
+
 def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_path):
     with RunDirLock(tmp_path):
         with pytest.raises(RunDirInUseError, match=rf"in use by another run \(pid {os.getpid()}\)"):

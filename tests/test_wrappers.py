@@ -1,5 +1,5 @@
-"""Gymnasium wrappers listed in the env config (``env.wrappers``): applied in order, recorded with the run and
-rebuilt by ``load_policy``; and the errors for what cannot be wrapped or encoded."""
+"""Gymnasium and PettingZoo wrappers listed in the env config (``env.wrappers``): applied in order, recorded with
+the run and rebuilt by ``load_policy``; and the errors for what cannot be wrapped or encoded."""
 
 import gymnasium as gym
 import numpy as np
@@ -60,6 +60,23 @@ def test_a_malformed_wrapper_list_is_refused(wrappers, message):
         make_env({**PIXELS, "wrappers": wrappers})
 
 
+@pytest.mark.parametrize(
+    ("name", "api", "wrapper"),
+    [
+        ("pettingzoo.classic.tictactoe_v3", "aec", "pettingzoo.utils.wrappers.TerminateIllegalWrapper"),
+        ("mpe2.simple_spread_v3", "parallel", "pettingzoo.utils.wrappers.BaseParallelWrapper"),
+    ],
+)
+def test_pettingzoo_wrappers_apply_inside_the_adapter_which_keeps_its_settings(name, api, wrapper):
+    config = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": name, "api": api,
+              "global_state": "observations"}  # fmt: skip
+    arguments = {"illegal_reward": -1} if "Illegal" in wrapper else {}
+    plain, wrapped = make_env(config), make_env({**config, "wrappers": [{"_target_": wrapper, **arguments}]})
+    assert type(wrapped) is type(plain) and wrapped.global_state == "observations"
+    assert type(wrapped.env).__name__ == wrapper.rsplit(".", 1)[1]
+    assert wrapped.observation_spaces_dict == plain.observation_spaces_dict
+
+
 def test_a_structured_env_cannot_take_gymnasium_wrappers():
     with pytest.raises(ConfigError, match="apply the wrappers inside its factory"):
         make_env({"_target_": "maze_impala.envs.examples.CuttingEnv", "wrappers": WRAPPERS[1:]})
@@ -75,3 +92,21 @@ class _WithMission(gym.Env):
 def test_an_observation_key_that_cannot_be_encoded_is_named_with_the_wrapper_that_drops_it():
     with pytest.raises(ValueError, match=r"observation 'mission'.*Text.*ImgObsWrapper.*FilterObservation"):
         make_env(_WithMission())
+
+
+def test_the_shipped_butterfly_config_reduces_every_pistons_frames_for_the_cnn():
+    pytest.importorskip("supersuit")
+    pytest.importorskip("pymunk")
+    from hydra import compose, initialize_config_dir
+
+    from maze_impala.cli import config_dir, register_schemas, to_training_config
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        config = to_training_config(compose(config_name="conf_train", overrides=["env=butterfly"]))
+    assert config.algorithm.envs_per_actor == 4 and config.env["wrappers"][1]["_target_"] == "supersuit.resize_v1"
+    env = make_env(config.env)
+    assert env.agent_counts_dict == {"piston": 20}
+    assert env.observation_spaces_dict["piston"]["observation"] == gym.spaces.Box(0, 255, (84, 84, 3), np.uint8)
+    obs, _ = env.reset(seed=0)
+    assert obs["observation"].shape == (84, 84, 3) and obs["observation"].dtype == np.uint8

@@ -105,7 +105,11 @@ class ImpalaAlgorithmConfig:
     """Weight of the entropy bonus (its loss is minus the entropy). The bonus lies outside the trust region: it
     pushes in every one of a batch's ``n_sgd_passes`` however far the policy has moved, and once a task is solved
     it dominates the policy's gradient, which Adam scales up, so it drifts the policy towards randomness (see
-    docs/getting_started.md); 0 by default."""
+    docs/benchmarks.md); 0 by default. For exploration that must end sharp, pair a larger bonus with
+    ``entropy_schedule=linear``."""
+    entropy_schedule: str = "constant"
+    """constant, or linear: anneal entropy_coef to 0 over n_epochs x epoch_length updates, as lr_schedule does lr
+    (explore early, settle late: a large bonus kept to the end leaves the policy soft where it must be sharp)."""
     max_grad_norm: float = 40.0
     """Clip each network's gradient to this norm; 0 disables clipping."""
     device: str = "cpu"
@@ -234,7 +238,8 @@ class ImpalaAlgorithmConfig:
         _check(self.eps is None or (finite(self.eps) and self.eps > 0), "eps", self.eps, "None or a finite float > 0")
         _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer, f"one of {OPTIMIZERS}")
         _check(isinstance(self.vtrace, bool), "vtrace", self.vtrace, "true or false")
-        _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
+        for name in ("lr_schedule", "entropy_schedule"):
+            _check(getattr(self, name) in LR_SCHEDULES, name, getattr(self, name), f"one of {LR_SCHEDULES}")
         _check(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
         _check(
             self.reward_clip is None or (finite(self.reward_clip) and self.reward_clip > 0),

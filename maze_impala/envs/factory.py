@@ -54,10 +54,13 @@ def make_env(spec: EnvSpec) -> StructuredEnv:
 
 def wrap(env: Any, wrappers: Any) -> Any:
     """``env`` inside ``wrappers`` (see :data:`WRAPPERS`), the first innermost. A Gymnasium env adapted by
-    :func:`~maze_impala.envs.gym_adapter.make_gym_env` is wrapped inside its adapter."""
+    :func:`~maze_impala.envs.gym_adapter.make_gym_env`, or a PettingZoo env by
+    :func:`~maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env`, is wrapped inside its adapter (PettingZoo
+    wrappers such as SuperSuit's ``resize_v1`` then apply)."""
     from hydra.utils import instantiate
 
     from maze_impala.config import ConfigError
+    from maze_impala.envs.pettingzoo_adapter import PettingZooAECEnv, PettingZooParallelEnv
 
     if not wrappers:
         return env
@@ -66,6 +69,8 @@ def wrap(env: Any, wrappers: Any) -> Any:
                           f"{wrappers!r}")  # fmt: skip
     if isinstance(env, GymStructuredEnv) and type(env) is GymStructuredEnv:
         return GymStructuredEnv(wrap(env.env, wrappers))
+    if type(env) in (PettingZooAECEnv, PettingZooParallelEnv):
+        return type(env)(wrap(env.env, wrappers), env.global_state or False)
     if isinstance(env, StructuredEnv):
         raise ConfigError(f"env.wrappers wrap Gymnasium and PettingZoo envs; {type(env).__name__} is a structured "
                           "env: apply the wrappers inside its factory")  # fmt: skip

@@ -37,6 +37,10 @@ class MultiStepIMPALAEvents(EventInterface):
     def learning_rate(self, value: float):
         """The learning rate the latest update used (it follows algorithm.lr_schedule)."""
 
+    @epoch_stats(last)
+    def entropy_coef(self, value: float):
+        """The entropy bonus's weight the latest update used (it follows algorithm.entropy_schedule)."""
+
     @epoch_stats(mean, min_, max_)
     def policy_lag(self, value: float):
         """Learner version minus the version that generated a rollout (one event per rollout)."""

@@ -77,7 +77,8 @@ class ImpalaLearner(Learner):
         :attr:`version`."""
         cfg, ev = self.config, self.events
         clock = _PhaseClock()
-        self.optimizer.lr = cfg.lr * self._lr_factor(self.version)
+        self.optimizer.lr = cfg.lr * self._schedule(cfg.lr_schedule)
+        entropy_coef = cfg.entropy_coef * self._schedule(cfg.entropy_schedule)
         for rollout in rollouts:
             ev.policy_lag(value=self.version - rollout.policy_version)
         present = {k for r in rollouts for k in r.trajectories}
@@ -98,7 +99,9 @@ class ImpalaLearner(Learner):
             for index, minibatch in enumerate(minibatches):
                 forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
                 clock.lap("forward")
-                total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index])
+                total, losses = impala_loss(
+                    minibatch, forward, distributions, cfg, train_policy, anchors[index], entropy_coef
+                )
                 if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
                     metrics += self._loss_metrics(losses)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
@@ -108,6 +111,7 @@ class ImpalaLearner(Learner):
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
         ev.learning_rate(value=self.optimizer.lr)
+        ev.entropy_coef(value=entropy_coef)
         self.version += 1
         self._publish(metrics)
         clock.lap("apply")
@@ -203,10 +207,10 @@ class ImpalaLearner(Learner):
             values = values.gather(0, torch.minimum(rows, lengths.unsqueeze(0)))
         return StepForward(unroll.logits, values, self._rewards_with_truncation(key, batch, unroll))
 
-    def _lr_factor(self, updates: int) -> float:
-        """The learning rate of update ``updates`` (0-based) as a fraction of ``lr``."""
-        if self.config.lr_schedule == "linear":
-            return max(0.0, 1.0 - updates / self.config.total_updates)
+    def _schedule(self, schedule: str) -> float:
+        """The factor of this update (:attr:`version`, 0-based) under ``schedule`` (constant or linear to 0)."""
+        if schedule == "linear":
+            return max(0.0, 1.0 - self.version / self.config.total_updates)
         return 1.0
 
     def _rewards_with_truncation(

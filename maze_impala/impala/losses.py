@@ -180,17 +180,20 @@ def impala_loss(
     config: ImpalaAlgorithmConfig,
     train_policy: bool = True,
     anchor_log_probs: Mapping[StepKey, torch.Tensor] | None = None,
+    entropy_coef: float | None = None,
 ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
     """The loss of one update and its parts per step key.
 
     Per step key: ``value_loss_coef`` x the value loss and, when the policy trains (after the
-    critic burn-in), ``policy_loss_coef`` x the policy loss minus ``entropy_coef`` x the entropy.
+    critic burn-in), ``policy_loss_coef`` x the policy loss minus ``entropy_coef`` (this update's, after
+    ``entropy_schedule``; default ``config.entropy_coef``) x the entropy.
     Discounts are ``gamma``, 0 after a decision that ended its actor's episode (terminated or
     truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
     reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and
     ``config.clip_range``).
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
+    entropy_coef = config.entropy_coef if entropy_coef is None else entropy_coef
     losses: dict[StepKey, StepLoss] = {}
     for key, batch in batches.items():
         step = forward[key]
@@ -215,6 +218,6 @@ def impala_loss(
         )
         total = total + config.value_loss_coef * loss.value_loss
         if train_policy:
-            total = total + config.policy_loss_coef * loss.policy_loss - config.entropy_coef * loss.entropy
+            total = total + config.policy_loss_coef * loss.policy_loss - entropy_coef * loss.entropy
         losses[key] = loss
     return total, losses

@@ -75,11 +75,20 @@ def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, 
 
 
 def check_resumable(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> dict[str, tuple[Any, Any]]:
-    """The safe changes of a resume; raises :class:`ConfigError` naming every unsafe one."""
+    """The safe changes of a resume; raises :class:`ConfigError` naming every unsafe one.
+
+    A key that the run's config lacks (the run was made by an earlier release, before the key existed) is safe
+    at its default: a new key's default keeps the behaviour of the releases before it."""
+    from maze_impala.config import TrainingConfig
+    from maze_impala.config.base import to_record
+
     changes = config_changes(saved, current)
-    unsafe = {k: v for k, v in changes.items() if not k.startswith(SAFE_TO_CHANGE)}
+    recorded, defaults = flatten(saved), flatten(to_record(TrainingConfig()))
+    added = {k for k, (_, new) in changes.items() if k not in recorded and k in defaults and new == defaults[k]}
+    unsafe = {k: v for k, v in changes.items() if not k.startswith(SAFE_TO_CHANGE) and k not in added}
     if unsafe:
-        listed = "; ".join(f"{k}: {old!r} in the run, {new!r} now" for k, (old, new) in unsafe.items())
+        was = lambda key, value: repr(value) if key in recorded else "absent"  # noqa: E731
+        listed = "; ".join(f"{k}: {was(k, old)} in the run, {new!r} now" for k, (old, new) in unsafe.items())
         raise ConfigError(
             f"cannot resume {run_dir} with another config ({listed}). Resume with the run's config (only "
             f"{', '.join(k.rstrip('.') for k in SAFE_TO_CHANGE[:-2])} may change), or start a new run"
