@@ -9,6 +9,7 @@
     python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
     python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
     python benchmarks/throughput.py --env env=atari --learner-batches 1 4 --epochs 2   # the shipped Atari config
+    python benchmarks/throughput.py --env env=butterfly:name=pettingzoo.butterfly.cooperative_pong_v6 ...
 
 All measurements use the same env and the same number of processes (``num_actors``):
 
@@ -267,7 +268,7 @@ def compare_models(args: argparse.Namespace) -> None:
                 measured["train_local"] = training(varied, "local", args.epochs)["env_steps_per_s"]
             for name, value in measured.items():
                 figures[i].setdefault(name, []).append(value)
-            shown = ", ".join(f"{k} {v:,.0f}" for k, v in measured.items())
+            shown = ", ".join(f"{k} {_figure(v)}" for k, v in measured.items())
             print(f"round {round_}, {','.join(variants[i])}: {shown}", flush=True)
     names = list(figures[0])
     print("\n| model | " + " | ".join(f"{n} (per s)" for n in names) + " |")
@@ -277,8 +278,13 @@ def compare_models(args: argparse.Namespace) -> None:
         cells = []
         for n in names:
             value = statistics.median(figures[i][n])
-            cells.append(f"{value:,.0f}" + ("" if i == 0 else f" ({value / first[n]:.2f}x)"))
+            cells.append(_figure(value) + ("" if i == 0 else f" ({value / first[n]:.2f}x)"))
         print(f"| {', '.join(variant)} | " + " | ".join(cells) + " |")
+
+
+def _figure(value: float) -> str:
+    """A rate with 3 significant digits below 100 (a pixel game's learner takes a few env steps per second)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _batches(args: argparse.Namespace) -> str:
@@ -304,7 +310,11 @@ def main() -> None:
 
     shipped = ImpalaAlgorithmConfig()  # the defaults below are the shipped settings
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="CartPole-v1", help="a Gymnasium id, or env=NAME: a shipped env config")
+    parser.add_argument(
+        "--env",
+        default="CartPole-v1",
+        help="a Gymnasium id, env=NAME (a shipped env config) or env=NAME:KEY=VALUE,... (one with keys changed)",
+    )
     parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP widths")
     parser.add_argument("--num-actors", type=int, default=shipped.num_actors)
     parser.add_argument("--envs-per-actor", type=int, default=shipped.envs_per_actor)
@@ -346,7 +356,9 @@ def main() -> None:
     if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers included
         from maze_impala.cli import shipped_env
 
-        args.env = shipped_env(args.env.removeprefix("env="))[0]
+        name, _, changes = args.env.removeprefix("env=").partition(":")
+        args.env = dict(shipped_env(name)[0])
+        args.env.update(change.split("=", 1) for change in changes.split(",") if change)
     if args.compare_models:
         compare_models(args)
         return

@@ -26,7 +26,7 @@ BUDGET = {
     "algorithm.epoch_length": "2",
     "algorithm.envs_per_actor": "4",
     "algorithm.n_rollout_steps": "8",
-    "algorithm.rollout_evaluator.n_episodes": "2",
+    "algorithm.rollout_evaluator.n_episodes": "1",
     "output.progress": "false",
 }
 """A training command's budget in the tests (its own n_epochs counts where smaller)."""
@@ -100,7 +100,7 @@ def test_the_docs_have_examples():
     assert "class MyNet(nn.Module)" in files(ROOT / "docs" / "models.md")["my_networks.py"]
     assert budgeted("maze-run -cn conf_train algorithm.n_epochs=48 seed=7") == (
         "maze-run -cn conf_train seed=7 algorithm.n_epochs=2 algorithm.epoch_length=2 algorithm.envs_per_actor=4 "
-        "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=2 output.progress=false"
+        "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=1 output.progress=false"
     )
 
 

@@ -41,6 +41,41 @@ def test_gym_adapter_keeps_dict_spaces_as_they_are():
     assert set(obs) == {"pos", "vel"}
 
 
+class _Recorder(gym.Env):
+    """Records the actions it is stepped with."""
+
+    observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gym.spaces.Dict({"force": gym.spaces.Box(-1, 1, (2,), np.float32), "pick": gym.spaces.Discrete(3)})
+
+    def __init__(self):
+        self.received = []
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.received.append(action)
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def test_the_adapters_pass_box_actions_within_their_bounds_and_keep_the_policys_own():
+    env = GymStructuredEnv(_Recorder())
+    env.reset(seed=0)
+    action = {"force": np.array([5.0, -0.5], np.float32), "pick": np.int64(2)}
+    env.step(action)
+    (received,) = env.env.unwrapped.received
+    np.testing.assert_array_equal(received["force"], [1.0, -0.5])
+    assert received["pick"] == 2 and action["force"][0] == 5.0  # the rollout's copy is untouched
+    spread = make_env({"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+                       "name": "mpe2.simple_spread_v3", "api": "parallel", "continuous_actions": True})  # fmt: skip
+    seen, step = [], spread.env.step
+    spread.env.step = lambda actions: seen.append(actions) or step(actions)
+    spread.reset(seed=0)
+    while not seen:
+        spread.step({"action": np.full(5, 3.0, np.float32)})  # Box(0, 1): above every bound
+    assert all(np.array_equal(a, np.ones(5, np.float32)) for a in seen[0].values())
+
+
 def test_make_env_errors_are_clear():
     with pytest.raises(ValueError, match="cannot make Gymnasium env 'Nope-v0'"):
         make_env("Nope-v0")

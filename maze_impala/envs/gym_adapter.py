@@ -9,6 +9,7 @@ import gymnasium as gym
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.checker import check_step_result
+from maze_impala.envs.spaces import within_bounds
 from maze_impala.envs.structured import StructuredEnv
 
 OBS_KEY = "observation"
@@ -99,7 +100,7 @@ class GymStructuredEnv(StructuredEnv):
         return self._obs(obs), info
 
     def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
-        raw_action = action[ACTION_KEY] if self._wrap_action else action
+        raw_action = within_bounds(self.env.action_space, action[ACTION_KEY] if self._wrap_action else action)
         result = self.env.step(raw_action)
         if len(result) != 5:
             check_step_result(result, self.STEP_KEY)  # raises, naming Gym's old 4-tuple API

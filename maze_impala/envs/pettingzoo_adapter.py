@@ -19,6 +19,7 @@ import numpy as np
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY
+from maze_impala.envs.spaces import within_bounds
 from maze_impala.envs.structured import ActorExit, StructuredEnv
 
 
@@ -71,7 +72,7 @@ class _PettingZooBase(StructuredEnv):
         self._obs_spaces: dict[StepKey, gym.spaces.Dict] = {}
         self._act_spaces: dict[StepKey, gym.spaces.Dict] = {}
         self._counts: dict[StepKey, int] = {}
-        self._agent_spaces = obs
+        self._agent_spaces, self._agent_actions = obs, act
         self._flat_sizes = {a: int(gym.spaces.flatdim(obs[a])) for a in agents}
         global_space = self._global_space() if self.global_state else None
         for agent, (key, _) in self.ids.items():
@@ -143,7 +144,7 @@ class _PettingZooBase(StructuredEnv):
         raise NotImplementedError
 
     def _unwrap(self, agent: str, action: dict) -> Any:
-        return action[ACTION_KEY] if self._wrap_act[agent] else action
+        return within_bounds(self._agent_actions[agent], action[ACTION_KEY] if self._wrap_act[agent] else action)
 
     def _new_sub_step(self) -> None:
         self._rewards, self._exits = {}, {}

@@ -44,3 +44,15 @@ def normalizable_keys(space: gym.spaces.Dict) -> list[str]:
         for key, sub in space.spaces.items()
         if isinstance(sub, gym.spaces.Box) and not key.endswith(MASK_SUFFIX) and not is_image_space(sub)
     ]
+
+
+def within_bounds(space: gym.Space, action: object) -> object:
+    """``action`` with every float Box part clipped to its space's bounds, as the adapters pass it to the env.
+
+    A Gaussian policy's samples are unbounded; envs either clip them themselves, warn on every step (pistonball)
+    or fail. The rollout keeps the policy's own action, which is what the learner scores (as SB3 does)."""
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return np.clip(action, space.low, space.high)
+    if isinstance(space, gym.spaces.Dict) and isinstance(action, dict):
+        return {key: within_bounds(space.spaces.get(key), value) for key, value in action.items()}
+    return action

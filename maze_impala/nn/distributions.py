@@ -125,7 +125,8 @@ class BernoulliHead(ActionHead):
 
 
 class GaussianHead(ActionHead):
-    """Diagonal Gaussian; the env is expected to clip to the Box bounds if it needs to."""
+    """Diagonal Gaussian. Its samples are unbounded: the Gymnasium and PettingZoo adapters clip them to the Box
+    bounds on the way to the env (the rollout keeps the sample); a StructuredEnv of your own gets them as drawn."""
 
     def __init__(self, shape: tuple[int, ...], init_log_std: float = 0.0):
         super().__init__()
