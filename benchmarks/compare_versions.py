@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from throughput import figure  # benchmarks/ is on sys.path: this script's folder
+
 ROUND = """
 import argparse, json, pickle, sys
 sys.path.insert(0, sys.argv[1])
@@ -111,19 +113,14 @@ def main() -> None:
             figures = measure(python, benchmarks.resolve(), settings)
             for name, value in figures.items():
                 results[side].setdefault(name, []).append(value)
-            print(f"round {index} {side}: " + ", ".join(f"{k} {_figure(v)}" for k, v in figures.items()), flush=True)
+            print(f"round {index} {side}: " + ", ".join(f"{k} {figure(v)}" for k, v in figures.items()), flush=True)
     print()
     print(f"{args.env}; new model: {' '.join(args.model) or 'the default'}")
     print("| figure (median of rounds) | old | new | new / old |")
     print("|---|---|---|---|")
     for name in results["new"]:
         old, new = statistics.median(results["old"][name]), statistics.median(results["new"][name])
-        print(f"| {name} | {_figure(old)} | {_figure(new)} | {new / old:.3f} |")
-
-
-def _figure(value: float) -> str:
-    """3 significant digits below 100 (a pixel game's actors take a few env steps per second)."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+        print(f"| {name} | {figure(old)} | {figure(new)} | {new / old:.3f} |")
 
 
 if __name__ == "__main__":

@@ -268,7 +268,7 @@ def compare_models(args: argparse.Namespace) -> None:
                 measured["train_local"] = training(varied, "local", args.epochs)["env_steps_per_s"]
             for name, value in measured.items():
                 figures[i].setdefault(name, []).append(value)
-            shown = ", ".join(f"{k} {_figure(v)}" for k, v in measured.items())
+            shown = ", ".join(f"{k} {figure(v)}" for k, v in measured.items())
             print(f"round {round_}, {','.join(variants[i])}: {shown}", flush=True)
     names = list(figures[0])
     print("\n| model | " + " | ".join(f"{n} (per s)" for n in names) + " |")
@@ -278,11 +278,11 @@ def compare_models(args: argparse.Namespace) -> None:
         cells = []
         for n in names:
             value = statistics.median(figures[i][n])
-            cells.append(_figure(value) + ("" if i == 0 else f" ({value / first[n]:.2f}x)"))
+            cells.append(figure(value) + ("" if i == 0 else f" ({value / first[n]:.2f}x)"))
         print(f"| {', '.join(variant)} | " + " | ".join(cells) + " |")
 
 
-def _figure(value: float) -> str:
+def figure(value: float) -> str:
     """A rate with 3 significant digits below 100 (a pixel game's learner takes a few env steps per second)."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
