@@ -37,6 +37,17 @@ if TYPE_CHECKING:
 StepKey = int | str
 """The key of a sub-step of a structured environment (``0`` for a flat Gymnasium env)."""
 
+OBSERVATION_ROWS, DECISION_ROWS, COLUMN_ROWS, TRUNCATED_ROWS = "observations", "decisions", "columns", "truncated"
+"""How a field of :class:`Trajectory` (and of the learner's batch) is laid out: ``[T + 1, N, ...]``,
+``[T, N, ...]``, ``[N, ...]`` or ``[K, ...]`` (one row per truncated decision). :mod:`maze_impala.envs.layout`
+pads, cuts and stacks every field by its rows, so a field added here is carried everywhere."""
+
+
+def laid_out(rows: str, **kwargs: Any) -> Any:
+    """A dataclass field of arrays (or of dicts of them) laid out in ``rows``."""
+    return field(metadata={"rows": rows}, **kwargs)
+
+
 NestedArrays = dict[str, np.ndarray]
 """One array per key of a Dict space: observations or actions, batched on the leading axes."""
 
@@ -50,7 +61,8 @@ class ActorID(NamedTuple):
 
 @dataclass
 class Trajectory:
-    """Time-major data of one step key: ``N`` columns (one per env and agent) over ``T`` decisions.
+    """Time-major data of one step key: ``N`` columns (one per env and agent) over ``T`` decisions, each field laid
+    out in the rows its metadata names (see :data:`OBSERVATION_ROWS`).
 
     Each column is one actor's own sequence of decisions (one per structured step in
     which it acted). Columns may hold fewer than ``T`` decisions (an agent that left,
@@ -70,21 +82,29 @@ class Trajectory:
     from its value.
     """
 
-    observations: NestedArrays  # [T + 1, N, ...]
-    actions: NestedArrays  # [T, N, ...]
-    behaviour_log_probs: np.ndarray  # [T, N] float32: log mu(a_t | x_t)
-    rewards: np.ndarray  # [T, N] float32: the reward credited to the decision
-    terminated: np.ndarray  # [T, N] bool: the actor's episode ended after decision t (no bootstrap)
-    truncated: np.ndarray  # [T, N] bool: cut off after decision t (bootstrap from the final obs)
-    truncated_observations: NestedArrays  # [K, ...] final observations of truncated decisions
-    truncated_index: np.ndarray  # [K, 2] int64: (t, column) of each truncated decision
-    mask: np.ndarray  # [T, N] bool: entries holding a decision
-    agent_ids: np.ndarray  # [N] int64: the agent of each column
-    ancestors: dict[StepKey, NestedArrays] = field(default_factory=dict)
-    """For the delta critic: per earlier sub-step key, its observation in the same structured step, ``[T + 1, N]``."""
-    initial_state: NestedArrays = field(default_factory=dict)
-    """A recurrent policy's state at each column's first decision (``[N, ...]`` per name; empty: feed-forward):
-    where the learner unrolls the column from, zeroing it again after every decision that ended an episode."""
+    observations: NestedArrays = laid_out(OBSERVATION_ROWS)
+    actions: NestedArrays = laid_out(DECISION_ROWS)
+    behaviour_log_probs: np.ndarray = laid_out(DECISION_ROWS)
+    """float32: log mu(a_t | x_t)."""
+    rewards: np.ndarray = laid_out(DECISION_ROWS)
+    """float32: the reward credited to the decision."""
+    terminated: np.ndarray = laid_out(DECISION_ROWS)
+    """bool: the actor's episode ended after decision t (no bootstrap)."""
+    truncated: np.ndarray = laid_out(DECISION_ROWS)
+    """bool: cut off after decision t (bootstrap from the final observation)."""
+    truncated_observations: NestedArrays = laid_out(TRUNCATED_ROWS)
+    """The final observations of the truncated decisions."""
+    truncated_index: np.ndarray = laid_out(TRUNCATED_ROWS)
+    """``[K, 2]`` int64: ``(t, column)`` of each truncated decision."""
+    mask: np.ndarray = laid_out(DECISION_ROWS)
+    """bool: the entries holding a decision."""
+    agent_ids: np.ndarray = laid_out(COLUMN_ROWS)
+    """int64: the agent of each column."""
+    ancestors: dict[StepKey, NestedArrays] = laid_out(OBSERVATION_ROWS, default_factory=dict)
+    """For the delta critic: per earlier sub-step key, its observation in the same structured step."""
+    initial_state: NestedArrays = laid_out(COLUMN_ROWS, default_factory=dict)
+    """A recurrent policy's state at each column's first decision (per name; empty: feed-forward): where the
+    learner unrolls the column from, zeroing it again after every decision that ended an episode."""
 
     @property
     def n_steps(self) -> int:
@@ -93,63 +113,6 @@ class Trajectory:
     @property
     def n_columns(self) -> int:
         return int(self.rewards.shape[1])
-
-    def padded(self, n_steps: int) -> Trajectory:
-        """The same data over ``n_steps >= T`` rows (padding as described above)."""
-        extra = n_steps - self.n_steps
-        if extra == 0:
-            return self
-        if extra < 0:
-            raise ValueError(f"cannot pad a trajectory of {self.n_steps} steps to {n_steps}")
-
-        def edge(arrays: NestedArrays) -> NestedArrays:
-            return {k: np.concatenate([v, np.repeat(v[-1:], extra, axis=0)]) for k, v in arrays.items()}
-
-        def zeros(array: np.ndarray) -> np.ndarray:
-            return np.concatenate([array, np.zeros((extra, *array.shape[1:]), dtype=array.dtype)])
-
-        return Trajectory(
-            observations=edge(self.observations),
-            actions={k: zeros(v) for k, v in self.actions.items()},
-            behaviour_log_probs=zeros(self.behaviour_log_probs),
-            rewards=zeros(self.rewards),
-            terminated=zeros(self.terminated),
-            truncated=zeros(self.truncated),
-            truncated_observations=self.truncated_observations,
-            truncated_index=self.truncated_index,
-            mask=zeros(self.mask),
-            agent_ids=self.agent_ids,
-            ancestors={key: edge(obs) for key, obs in self.ancestors.items()},
-            initial_state=self.initial_state,
-        )
-
-    def select_columns(self, columns: np.ndarray) -> Trajectory:
-        """The trajectory of ``columns`` only (indices, in order): what the learner learns from when the other
-        columns are a fixed opponent's."""
-        keep = np.zeros(self.n_columns, dtype=bool)
-        keep[columns] = True
-        renumbered = np.cumsum(keep) - 1
-        truncated = keep[self.truncated_index[:, 1]] if len(self.truncated_index) else np.zeros(0, dtype=bool)
-        index = self.truncated_index[truncated].copy()
-        index[:, 1] = renumbered[index[:, 1]]
-
-        def cols(arrays: NestedArrays) -> NestedArrays:
-            return {k: v[:, columns] for k, v in arrays.items()}
-
-        return Trajectory(
-            observations=cols(self.observations),
-            actions=cols(self.actions),
-            behaviour_log_probs=self.behaviour_log_probs[:, columns],
-            rewards=self.rewards[:, columns],
-            terminated=self.terminated[:, columns],
-            truncated=self.truncated[:, columns],
-            truncated_observations={k: v[truncated] for k, v in self.truncated_observations.items()},
-            truncated_index=index,
-            mask=self.mask[:, columns],
-            agent_ids=self.agent_ids[columns],
-            ancestors={key: cols(obs) for key, obs in self.ancestors.items()},
-            initial_state={k: v[columns] for k, v in self.initial_state.items()},
-        )
 
 
 @dataclass

@@ -88,9 +88,9 @@ def test_queue_never_exceeds_its_bound_and_lag_is_bounded():
     spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
     limit, num_actors = 3, 3
     with SubprocessActors(spec, weights, num_actors=num_actors, queue_size_limit=limit) as pool:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while pool.queue_size() < limit and time.monotonic() < deadline:
-            time.sleep(0.05)  # processes start (importing torch takes a while)
+            time.sleep(0.05)  # processes start (importing torch takes a while, longer on a loaded machine)
         sizes = []
         for _ in range(20):  # actors keep producing but must block on the full queue
             time.sleep(0.025)
@@ -102,9 +102,11 @@ def test_queue_never_exceeds_its_bound_and_lag_is_bounded():
                 lags.append(version - 1 - rollout.policy_version)
             weights.publish(policy, version)
         assert min(lags) >= 0, "no rollout can come from a version the learner has not published"
+        assert min(lags[1:limit]) >= 1, "the rollouts queued before the first update are as old as the queue is long"
         # In steady state a rollout waits behind the queued ones plus one finished per blocked actor;
-        # actors race for free slots (semaphores are not FIFO), so this holds on average, not for each.
-        assert 1 <= np.mean(lags[5:]) <= limit + num_actors
+        # actors race for free slots (semaphores are not FIFO), so this holds on average, not for each
+        # (on a loaded machine the actors fall behind and rollouts are fresher, never staler).
+        assert np.mean(lags[5:]) <= limit + num_actors
 
 
 def test_in_flight_limit_follows_the_learner():

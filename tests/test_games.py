@@ -14,6 +14,7 @@ from maze_impala.config import ConfigError
 from maze_impala.config.algorithm import RolloutEvaluatorConfig
 from maze_impala.core import ActorID, Trajectory, WeightSource
 from maze_impala.envs.factory import make_env
+from maze_impala.envs.layout import select_columns
 from maze_impala.events.api import EventHub, mean
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
@@ -237,12 +238,12 @@ def test_selected_columns_keep_their_data_and_their_truncated_decisions():
         truncated_observations={"x": np.array([[1.0, 1.0], [3.0, 3.0]])}, truncated_index=np.array([[0, 1], [2, 3]]),
         mask=rng.random((T, N)) < 0.8, agent_ids=np.array([0, 1, 0, 1]), initial_state={"h": np.arange(N)[:, None]},
     )  # fmt: skip
-    kept = trajectory.select_columns(np.array([1, 3]))
+    kept = select_columns(trajectory, np.array([1, 3]))
     assert kept.n_columns == 2 and kept.agent_ids.tolist() == [1, 1]
     assert np.array_equal(kept.observations["x"], trajectory.observations["x"][:, [1, 3]])
     assert np.array_equal(kept.mask, trajectory.mask[:, [1, 3]]) and kept.initial_state["h"][:, 0].tolist() == [1, 3]
     assert kept.truncated_index.tolist() == [[0, 0], [2, 1]]  # renumbered to the kept columns
-    dropped = trajectory.select_columns(np.array([0, 2]))
+    dropped = select_columns(trajectory, np.array([0, 2]))
     assert dropped.truncated_index.shape == (0, 2) and dropped.truncated_observations["x"].shape == (0, 2)
 
 

@@ -17,6 +17,7 @@ from maze_impala.config import ModelConfig, OpponentPoolConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
 from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
+from maze_impala.envs.layout import DecisionLayout, select_columns
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub, EventRecord
 from maze_impala.events.episodes import KpiEvents
@@ -216,12 +217,14 @@ class RolloutActor(Actor):
         obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
         self.recorders = {
             key: StepRecorder(
-                obs_spaces[key],
-                act_spaces[key],
+                DecisionLayout(
+                    obs_spaces[key],
+                    act_spaces[key],
+                    {k: obs_spaces[k] for k in self.order[:position]} if record_ancestors else {},
+                    acting.state_shapes(key),
+                ),
                 n_rollout_steps + 1,
-                {k: obs_spaces[k] for k in self.order[:position]} if record_ancestors else None,
                 columns=len(envs) * max(self.batch.agent_counts[key], 1),
-                state_shapes=acting.state_shapes(key),
             )
             for position, key in enumerate(self.order)
         }
@@ -262,7 +265,7 @@ class RolloutActor(Actor):
 
     def _learned_columns(self, trajectories: dict[StepKey, Trajectory]) -> dict[StepKey, Trajectory]:
         learned = self.learned or frozenset()
-        return {key: tr.select_columns(np.flatnonzero([ActorID(key, int(a)) in learned for a in tr.agent_ids]))
+        return {key: select_columns(tr, np.flatnonzero([ActorID(key, int(a)) in learned for a in tr.agent_ids]))
                 for key, tr in trajectories.items()}  # fmt: skip
 
     def play(

@@ -17,18 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import gymnasium as gym
 import numpy as np
 
-from maze_impala.core import NestedArrays, NonFiniteError, StepKey, Trajectory
-from maze_impala.envs.spaces import storage_dtype
+from maze_impala.core import OBSERVATION_ROWS, NestedArrays, NonFiniteError, StepKey, Trajectory
+from maze_impala.envs.layout import DecisionLayout, allocate, leaves, rows_of, tree_map
 
 CLOSED, AWAITING, DECIDED = 0, 1, 2
-
-
-def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """Zeroed storage for a Dict space with ``leading`` batch/time axes."""
-    return {k: np.zeros(leading + tuple(s.shape), dtype=storage_dtype(s)) for k, s in space.spaces.items()}
 
 
 def store(storage: Mapping[str, np.ndarray], index: int | tuple, obs: Mapping) -> None:
@@ -54,19 +48,8 @@ def check_finite(trajectory: Trajectory, step_key: StepKey) -> None:
 class StepRecorder:
     """The buffers of one step key, for columns created as actors appear."""
 
-    def __init__(
-        self,
-        obs_space: gym.spaces.Dict,
-        act_space: gym.spaces.Dict,
-        rows: int,
-        ancestor_spaces: Mapping[StepKey, gym.spaces.Dict] | None = None,
-        columns: int = 4,
-        state_shapes: Mapping[str, tuple[int, ...]] | None = None,
-    ):
-        """``state_shapes``: one row of the policy's recurrent state, per name (none: a feed-forward policy)."""
-        self.obs_space, self.act_space = obs_space, act_space
-        self.state_shapes = dict(state_shapes or {})
-        self.ancestor_spaces = dict(ancestor_spaces or {})
+    def __init__(self, layout: DecisionLayout, rows: int, columns: int = 4):
+        self.layout = layout
         self.capacity, self.n_columns = max(2, rows), 0
         self._columns: dict[tuple[int, int], int] = {}
         self.agent_ids = np.zeros(0, dtype=np.int64)
@@ -84,23 +67,19 @@ class StepRecorder:
         self._allocate_states(columns)
 
     def _allocate(self, rows: int, cols: int) -> None:
-        self.obs = allocate(self.obs_space, (rows, cols))
-        self.actions = allocate(self.act_space, (rows, cols))
-        self.ancestors = {k: allocate(s, (rows, cols)) for k, s in self.ancestor_spaces.items()}
-        self.log_probs = np.zeros((rows, cols), dtype=np.float32)
-        self.rewards = np.zeros((rows, cols), dtype=np.float32)
-        self.terminated = np.zeros((rows, cols), dtype=bool)
-        self.truncated = np.zeros((rows, cols), dtype=bool)
+        self.buffers = self.layout.allocate(rows, cols)
+        """The recorded fields of a trajectory, ``[rows, cols, ...]`` each, by name."""
+        self.obs, self.actions, self.ancestors = (self.buffers[k] for k in ("observations", "actions", "ancestors"))
+        self.log_probs, self.rewards = self.buffers["behaviour_log_probs"], self.buffers["rewards"]
+        self.terminated, self.truncated = self.buffers["terminated"], self.buffers["truncated"]
         self._truncated: list[tuple[int, int, Mapping]] = []
 
     def _arrays(self) -> list[np.ndarray]:
-        nested = [*self.obs.values(), *self.actions.values()]
-        nested += [a for obs in self.ancestors.values() for a in obs.values()]
-        return [*nested, self.log_probs, self.rewards, self.terminated, self.truncated]
+        return list(leaves(self.buffers))
 
     def _allocate_states(self, cols: int) -> None:
         for states in (self.recurrent, self._open_state, self._initial):
-            for name, shape in self.state_shapes.items():
+            for name, shape in self.layout.state_shapes.items():
                 old = states.get(name)
                 states[name] = np.zeros((cols, *shape), dtype=np.float32)
                 if old is not None:
@@ -242,28 +221,26 @@ class StepRecorder:
 
     def _trajectory(self, lengths: np.ndarray, is_open: np.ndarray, T: int) -> Trajectory:
         n = self.n_columns
-        nested = [self.obs, *self.ancestors.values()]
-        for col in np.flatnonzero(lengths < T):
+        rows = rows_of(Trajectory)
+        bootstraps = {name: buffer for name, buffer in self.buffers.items() if rows[name] == OBSERVATION_ROWS}
+        for col in np.flatnonzero(lengths < T):  # a short column repeats its bootstrap observation to row T
             length = int(lengths[col])
             source = length if is_open[col] else max(length - 1, 0)
-            for arrays in nested:
-                for array in arrays.values():
-                    array[length : T + 1, col] = array[source, col]
-        finals = allocate(self.obs_space, (len(self._truncated),))
+            for array in leaves(bootstraps):
+                array[length : T + 1, col] = array[source, col]
+        finals = allocate(self.layout.observation_space, (len(self._truncated),))
         for i, (_, _, obs) in enumerate(self._truncated):
             store(finals, i, obs)
         index = np.asarray([(row, col) for row, col, _ in self._truncated], dtype=np.int64).reshape(-1, 2)
+        recorded = {
+            name: tree_map(lambda a, t=T + (rows[name] == OBSERVATION_ROWS): a[:t, :n], buffer)
+            for name, buffer in self.buffers.items()
+        }
         return Trajectory(
-            observations={k: v[: T + 1, :n] for k, v in self.obs.items()},
-            actions={k: v[:T, :n] for k, v in self.actions.items()},
-            behaviour_log_probs=self.log_probs[:T, :n],
-            rewards=self.rewards[:T, :n],
-            terminated=self.terminated[:T, :n],
-            truncated=self.truncated[:T, :n],
+            **recorded,
             truncated_observations=finals,
             truncated_index=index,
             mask=np.arange(T)[:, None] < lengths[None, :],
             agent_ids=self.agent_ids.copy(),
-            ancestors={key: {k: v[: T + 1, :n] for k, v in obs.items()} for key, obs in self.ancestors.items()},
             initial_state={name: initial[:n].copy() for name, initial in self._initial.items()},
         )

@@ -30,12 +30,11 @@ import pickle
 from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.core import Rollout
-from maze_impala.envs.spaces import storage_dtype
+from maze_impala.envs.layout import DecisionLayout, leaves
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventRecord
 
@@ -137,28 +136,26 @@ class RolloutSlots:
         return rollout
 
 
-def space_bytes(space: gym.spaces.Dict) -> int:
-    """Bytes of one entry of a Dict space as rollouts store it."""
-    return sum(int(np.prod(s.shape)) * storage_dtype(s).itemsize for s in space.spaces.values())
-
-
 def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
-    """A generous bound on the size of one rollout of ``spec``'s actors on ``env``.
-
-    Every column full, every decision truncated (its final observation kept), room for
-    events. Step keys whose agent count varies (-1) are sized for 4 agents per env; a
-    rollout that does not fit a slot still travels (pickled).
-    """
+    """A generous bound on the size of one rollout of ``spec``'s actors on ``env``: each step key's
+    :class:`~maze_impala.envs.layout.DecisionLayout` with every column full and every decision truncated, plus
+    room for events. Step keys whose agent count varies (-1) are sized for 4 agents per env; a rollout that does
+    not fit a slot still travels (pickled)."""
     observation_spaces, action_spaces = env.observation_spaces_dict, env.action_spaces_dict
-    total = 1 << 16  # the pickled skeleton: layout, events, bookkeeping
+    total = 1 << 16  # the pickled skeleton: events, bookkeeping
     keys = list(action_spaces)
+    units = {"lstm": 2, "gru": 1}.get(spec.model.recurrent, 0) * spec.model.recurrent_units
     for position, key in enumerate(keys):
+        ancestors = keys[:position] if spec.model.critic == "delta" else []
+        layout = DecisionLayout(
+            observation_spaces[key],
+            action_spaces[key],
+            {k: observation_spaces[k] for k in ancestors},
+            {"state": (units,)} if units else {},
+        )
         count = env.agent_counts_dict.get(key, 1)
-        rows, columns = spec.n_rollout_steps + 2, spec.envs_per_actor * (count if count > 0 else 4)
-        obs = space_bytes(observation_spaces[key])
-        per_entry = 2 * obs + space_bytes(action_spaces[key]) + 4 + 4 + 1 + 1 + 1 + 16  # obs, truncated obs, ...
-        if spec.model.critic == "delta":  # the earlier sub-steps' observations of each decision
-            per_entry += sum(space_bytes(observation_spaces[k]) for k in keys[:position])
-        state = {"lstm": 2, "gru": 1}.get(spec.model.recurrent, 0) * spec.model.recurrent_units * 4
-        total += rows * columns * per_entry + columns * state + 64 * ALIGN  # one alignment gap per array at most
+        columns = spec.envs_per_actor * (count if count > 0 else 4)
+        # the recorded arrays, the truncated observations, the mask, their index, agent ids and state
+        arrays = len(list(leaves(layout.allocate(0, 0)))) + len(observation_spaces[key].spaces) + 4
+        total += layout.rollout_bytes(spec.n_rollout_steps + 2, columns) + arrays * ALIGN  # one alignment gap each
     return total

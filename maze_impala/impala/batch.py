@@ -2,31 +2,40 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from maze_impala.core import Rollout, StepKey
+from maze_impala.core import (
+    COLUMN_ROWS,
+    DECISION_ROWS,
+    OBSERVATION_ROWS,
+    TRUNCATED_ROWS,
+    Rollout,
+    StepKey,
+    laid_out,
+)
+from maze_impala.envs.layout import padded, select_columns, stack
 
 
 @dataclass
 class StepBatch:
-    """The data of one step key across a batch of rollouts, ``N`` columns in all, on the device."""
+    """The data of one step key across a batch of rollouts, ``N`` columns in all, on the device: the fields of
+    :class:`~maze_impala.core.Trajectory` as tensors, laid out in the same rows."""
 
-    observations: dict[str, torch.Tensor]  # [T + 1, N, ...]
-    actions: dict[str, torch.Tensor]  # [T, N, ...]
-    behaviour_log_probs: torch.Tensor  # [T, N]
-    rewards: torch.Tensor  # [T, N]
-    terminated: torch.Tensor  # [T, N]
-    truncated: torch.Tensor  # [T, N]
-    truncated_observations: dict[str, torch.Tensor]  # [K, ...]
-    truncated_index: torch.Tensor  # [K, 2] (t, column)
-    mask: torch.Tensor  # [T, N] bool
-    agent_ids: torch.Tensor  # [N]
-    ancestors: dict[StepKey, dict[str, torch.Tensor]]  # [T + 1, N, ...] per earlier sub-step key
-    initial_state: dict[str, torch.Tensor] = field(default_factory=dict)
-    """``[N, ...]`` per name: a recurrent policy's state at each column's first decision (empty: feed-forward)."""
+    observations: dict[str, torch.Tensor] = laid_out(OBSERVATION_ROWS)
+    actions: dict[str, torch.Tensor] = laid_out(DECISION_ROWS)
+    behaviour_log_probs: torch.Tensor = laid_out(DECISION_ROWS)
+    rewards: torch.Tensor = laid_out(DECISION_ROWS)
+    terminated: torch.Tensor = laid_out(DECISION_ROWS)
+    truncated: torch.Tensor = laid_out(DECISION_ROWS)
+    truncated_observations: dict[str, torch.Tensor] = laid_out(TRUNCATED_ROWS)
+    truncated_index: torch.Tensor = laid_out(TRUNCATED_ROWS)
+    mask: torch.Tensor = laid_out(DECISION_ROWS)
+    agent_ids: torch.Tensor = laid_out(COLUMN_ROWS)
+    ancestors: dict[StepKey, dict[str, torch.Tensor]] = laid_out(OBSERVATION_ROWS)
+    initial_state: dict[str, torch.Tensor] = laid_out(COLUMN_ROWS, default_factory=dict)
 
     @property
     def first(self) -> torch.Tensor:
@@ -36,58 +45,22 @@ class StepBatch:
         return torch.cat([torch.zeros_like(done[:1]), done])
 
     def columns(self, start: int, stop: int) -> StepBatch:
-        """Columns ``start`` to ``stop`` (views where the layout allows; time-limit cut-offs re-indexed)."""
-        cut = slice(start, stop)
-        kept = (self.truncated_index[:, 1] >= start) & (self.truncated_index[:, 1] < stop)
-        shift = torch.tensor([0, start], dtype=self.truncated_index.dtype, device=self.truncated_index.device)
-        return StepBatch(
-            observations={name: obs[:, cut] for name, obs in self.observations.items()},
-            actions={name: action[:, cut] for name, action in self.actions.items()},
-            behaviour_log_probs=self.behaviour_log_probs[:, cut],
-            rewards=self.rewards[:, cut],
-            terminated=self.terminated[:, cut],
-            truncated=self.truncated[:, cut],
-            truncated_observations={name: obs[kept] for name, obs in self.truncated_observations.items()},
-            truncated_index=self.truncated_index[kept] - shift,
-            mask=self.mask[:, cut],
-            agent_ids=self.agent_ids[cut],
-            ancestors={key: {name: obs[:, cut] for name, obs in of.items()} for key, of in self.ancestors.items()},
-            initial_state={name: state[cut] for name, state in self.initial_state.items()},
-        )
+        """Columns ``start`` to ``stop`` (views; time-limit cut-offs re-indexed)."""
+        device = self.mask.device
+        return select_columns(self, slice(start, stop), lambda index: torch.as_tensor(index, device=device))
 
 
 def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
     """Concatenate one step key's trajectories along the column axis, padded to a common length."""
     trajectories = [r.trajectories[step_key] for r in rollouts if step_key in r.trajectories]
     n_steps = max(tr.n_steps for tr in trajectories)
-    trajectories = [tr.padded(n_steps) for tr in trajectories]
 
-    def cat(arrays: list[np.ndarray], axis: int = 1) -> torch.Tensor:
-        array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=axis)
+    def to_tensor(array: np.ndarray) -> torch.Tensor:
         if not array.flags.writeable:  # e.g. a view of Ray's object store: a tensor must own writable memory
             array = array.copy()
         return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
 
-    def cat_nested(nested: list[dict[str, np.ndarray]], axis: int = 1) -> dict[str, torch.Tensor]:
-        return {k: cat([n[k] for n in nested], axis) for k in nested[0]}
-
-    offsets = np.cumsum([0, *(tr.n_columns for tr in trajectories[:-1])])
-    shifted = [tr.truncated_index + np.array([0, off]) for tr, off in zip(trajectories, offsets)]
-    first = trajectories[0]
-    return StepBatch(
-        observations=cat_nested([tr.observations for tr in trajectories]),
-        actions=cat_nested([tr.actions for tr in trajectories]),
-        behaviour_log_probs=cat([tr.behaviour_log_probs for tr in trajectories]),
-        rewards=cat([tr.rewards for tr in trajectories]),
-        terminated=cat([tr.terminated for tr in trajectories]),
-        truncated=cat([tr.truncated for tr in trajectories]),
-        truncated_observations=cat_nested([tr.truncated_observations for tr in trajectories], axis=0),
-        truncated_index=torch.from_numpy(np.concatenate(shifted)).to(device),
-        mask=cat([tr.mask for tr in trajectories]),
-        agent_ids=cat([tr.agent_ids for tr in trajectories], axis=0),
-        ancestors={key: cat_nested([tr.ancestors[key] for tr in trajectories]) for key in first.ancestors},
-        initial_state=cat_nested([tr.initial_state for tr in trajectories], axis=0),
-    )
+    return StepBatch(**stack([padded(tr, n_steps) for tr in trajectories], to_tensor))
 
 
 def split_columns(batches: dict[StepKey, StepBatch], parts: int) -> list[dict[StepKey, StepBatch]]:
