@@ -4,6 +4,7 @@
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --runners local dev
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --stop --window 100000
     python benchmarks/learning.py --envs Pendulum-v1 --set n_sgd_passes=1   # change a setting of every run
+    python benchmarks/learning.py --envs Acrobot-v1 --model init=default      # change a (scalar) model setting
     python benchmarks/learning.py --envs memory-lstm memory-mlp stateless-cartpole-lstm scaled-cartpole-normalized
 
 Every run trains with the shipped algorithm settings (``maze-run -cn conf_train algorithm=impala``, the same
@@ -42,7 +43,7 @@ import json
 import math
 import statistics
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,12 @@ class Watch(StatsWriter):
         return np.array([row.get(name, math.nan) for row in self.rows], dtype=float)
 
 
+def with_model(task: Task, changes: dict[str, str]) -> Task:
+    """The ``task`` with its model's settings changed (``changes`` as text, parsed by the fields' defaults)."""
+    defaults = ModelConfig()
+    return replace(task, model={**task.model, **{k: _value(v, getattr(defaults, k)) for k, v in changes.items()}})
+
+
 def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int, stop: bool) -> dict:
     """One training run (stopped ``window`` env steps after reaching the threshold with ``stop``), summarised."""
     from maze_impala.train.setup import build_trainer
@@ -278,6 +285,7 @@ def main() -> None:
         help="end each run at its first epoch --window env steps or more after it reached the threshold",
     )
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
+    parser.add_argument("--model", nargs="*", default=[], metavar="FIELD=VALUE", help="model settings to change")
     parser.add_argument("--json", help="also write every run to this JSON file")
     parser.add_argument(
         "--calibrate",
@@ -293,7 +301,7 @@ def main() -> None:
     calibration = [calibration_ms(args.calibrate)] if args.calibrate else []
     summaries = []
     for name in args.envs:
-        task = SUITE[name]
+        task = with_model(SUITE[name], dict(item.split("=", 1) for item in args.model))
         algorithm = algorithm_for(args.epoch_length, changes, task.budget, task.algorithm)
         for runner in args.runners:
             rows = []

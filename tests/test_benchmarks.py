@@ -57,6 +57,15 @@ def test_a_stopped_run_ends_its_window_after_first_reaching_the_threshold(monkey
     assert len(never.rows) == 2
 
 
+def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    task = learning.with_model(learning.SUITE["memory-lstm"], {"init": "default", "recurrent_units": "32"})
+    assert task.model == {"recurrent": "lstm", "init": "default", "recurrent_units": 32}
+    assert learning.SUITE["memory-lstm"].model == {"recurrent": "lstm"}
+
+
 @pytest.mark.slow
 def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_path):
     # one epoch of 25 updates, 10 games per seat: every part of the script, not its budget
