@@ -103,6 +103,38 @@ class FaultyEnv(CounterEnv):
         return obs, reward, terminated, truncated, info
 
 
+class LivesEnv(gym.Env):
+    """A game of ``lives`` lives of ``life_length`` steps each, reported in ``info["lives"]`` as Atari envs do;
+    observation = [step count, lives left], reward 1 per step."""
+
+    def __init__(self, lives: int = 3, life_length: int = 4):
+        self.observation_space = gym.spaces.Box(0, np.inf, shape=(2,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.max_lives, self.life_length = lives, life_length
+        self.t, self.lives = 0, lives
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t, self.lives], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t, self.lives = 0, self.max_lives
+        return self._obs(), {"lives": self.lives}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        if self.t % self.life_length == 0:
+            self.lives -= 1
+        return self._obs(), 1.0, self.lives == 0, False, {"lives": self.lives}
+
+
+def lives_env(episodic_life: bool = True) -> StructuredEnv:
+    """:class:`LivesEnv` through the Gymnasium adapter, a lost life ending the learner's episode."""
+    from maze_impala.envs.gym_adapter import GymStructuredEnv
+
+    return GymStructuredEnv(LivesEnv(), episodic_life=episodic_life)
+
+
 class TwoStepEnv(StructuredEnv):
     """Structured steps of two sub-steps, ``"a"`` then ``"b"``, with known rewards.
 

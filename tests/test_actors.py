@@ -23,7 +23,7 @@ from maze_impala.nn.flat import flatten
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.torch_acting import TorchActing, make_acting, numpy_form_of
-from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv
+from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv, LivesEnv
 
 MODEL = ModelConfig(hidden_units=[8])
 
@@ -53,6 +53,29 @@ def test_rollouts_overlap_by_one_step_and_record_truncation():
     returns = [r.values["value"] for r in second.events if r.event == "episode_return"]
     assert len(returns) == 2 and all(5 <= x <= 10 for x in returns)
     actor.close()
+
+
+@pytest.mark.parametrize("episodic_life", [True, False])
+def test_a_lost_life_ends_the_learners_episode_and_not_the_games(episodic_life):
+    _, weights = _weights(LivesEnv)
+    spec = ActorSpec({"_target_": "maze_impala.testing.lives_env", "episodic_life": episodic_life}, MODEL, 12, 2, 0)
+    actor = spec.build(0, weights)
+    assert isinstance(actor.stepping, SubStepping if episodic_life else FlatStepping)
+    rollout = actor.rollout()
+    trajectory = rollout.trajectories[0]
+    lost = [3, 7, 11] if episodic_life else [11]  # each life lasts 4 steps; the game ends with the third
+    assert np.flatnonzero(trajectory.terminated[:, 0]).tolist() == lost
+    assert trajectory.terminated.all(axis=1).sum() == len(lost)  # in both envs
+    np.testing.assert_array_equal(trajectory.observations["observation"][4, 0], [4, 2])  # the game went on
+    np.testing.assert_array_equal(trajectory.rewards, 1.0)
+    returns = [r.values["value"] for r in rollout.events if r.event == "episode_return"]
+    assert returns == [12.0, 12.0], "statistics count whole games"
+    actor.close()
+
+
+def test_episodic_life_without_lives_names_the_fix():
+    with pytest.raises(ValueError, match=r"info\['lives'\].*env.episodic_life=false"):
+        GymStructuredEnv(CounterEnv(), episodic_life=True).reset(seed=0)
 
 
 def test_actor_pulls_new_weights_and_stamps_the_version():

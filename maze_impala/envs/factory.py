@@ -68,7 +68,7 @@ def wrap(env: Any, wrappers: Any) -> Any:
         raise ConfigError(f"env.wrappers must be a list of wrappers (dotted paths or configs with _target_), got "
                           f"{wrappers!r}")  # fmt: skip
     if isinstance(env, GymStructuredEnv) and type(env) is GymStructuredEnv:
-        return GymStructuredEnv(wrap(env.env, wrappers))
+        return GymStructuredEnv(wrap(env.env, wrappers), episodic_life=env.episodic_life)
     if type(env) in (PettingZooAECEnv, PettingZooParallelEnv):
         return type(env)(wrap(env.env, wrappers), env.global_state or False)
     if isinstance(env, StructuredEnv):

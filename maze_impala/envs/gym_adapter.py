@@ -10,7 +10,7 @@ import gymnasium as gym
 from maze_impala.core import ActorID, StepKey
 from maze_impala.envs.checker import check_step_result
 from maze_impala.envs.spaces import within_bounds
-from maze_impala.envs.structured import StructuredEnv
+from maze_impala.envs.structured import ActorExit, StructuredEnv
 
 OBS_KEY = "observation"
 ACTION_KEY = "action"
@@ -57,12 +57,21 @@ class GymStructuredEnv(StructuredEnv):
 
     Non-Dict spaces are wrapped into a Dict (``{"observation": ...}``,
     ``{"action": ...}``) and the action is unwrapped again on the way to the env.
+
+    ``episodic_life``: a lost life (the ``lives`` an Atari env reports in its ``info``) ends the decisions the
+    learner sees, as the end of an episode does (no bootstrap across it, a recurrent state starts again), while the
+    game plays on: the actor exits and re-enters, so that episode statistics, KPIs and evaluations count whole
+    games, with their whole score. It takes the actors' general loop rather than the flat fast path.
     """
 
     STEP_KEY: StepKey = 0
     is_flat = True
 
-    def __init__(self, env: str | gym.Env, **make_kwargs: Any):
+    def __init__(self, env: str | gym.Env, episodic_life: bool = False, **make_kwargs: Any):
+        self.episodic_life = bool(episodic_life)
+        self.is_flat = not self.episodic_life  # the flat fast path takes no exits
+        self._lives: int | None = None
+        self._exits: dict[ActorID, ActorExit] = {}
         if isinstance(env, str):
             env = make_gym(env, **make_kwargs)
         elif make_kwargs:
@@ -97,6 +106,12 @@ class GymStructuredEnv(StructuredEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._time = 0
+        self._lives, self._exits = info.get("lives"), {}
+        if self.episodic_life and self._lives is None:
+            raise ValueError(
+                f"env.episodic_life=true needs an env that reports its lives in info['lives'] (as Atari envs do); "
+                f"{self.env} does not: set env.episodic_life=false"
+            )
         return self._obs(obs), info
 
     def step(self, action: dict[str, Any]) -> tuple[dict, float, bool, bool, dict]:
@@ -106,13 +121,22 @@ class GymStructuredEnv(StructuredEnv):
             check_step_result(result, self.STEP_KEY)  # raises, naming Gym's old 4-tuple API
         obs, reward, terminated, truncated, info = result
         self._time += 1
+        if self.episodic_life:
+            lives = info.get("lives", self._lives)
+            lost = lives is not None and self._lives is not None and lives < self._lives
+            self._exits = {self.actor_id(): ActorExit()} if lost and not (terminated or truncated) else {}
+            self._lives = lives
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
+
+    def get_actor_exits(self) -> dict[ActorID, ActorExit]:
+        """With ``episodic_life``, the actor after the step that lost a life (terminated: no bootstrap)."""
+        return self._exits
 
     def direct_env(self) -> gym.Env | None:
         """The Gymnasium env to step directly instead of this adapter (then call :meth:`tick` after each step),
         when this adapter only wraps its observation and action into Dicts; else None."""
         plain = type(self).step is GymStructuredEnv.step and type(self).reset is GymStructuredEnv.reset
-        return self.env if plain and self._wrap_obs and self._wrap_action else None
+        return self.env if plain and self._wrap_obs and self._wrap_action and not self.episodic_life else None
 
     def tick(self) -> None:
         """Count a step taken on :meth:`direct_env` directly (the actors' fast path does that)."""
@@ -129,6 +153,7 @@ class GymStructuredEnv(StructuredEnv):
         return {OBS_KEY: obs} if self._wrap_obs else obs
 
 
-def make_gym_env(name: str, **kwargs: Any) -> GymStructuredEnv:
-    """``env=gym_env env.name=<id>``: any registered Gymnasium env, extra keys as ``gym.make`` kwargs."""
-    return GymStructuredEnv(name, **kwargs)
+def make_gym_env(name: str, episodic_life: bool = False, **kwargs: Any) -> GymStructuredEnv:
+    """``env=gym_env env.name=<id>``: any registered Gymnasium env, extra keys as ``gym.make`` kwargs;
+    ``env.episodic_life=true``: a lost life ends the learner's episode (see :class:`GymStructuredEnv`)."""
+    return GymStructuredEnv(name, episodic_life=episodic_life, **kwargs)
