@@ -110,3 +110,31 @@ def test_the_shipped_butterfly_config_reduces_every_pistons_frames_for_the_cnn()
     assert env.observation_spaces_dict["piston"]["observation"] == gym.spaces.Box(0, 255, (84, 84, 3), np.uint8)
     obs, _ = env.reset(seed=0)
     assert obs["observation"].shape == (84, 84, 3) and obs["observation"].dtype == np.uint8
+
+
+@pytest.mark.parametrize(
+    ("name", "package", "shape", "settings"),
+    [
+        ("minigrid", "minigrid", (7, 7, 3), {"entropy_coef": 0.01, "gamma": 0.99}),
+        ("minatar", "minatar", (10, 10, 4), {"entropy_coef": 0.01, "gamma": 0.99, "lr": 0.0006}),
+        ("atari", "ale_py", (4, 84, 84), {"reward_clip": 1.0, "gamma": 0.99}),
+    ],
+)
+def test_the_shipped_image_configs_make_their_envs_and_set_their_settings(name, package, shape, settings):
+    pytest.importorskip(package)
+    from hydra import compose, initialize_config_dir
+
+    from maze_impala.cli import config_dir, register_schemas, to_training_config
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        config = to_training_config(compose(config_name="conf_train", overrides=[f"env={name}"]))
+    assert {key: getattr(config.algorithm, key) for key in settings} == settings
+    env = make_env(config.env)
+    try:
+        space = env.observation_spaces_dict[0]["observation"]
+        assert space.shape == shape and space.dtype in (np.uint8, np.bool_)
+        obs, _ = env.reset(seed=0)
+        assert obs["observation"].shape == shape
+    finally:
+        env.close()
