@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from maze_impala.core import OBSERVATION_ROWS, NestedArrays, NonFiniteError, StepKey, Trajectory
+from maze_impala.core import DECISION_ROWS, OBSERVATION_ROWS, NestedArrays, NonFiniteError, StepKey, Trajectory
 from maze_impala.envs.layout import DecisionLayout, allocate, leaves, rows_of, tree_map
 
 CLOSED, AWAITING, DECIDED = 0, 1, 2
@@ -232,9 +232,9 @@ class StepRecorder:
         for i, (_, _, obs) in enumerate(self._truncated):
             store(finals, i, obs)
         index = np.asarray([(row, col) for row, col, _ in self._truncated], dtype=np.int64).reshape(-1, 2)
+        kept = {OBSERVATION_ROWS: T + 1, DECISION_ROWS: T}
         recorded = {
-            name: tree_map(lambda a, t=T + (rows[name] == OBSERVATION_ROWS): a[:t, :n], buffer)
-            for name, buffer in self.buffers.items()
+            name: tree_map(lambda a, t=kept[rows[name]]: a[:t, :n], buffer) for name, buffer in self.buffers.items()
         }
         return Trajectory(
             **recorded,
