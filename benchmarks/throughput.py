@@ -9,6 +9,7 @@
     python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
     python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
     python benchmarks/throughput.py --env env=atari --learner-batches 1 4 --epochs 2   # the shipped Atari config
+    python benchmarks/throughput.py --env env=minatar --learner-only --learner-batches 1 2 4   # the learner alone
     python benchmarks/throughput.py --env env=butterfly:name=pettingzoo.butterfly.cooperative_pong_v6 ...
 
 All measurements use the same env and the same number of processes (``num_actors``):
@@ -350,6 +351,11 @@ def main() -> None:
         metavar="FIELD=VALUE[,FIELD=VALUE]",
         help="only compare these models (each a comma-separated list of settings), in alternating rounds",
     )
+    parser.add_argument(
+        "--learner-only",
+        action="store_true",
+        help="only the learner, for each batch size of --learner-batches (a CNN's training takes hours on a CPU)",
+    )
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()
     label = args.env
@@ -361,6 +367,20 @@ def main() -> None:
         args.env.update(change.split("=", 1) for change in changes.split(",") if change)
     if args.compare_models:
         compare_models(args)
+        return
+    if args.learner_only:
+        print(
+            f"{label}, {model_of(args)}, learner on {args.device}: one batch of rollouts of {args.envs_per_actor} "
+            f"envs x {args.n_rollout_steps} steps, {ImpalaAlgorithmConfig().n_sgd_passes} SGD passes per update"
+        )
+        print("| rollouts per batch | samples per batch | updates/s | samples/s |\n|---|---|---|---|")
+        for size in args.learner_batches:
+            updates, samples = learner_only(args, args.seconds, size)
+            print(
+                f"| {size} | {size * args.envs_per_actor * args.n_rollout_steps:,} | {figure(updates)} | "
+                f"{figure(samples)} |",
+                flush=True,
+            )
         return
     if args.epochs < 2:
         parser.error(f"--epochs {args.epochs}: the rates are medians over the epochs after the first; give 2 or more")
@@ -385,8 +405,8 @@ def main() -> None:
             (f"train runner={runner}: rollouts/update", base[f"train_{runner}_rollouts_per_update"], None),
         ]  # fmt: skip
     for name, value, ratio in lines:
-        figure = f"{value:>14.2f}" if name.endswith("rollouts/update") else f"{value:>14,.0f}"
-        print(f"{name:<34}{figure}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
+        shown = f"{value:>14.2f}" if name.endswith("rollouts/update") else f"{value:>14,.0f}"
+        print(f"{name:<34}{shown}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
     for runner in ("local", "dev"):
         print(f"train runner={runner}: the learner waited for actors {base[f'train_{runner}_learner_waiting']:.0%} "
               f"of the loop; the actors idled about {base[f'train_{runner}_actors_idle']:.0%}")  # fmt: skip

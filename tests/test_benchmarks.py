@@ -35,6 +35,14 @@ def test_learning_benchmark_prints_its_table_and_the_calibration(tmp_path):
     assert run["seed"] == 1 and run["steps"] is None and run["final"] > 0
 
 
+def test_throughput_measures_the_learner_alone_by_batch_size(tmp_path):
+    args = ["--learner-only", "--learner-batches", "1", "2", "--seconds", "0.3", "--envs-per-actor", "4"]
+    stdout = run_script("throughput.py", *args, cwd=tmp_path)
+    rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert [row[1] for row in rows] == ["128", "256"]  # 4 envs x 32 steps per rollout
+    assert all(float(row[3].rstrip(" |").replace(",", "")) > 0 for row in rows)
+
+
 def test_calibration_runs_alone(tmp_path):
     stdout = run_script("calibration.py", cwd=tmp_path)
     assert "ms per update" in stdout and "env steps per batch" in stdout
