@@ -181,7 +181,7 @@ def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_befo
         for version in range(1, 40):
             for rollout in pool.collect(1):
                 lags.append(version - 1 - rollout.policy_version)
-            time.sleep(0.02)  # the learner's update: longer than a rollout
+            time.sleep(0.05)  # the learner's update: far longer than a rollout, even on a loaded machine
             weights.publish(policy, version)
         assert pool.finished.in_flight.limit == 1
         assert lags[-10:] == [1] * 10, lags
