@@ -169,7 +169,7 @@ def test_policy_compute_action_and_state_dict_round_trip(tmp_path):
 
 
 def test_the_learners_tanh_is_torch_tanh_in_value_and_gradient():
-    from maze_impala.nn.models import tanh
+    from maze_impala.nn.networks import tanh
 
     x = (torch.randn(500, 64) * 4).requires_grad_(True)
     ours = tanh(x)

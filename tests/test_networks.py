@@ -11,7 +11,8 @@ from maze_impala.envs.examples import CuttingEnv
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.custom import ExternalNet
-from maze_impala.nn.models import StepNet, make_policy
+from maze_impala.nn.models import make_policy
+from maze_impala.nn.networks import StepNet
 from maze_impala.nn.torch_acting import TorchActing, make_acting
 from maze_impala.train.checkpoint import read_checkpoint
 

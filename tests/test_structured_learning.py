@@ -19,7 +19,8 @@ from maze_impala.impala.losses import impala_loss
 from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.acting import StreamNoise
 from maze_impala.nn.critics import DeltaStateCritic, SharedStateCritic, make_critic
-from maze_impala.nn.models import PerAgentNet, StructuredPolicy, make_policy
+from maze_impala.nn.models import StructuredPolicy, make_policy
+from maze_impala.nn.networks import PerAgentNet
 from maze_impala.testing import TwoStepEnv
 
 MODEL = ModelConfig(hidden_units=[16])
