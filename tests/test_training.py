@@ -12,21 +12,23 @@ from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.setup import build_trainer
+from maze_impala.train.state import TrainerState
 
 DEV = RunnerConfig(type="dev")
 QUIET = OutputConfig(console=False, tensorboard=False)
 SMALL = dict(epoch_length=3, envs_per_actor=4, n_rollout_steps=16, num_actors=2)
 
 
-def test_patience_stops_early_and_keeps_the_best_model_apart(tmp_path):
+def test_patience_stops_early_on_ties_and_the_best_model_is_the_newest_tie(tmp_path):
     # lr ~ 0: the deterministic evaluation (fixed seeds) returns the same score every epoch,
-    # so after the first epoch nothing improves and patience=2 stops training after epoch 3.
+    # so after the first epoch nothing improves and patience=2 stops training after epoch 3;
+    # each tie replaces model_best.pt, so it holds epoch 3.
     algorithm = ImpalaAlgorithmConfig(n_epochs=10, patience=2, lr=1e-12, **SMALL)
     result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=3, output_dir=tmp_path)
     assert result.epochs == 3 and result.stopped_early
     evals = result.column("eval/EpisodeEvents/episode_return/mean")
     assert len(evals) == 3 and evals[0] == evals[1] == evals[2] == result.best_eval_return
-    assert read_checkpoint(tmp_path / "model_best.pt")["epoch"] == 1
+    assert read_checkpoint(tmp_path / "model_best.pt")["epoch"] == 3
     last = read_checkpoint(tmp_path / "model_last.pt")
     assert last["epoch"] == 3 and last["version"] == 9 and last["env_steps"] == result.env_steps
     assert {"policy", "critic", "optimizer", "config"} <= set(last)
@@ -88,3 +90,11 @@ def test_elapsed_seconds_count_from_the_set_up_so_a_run_s_time_includes_its_star
     whole = time.perf_counter() - before
     elapsed = result.column(StatKey.of(RunEvents.elapsed_seconds, "last", "train").column())
     assert 0.5 < elapsed[0] <= whole
+
+
+def test_a_tied_evaluation_keeps_the_newer_model_but_only_a_better_one_resets_the_patience():
+    state = TrainerState()
+    assert state.record(1, 0.5, {}) and state.epochs_since_best == 0
+    assert not state.record(2, 0.25, {}) and state.epochs_since_best == 1
+    assert state.record(3, 0.5, {}) and state.epochs_since_best == 2  # a tie: model_best.pt is this epoch's
+    assert state.record(4, 1.0, {}) and state.epochs_since_best == 0 and state.best_eval_return == 1.0

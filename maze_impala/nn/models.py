@@ -1,10 +1,10 @@
 """Policies keyed by step key, built from a :class:`ModelConfig`.
 
-Per step key the policy has three stages, each reporting its width (:class:`~maze_impala.nn.networks.StepNet`): an observation encoder
-with MLP layers, an optional recurrent core (``model.recurrent``), and the output layer feeding the step key's
-action distribution; before them, optionally, running observation statistics (``model.normalize_observations``,
-:mod:`maze_impala.nn.normalize`). Critics (:mod:`maze_impala.nn.critics`) are separate networks; with a recurrent
-policy they read its core's output (its memory) beside their own encoding.
+Per step key the policy has three stages, each reporting its width (:class:`~maze_impala.nn.networks.StepNet`):
+an observation encoder with MLP layers, an optional recurrent core (``model.recurrent``), and the output layer
+feeding the step key's action distribution; before them, optionally, running observation statistics
+(``model.normalize_observations``, :mod:`maze_impala.nn.normalize`). Critics (:mod:`maze_impala.nn.critics`) are
+separate networks; with a recurrent policy they read its core's output (its memory) beside their own encoding.
 """
 
 from __future__ import annotations

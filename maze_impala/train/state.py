@@ -27,14 +27,18 @@ class TrainerState:
     ``stats.csv``, the durable record, so that checkpoints do not grow with the run."""
 
     def record(self, epoch: int, score: float, row: dict[str, float]) -> bool:
-        """Count an epoch that evaluated to ``score``; True if it is the best so far."""
+        """Count an epoch that evaluated to ``score``; True if it is the best so far, or ties it.
+
+        A tie goes to the newer model, which has trained longer: an evaluation that saturates (every game won,
+        CartPole's 500) would otherwise keep, in ``model_best.pt``, the first epoch that reached it, however
+        much the policy improved after. Only a higher score resets the patience counter."""
         self.epoch = epoch
         self.history.append(row)
         if score > self.best_eval_return:
             self.best_eval_return, self.epochs_since_best = score, 0
             return True
         self.epochs_since_best += 1
-        return False
+        return score == self.best_eval_return
 
     def state_dict(self) -> dict[str, Any]:
         """Numbers and the torch RNG state: what ``torch.load(weights_only=True)`` reads back."""

@@ -70,8 +70,8 @@ class ImpalaTrainer:
 
     Per epoch: ``epoch_length`` updates (collect, learn, publish), an evaluation, the
     epoch's statistics to every writer, then ``model_last.pt`` (every
-    ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on a better
-    evaluation). Loop state lives in :attr:`state`, which every checkpoint saves and a
+    ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on an evaluation
+    that ties or beats the best). Loop state lives in :attr:`state`, which every checkpoint saves and a
     resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
     """
 
@@ -159,7 +159,7 @@ class ImpalaTrainer:
                 epoch_stats = self.train_stats.reduce() | self.eval_stats.reduce()
                 row = by_column(epoch_stats)
                 stats.append((epoch, state.env_steps, epoch_stats))
-                improved = state.record(epoch, self.evaluator.score, row)
+                best = state.record(epoch, self.evaluator.score, row)
                 if self.progress is not None:
                     self.progress.update(epoch, state.env_steps, force=True)
                     self.progress.end_line()
@@ -170,7 +170,7 @@ class ImpalaTrainer:
                 stopping = epoch == cfg.n_epochs or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
                 if stopping or epoch % self.checkpoint_every == 0:
                     self._save(LAST_MODEL)
-                if improved:
+                if best:
                     self._save(BEST_MODEL)
                 if stopping:
                     break
