@@ -23,9 +23,7 @@ from torch import nn
 from maze_impala.config import ModelConfig
 from maze_impala.core import StepKey
 from maze_impala.nn.names import module_key
-from maze_impala.nn.networks import StepNet
-
-Observations = Mapping[str, torch.Tensor]
+from maze_impala.nn.networks import Observations, StepNet
 
 
 class StructuredCritic(nn.Module):
