@@ -139,15 +139,42 @@ STARTED_ONLY = {".hydra", "train.log", "rollout.log", ".maze_run.lock", "config.
 """What a run directory can hold before the run's first epoch ends; a failed start leaves no such directory."""
 
 
-def discard_started_run(run_dir: Path) -> bool:
-    """Remove ``run_dir`` if it holds nothing but what a run writes before its first epoch ends (a failed start);
-    whether it did. A directory with a model or statistics, or with anything of a user's, is kept."""
-    if not run_dir.is_dir() or not {p.name for p in run_dir.iterdir()} <= STARTED_ONLY:
-        return False
-    for handler in list(logging.getLogger().handlers):  # the run's log file goes with its directory
+KEPT: set[Path] = set()
+"""Directories that existed before this command started: a resumed run's, an explicit ``hydra.run.dir`` (and the
+runs already in an explicit ``hydra.sweep.dir``). This command never removes them, and a refusal leaves them as they
+were (nothing is written into them, not even a log line)."""
+
+
+def owned(run_dir: Path) -> bool:
+    """Whether this command made ``run_dir`` (a new, time-stamped directory): only such a one is ever removed."""
+    return run_dir.resolve() not in KEPT
+
+
+def keep_existing_dirs(argv: Sequence[str]) -> None:
+    """Remember the directories named on the command line that exist already (see :data:`KEPT`)."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key in ("resume", "hydra.run.dir") and value and Path(value).is_dir():
+            KEPT.add(Path(value).resolve())
+        elif key == "hydra.sweep.dir" and value and Path(value).is_dir():
+            KEPT.update(p.resolve() for p in Path(value).iterdir() if p.is_dir())
+
+
+def detach_log(run_dir: Path) -> None:
+    """Stop logging into ``run_dir``'s log file (before it is removed, or when a refusal must leave it as it was)."""
+    for handler in list(logging.getLogger().handlers):
         if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(run_dir):
             logging.getLogger().removeHandler(handler)
             handler.close()
+
+
+def discard_started_run(run_dir: Path) -> bool:
+    """Remove ``run_dir`` if this command made it and it holds nothing but what a run writes before its first epoch
+    ends (a failed start); whether it did. A directory that existed before (a resumed run's, or one named by
+    ``hydra.run.dir``), or one with a model, statistics or anything of a user's, is kept."""
+    if not owned(run_dir) or not run_dir.is_dir() or not {p.name for p in run_dir.iterdir()} <= STARTED_ONLY:
+        return False
+    detach_log(run_dir)  # the run's log file goes with its directory
     shutil.rmtree(run_dir, ignore_errors=True)
     return True
 
@@ -171,11 +198,16 @@ def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> N
         message = f"training failed in {error}"
     else:
         message = f"{type(error).__name__}: {error}"
+    refused = run_dir is not None and code == 2 and not owned(run_dir)
+    if refused:  # a directory of before this command, refused: left exactly as it was, its log included
+        detach_log(run_dir)
     log.error("%s", message, exc_info=error)
     first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
     log_file = _log_file()
     where = f" (the traceback is in {log_file})" if log_file and not isinstance(error, ConfigError) else ""
-    if run_dir is not None and code == 2 and discard_started_run(run_dir):
+    if refused:
+        where = f" ({run_dir} is left as it was)"
+    elif run_dir is not None and code == 2 and discard_started_run(run_dir):
         where = f" (nothing ran: {run_dir} was removed)"
     elif run_dir is not None and run_dir.is_dir() and not any((run_dir / name).exists() for name in RESULTS):
         atomic_write_text(run_dir / FAILED, f"{first}\n")
@@ -231,11 +263,13 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         trainer = build_trainer(config, output_dir)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
         _fail(error, run_dir=output_dir)
-    except RunDirInUseError as error:  # another run's directory: left as it is
+    except RunDirInUseError as error:  # another live run's directory: left as it is, its log included
+        detach_log(output_dir)
         _fail(error, 1)
     except KeyboardInterrupt as interrupt:  # the build starts the actors; it stops them before this
-        say("maze-run: interrupted before training started", error=True)
-        discard_started_run(output_dir)
+        removed = discard_started_run(output_dir)
+        say(f"maze-run: interrupted before training started{f' ({output_dir} was removed)' if removed else ''}",
+            error=True)  # fmt: skip
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # e.g. a Ray cluster that cannot be joined
         _fail(error, 1, run_dir=output_dir)
@@ -243,17 +277,32 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption
     except KeyboardInterrupt as interrupt:
-        say(f"maze-run: interrupted; the last completed epoch's model is in {output_dir}; continue the run with\n"
-            f"  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
+        say(interrupted(output_dir, trainer.saved_epoch, overrides), error=True)
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
         _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
     say(
-        f"maze-run: done after {result.epochs} epochs, {result.env_steps:,} env steps, "
+        f"maze-run: done after {plural(result.epochs, 'epoch')}, {result.env_steps:,} env steps, "
         f"best evaluation {_score_name(config)} {result.best_eval_return:.2f}.\n"
         f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
         "model_last.pt, model_best.pt, train.log)"
     )
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[str]) -> str:
+    """What an interrupted training run says: the command that continues it from its checkpoint, or, where no epoch
+    ended before the interrupt (so there is no checkpoint), that there is nothing to resume and how to start again."""
+    if saved_epoch is None:
+        kept = [o for o in overrides if not _key(o).startswith("resume")]
+        return (f"maze-run: interrupted before the first checkpoint: no epoch ended, so there is nothing to resume "
+                f"(what the run logged is in {output_dir}). Start it again with\n  {_command(kept)}")  # fmt: skip
+    return (f"maze-run: interrupted; {output_dir / 'model_last.pt'} holds epoch {saved_epoch}; continue the run "
+            f"with\n  {resume_command(output_dir, overrides)}")  # fmt: skip
 
 
 def _score_name(config: TrainingConfig) -> str:
@@ -264,9 +313,13 @@ def _score_name(config: TrainingConfig) -> str:
 def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:
     """The command that continues the run in ``output_dir``: its own overrides, and ``resume=`` the directory."""
     kept = [o for o in overrides if not _key(o).startswith(("hydra.", "resume"))]
+    return _command([*kept, f"resume={output_dir}"])
+
+
+def _command(overrides: Sequence[str]) -> str:
+    """``maze-run`` with this command's config directories, ``-cn conf_train`` and ``overrides``, quoted for a shell."""
     config_dirs = [f"--config-dir {shlex.quote(d)}" for d in _config_dirs(sys.argv)]
-    return " ".join(["maze-run", *config_dirs, "-cn conf_train", *map(shlex.quote, kept),
-                     shlex.quote(f"resume={output_dir}")])  # fmt: skip
+    return " ".join(["maze-run", *config_dirs, "-cn conf_train", *map(shlex.quote, overrides)])
 
 
 def _config_dirs(argv: Sequence[str]) -> list[str]:
@@ -358,8 +411,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
     resume = [a.split("=", 1)[1] for a in argv if a.startswith("resume=")]
-    if resume and not any(a.startswith("hydra.run.dir=") for a in argv):
-        argv.append(f"hydra.run.dir={resume[-1]}")  # a resumed run's log and outputs continue in its directory
+    if resume and name == "conf_train":
+        from maze_impala.train.rundir import check_resumable_dir
+
+        try:  # before Hydra writes anything into it: a refused resume leaves the directory as it was
+            check_resumable_dir(Path(resume[-1]))
+        except ConfigError as error:
+            print(f"maze-run: {error}", file=sys.stderr)
+            sys.exit(2)
+        argv = [a for a in argv if not a.startswith("hydra.run.dir=")]
+        # the run's log and outputs continue in its directory; its .hydra/ keeps the record of how it was started
+        argv += [f"hydra.run.dir={resume[-1]}", "hydra.output_subdir=null"]
+    keep_existing_dirs(argv)
     register_schemas()
     from omegaconf import OmegaConf
 

@@ -36,6 +36,33 @@ def claim_output_dir(output_dir: Path, overwrite: bool) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
 
 
+def check_resumable_dir(run_dir: Path) -> None:
+    """Raise :class:`ConfigError` if ``run_dir`` holds no checkpoint to continue from, saying why and what to do.
+
+    Nothing is written or removed here: a refused resume leaves the directory as it was."""
+    if not run_dir.is_dir():
+        raise ConfigError(f"cannot resume {run_dir}: there is no such directory")
+    if (run_dir / LAST_MODEL).is_file():
+        return
+    if (run_dir / CONFIG_YAML).is_file():  # a training run that stopped before its first checkpoint
+        raise ConfigError(
+            f"cannot resume {run_dir}: the run stopped before its first checkpoint ({LAST_MODEL}), so there is "
+            f"nothing to continue from; {run_dir} is left as it was. Start the run again without resume= (its "
+            f"{CONFIG_YAML} holds the config it was started with)"
+        )
+    raise ConfigError(f"cannot resume {run_dir}: it holds no {LAST_MODEL} (is it a training run's directory?)")
+
+
+def check_more_epochs(run_dir: Path, done: int, n_epochs: int) -> None:
+    """Refuse a resume whose ``algorithm.n_epochs`` leaves nothing to train: the run has ``done`` epochs already."""
+    if n_epochs <= done:
+        raise ConfigError(
+            f"cannot resume {run_dir} with algorithm.n_epochs={n_epochs}: the run has trained "
+            f"{done} epoch{'' if done == 1 else 's'} already, so nothing would train. algorithm.n_epochs is the run's total: pass more than {done} "
+            f"(e.g. algorithm.n_epochs={2 * done}) to train it on"
+        )
+
+
 SAFE_TO_CHANGE = (
     "algorithm.n_epochs",
     "algorithm.patience",

@@ -46,7 +46,9 @@ from maze_impala.train.rundir import (
     LAST_MODEL,
     STATS_CSV,
     TENSORBOARD_DIR,
+    check_more_epochs,
     check_resumable,
+    check_resumable_dir,
     claim_output_dir,
     continue_tables,
     scalar_config,
@@ -123,14 +125,14 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     started = time.perf_counter()  # elapsed_seconds count from here: the actors' start-up is part of a run's time
     record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
-    if config.resume and not (output_dir / LAST_MODEL).is_file():
-        raise ConfigError(f"cannot resume {output_dir}: it holds no {LAST_MODEL} (was it a training run's directory?)")
+    if config.resume:
+        check_resumable_dir(output_dir)
     lock = RunDirLock(output_dir).acquire()
     try:
-        remove_stray_temp_files(output_dir)
-        checkpoint = _resume_from(output_dir, record) if config.resume else None
+        checkpoint = _resume_from(output_dir, record, config.algorithm.n_epochs) if config.resume else None
         if checkpoint is None:
             claim_output_dir(output_dir, config.overwrite)
+        remove_stray_temp_files(output_dir)  # after the checks: a refused directory is left as it was
         trainer = _wire(config, record, output_dir, checkpoint, lock)
         trainer.started = started
         return trainer
@@ -139,10 +141,12 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         raise
 
 
-def _resume_from(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint a resume continues from, after checking that the config changes nothing it learns."""
+def _resume_from(run_dir: Path, record: dict[str, Any], n_epochs: int) -> dict[str, Any]:
+    """The checkpoint a resume continues from, after checking that the config changes nothing it learns and that
+    epochs are left to train."""
     checkpoint = read_checkpoint(run_dir / LAST_MODEL)
     changes = check_resumable(checkpoint["config"], record, run_dir)
+    check_more_epochs(run_dir, int(checkpoint["epoch"]), n_epochs)
     described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
     logging.getLogger("maze_impala").info(
         "resuming %s after epoch %d%s", run_dir, checkpoint["epoch"], f"; changed: {described}" if described else ""

@@ -122,6 +122,8 @@ class ImpalaTrainer:
         """Film the evaluation every this many epochs (and the last); 0: never."""
         self.on_close = on_close or []
         """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
+        self.saved_epoch: int | None = self.state.epoch or None
+        """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
         self.started: float | None = None
         """``time.perf_counter()`` when the run's set-up began (``build_trainer`` sets it), from which
         ``elapsed_seconds`` counts; None: from the call of ``train``."""
@@ -273,3 +275,5 @@ class ImpalaTrainer:
             **self.checkpoint_extras,
         }
         save_checkpoint(self.output_dir / name, state)
+        if name == LAST_MODEL:
+            self.saved_epoch = self.state.epoch

@@ -1,0 +1,106 @@
+"""A run interrupted at every stage: what it says, what its directory keeps, and what a resume of it then does.
+
+A resume that is refused never removes or changes the directory it was asked to resume, and an interrupt before
+the first checkpoint prints no resume command. ``interrupting.py`` is ``maze-run`` interrupting itself with SIGINT at
+one stage, on the installed package.
+"""
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+
+pytestmark = pytest.mark.slow
+INTERRUPTING = Path(__file__).resolve().parent / "interrupting.py"
+RUN = ["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=3", "algorithm.epoch_length=2",
+       "algorithm.envs_per_actor=4", "algorithm.rollout_evaluator.n_episodes=2"]  # fmt: skip
+
+
+def interrupted_run(stage, out):
+    proc = subprocess.run([sys.executable, str(INTERRUPTING), stage, *RUN, f"hydra.run.dir={out}"], cwd=out.parent,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    return proc.stderr
+
+
+def snapshot(directory):
+    """Every file under ``directory`` and a hash of its bytes."""
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+def resume(out, *extra):
+    return run_cli([*RUN, *extra, f"resume={out}"], cwd=out.parent)
+
+
+def test_an_interrupt_before_the_actors_start_removes_the_new_directory_and_says_so(tmp_path):
+    out = tmp_path / "run"
+    stderr = interrupted_run("actors", out)
+    assert f"interrupted before training started ({out} was removed)" in stderr
+    assert "resume=" not in stderr and not out.exists()
+
+
+@pytest.mark.parametrize("stage", ["update:1", "checkpoint:1"])
+def test_an_interrupt_before_the_first_checkpoint_offers_no_resume_and_a_resume_of_it_changes_nothing(tmp_path, stage):
+    out = tmp_path / "run"
+    stderr = interrupted_run(stage, out)
+    assert "interrupted before the first checkpoint" in stderr and "nothing to resume" in stderr
+    assert "resume=" not in stderr
+    command = stderr.split("Start it again with\n", 1)[1].strip()
+    assert command.startswith("maze-run -cn conf_train runner=dev algorithm.n_epochs=3"), command
+    kept = snapshot(out)
+    assert "train.log" in kept and "config.yaml" in kept and "model_last.pt" not in kept
+    assert not list(out.glob(".*.tmp")), "a torn checkpoint leaves no temporary file"
+    proc = resume(out)
+    assert proc.returncode == 2 and "stopped before its first checkpoint" in proc.stderr, proc.stderr
+    assert f"{out} is left as it was" in proc.stderr
+    assert snapshot(out) == kept, "a refused resume neither removes nor changes the directory"
+
+
+@pytest.mark.parametrize("stage", ["update:4", "checkpoint:2"])
+def test_an_interrupt_after_a_checkpoint_resumes_from_it(tmp_path, stage):
+    """Mid-epoch (the second update of epoch 2), and in the middle of writing epoch 2's checkpoint: ``model_last.pt``
+    still holds epoch 1, which the printed command continues to the end."""
+    out = tmp_path / "run"
+    stderr = interrupted_run(stage, out)
+    assert f"{out / 'model_last.pt'} holds epoch 1" in stderr, stderr
+    command = stderr.split("continue the run with\n", 1)[1].strip()
+    assert command.endswith(f"resume={out}"), command
+    proc = run_cli(command.split()[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "done after 3 epochs" in proc.stdout
+    log = (out / "train.log").read_text()
+    assert f"resuming {out} after epoch 1" in log
+    assert [line.split(",")[0] for line in (out / "stats.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
+
+
+def test_refused_resumes_leave_the_directory_as_it_was(tmp_path):
+    """A changed key, too few epochs, and a directory that does not exist: each refused, nothing written."""
+    out = tmp_path / "run"
+    interrupted_run("update:4", out)
+    kept = snapshot(out)
+    changed = resume(out, "algorithm.lr=0.5")
+    assert changed.returncode == 2 and "with another config (algorithm.lr" in changed.stderr, changed.stderr
+    assert f"{out} is left as it was" in changed.stderr
+    fewer = resume(out, "algorithm.n_epochs=1")
+    assert fewer.returncode == 2 and "has trained 1 epoch already" in fewer.stderr, fewer.stderr
+    assert snapshot(out) == kept
+    missing = resume(tmp_path / "nowhere")
+    assert missing.returncode == 2 and "there is no such directory" in missing.stderr
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_configuration_error_in_an_existing_directory_leaves_it_as_it_was(tmp_path):
+    """``hydra.run.dir`` naming a directory of before (here a run stopped before its first checkpoint): a bad key
+    refuses the run and leaves that directory's files as they were (Hydra's own record, ``.hydra/``, aside)."""
+    out = tmp_path / "run"
+    interrupted_run("update:1", out)
+    kept = snapshot(out)
+    proc = run_cli([*RUN, "algorithm.lr=-1", f"hydra.run.dir={out}"], cwd=tmp_path)
+    assert proc.returncode == 2 and f"{out} is left as it was" in proc.stderr, proc.stderr
+    assert {k: v for k, v in snapshot(out).items() if not k.startswith(".hydra")} == {
+        k: v for k, v in kept.items() if not k.startswith(".hydra")
+    }
