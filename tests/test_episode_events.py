@@ -193,7 +193,7 @@ def test_in_a_terminal_the_status_line_ends_before_other_output():
     progress.update(1, 100, force=True)
     progress.end_line()
     stream.write("--- epoch 1 ---\n")
-    assert stream.getvalue().endswith("(mean of the last 1 episodes)\n--- epoch 1 ---\n")
+    assert stream.getvalue().endswith("(mean of the last episode)\n--- epoch 1 ---\n")
     progress.end_line()  # nothing pending: no empty line
     assert stream.getvalue().endswith("--- epoch 1 ---\n")
 
@@ -243,4 +243,24 @@ def test_after_a_resume_the_progress_rate_counts_this_process_only(monkeypatch):
     progress.update(8, 1_026_000)
     line = stream.getvalue().strip()
     assert "| 13,000 steps/s |" in line, line  # (1,026,000 - 1,000,000) / 2 s, not 1,026,000 / 2 s
-    assert line.endswith("(mean of the last 0 episodes since the resume after epoch 7)")
+    assert line.endswith("| no episode finished yet since the resume after epoch 7")
+
+
+def test_the_status_line_says_when_no_episode_finished_and_shows_the_games_rates_per_seat():
+    stream = io.StringIO()
+    progress = Progress(3, stream=stream, interval=0.0)
+    progress.update(1, 96)
+    assert stream.getvalue().strip() == "epoch 1/3 | 96 env steps | " + stream.getvalue().split("| ")[2] + (
+        "| no episode finished yet"
+    )
+    for seat, outcomes in (("player_1", ["win", "win", "loss", "draw"]), ("player_2", ["loss"])):
+        for result in outcomes:
+            progress.add_return(0.0)
+            for name in ("win", "draw", "loss"):
+                progress(EventRecord("GameEvents", name, {"seat": seat, "value": float(name == result)}))
+    progress.evaluation_games(EventRecord("GameEvents", "win", {"seat": "player_1", "value": 1.0}))
+    progress.update(2, 200)
+    line = stream.getvalue().strip().splitlines()[-1]
+    # the training games' rates (not the evaluation's, while training plays games)
+    assert line.endswith("return 0 (mean of the last 5 episodes) | win/draw/loss player_1 0.50/0.25/0.25, "
+                         "player_2 0.00/0.00/1.00"), line  # fmt: skip

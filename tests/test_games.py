@@ -185,6 +185,33 @@ def test_training_against_an_opponent_reports_rates_per_seat_and_returns_per_age
     assert 0.0 <= result.best_eval_return <= 1.0
 
 
+def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour(tmp_path, capsys):
+    """A zero-sum game's mean return is 0: the epoch table and the status line show win, draw and loss rates per
+    seat, and in training_curves.png a seat has one colour in every panel."""
+    from maze_impala.train.plots import training_curves
+
+    evaluation = RolloutEvaluatorConfig(n_episodes=4, opponent="random")
+    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, envs_per_actor=4, n_rollout_steps=8,
+                                      rollout_evaluator=evaluation)  # fmt: skip
+    output = OutputConfig(console=True, tensorboard=False, progress=True, plot=False)
+    train(TICTACTOE, algorithm, model=ModelConfig(image_encoder="flatten"), runner=RunnerConfig("dev"), output=output,
+          output_dir=tmp_path)  # fmt: skip
+    shown = capsys.readouterr().out
+    for seat in ("player_1", "player_2"):
+        for event in (GameEvents.win, GameEvents.draw, GameEvents.loss):
+            assert StatKey.of(event, mean, "eval", group=f"seat={seat}").column() in shown, shown
+    status = [line for line in shown.splitlines() if line.startswith("epoch 1/1 |")]
+    assert status and "| win/draw/loss in evaluation player_1 " in status[-1] and ", player_2 " in status[-1]
+    figure = training_curves(pd.read_csv(tmp_path / "stats.csv"))
+    colours: dict[str, set] = {}
+    for ax in figure.axes:
+        for line in ax.get_lines():
+            colours.setdefault(line.get_gid(), set()).add(line.get_color())
+    assert {"seat=player_1", "seat=player_2"} <= colours.keys()
+    assert all(len(found) == 1 for found in colours.values()), colours
+    assert colours["seat=player_1"] != colours["seat=player_2"]
+
+
 @pytest.mark.slow
 def test_the_rollout_cli_plays_every_seat_against_random_and_against_another_run(tmp_path):
     game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]

@@ -1,5 +1,6 @@
 """The suite tests what users install: the package in site-packages, complete, with its configs and scripts."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -48,3 +49,22 @@ def test_importing_the_package_leaves_out_torch_and_the_tables_and_plotting_libr
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", f"importing {modules} imported {proc.stdout.strip()}: import them where used"
+
+
+def test_the_cpu_install_line_takes_torchs_cpu_build_and_the_metadata_names_no_index():
+    """The README's first install line gets torch's CPU build from PyTorch's CPU wheel index, at the version that
+    ``constraints/cpu.txt`` pins (which then keeps it); the package's installed metadata names no index (pip would
+    not honour one there, and it would bind GPU users to the CPU build)."""
+    from importlib.metadata import distribution
+
+    install = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)[0].splitlines()
+    pinned = [line for line in (ROOT / "constraints" / "cpu.txt").read_text().splitlines() if line.startswith("torch")]
+    assert pinned == ["torch==2.13.0"], pinned
+    first = install[0].split("#")[0].split()
+    assert first[:4] == ["python3", "-m", "pip", "install"] and pinned[0] in first, install[0]
+    assert first[first.index("--index-url") + 1] == "https://download.pytorch.org/whl/cpu", install[0]
+    assert all("-c constraints/cpu.txt" in line for line in install[1:]), install
+    metadata = str(distribution("maze_impala").read_text("METADATA")).split("\n\n", 1)[0]
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: torch")]
+    assert requires == ["Requires-Dist: torch>=2.3"], requires
+    assert "download.pytorch.org" not in metadata

@@ -55,8 +55,14 @@ def test_a_resume_that_changes_what_the_run_learns_is_refused(tmp_path):
     changed = ImpalaAlgorithmConfig(n_epochs=2, **SMALL | {"epoch_length": 5}, lr=0.01)
     with pytest.raises(ConfigError, match=r"algorithm.epoch_length: 4 in the run, 5 now; algorithm.lr: 0.003 in the"):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path)
-    with pytest.raises(ConfigError, match=r"holds no model_last\.pt"):
+    with pytest.raises(ConfigError, match=r"nothing: there is no such directory"):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"holds no model_last\.pt"):
+        train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path / "empty")
+    same = ImpalaAlgorithmConfig(n_epochs=1, **SMALL)  # n_epochs is the run's total: 1 is done already
+    with pytest.raises(ConfigError, match=r"algorithm.n_epochs=1: the run has trained 1 epoch already"):
+        train("CartPole-v1", same, runner=DEV, output=QUIET, resume_from=tmp_path)
 
 
 def test_a_run_of_an_earlier_release_resumes_when_the_keys_added_since_keep_their_defaults(tmp_path):

@@ -10,6 +10,7 @@ from maze_impala.files import atomic_write
 
 if TYPE_CHECKING:  # imported where it plots: every actor process imports this package
     import pandas as pd
+    from matplotlib.figure import Figure
 
 CURVES_PNG = "training_curves.png"
 
@@ -37,6 +38,7 @@ def panels() -> list[tuple[str, list[str]]]:
         ("return per agent", [grouped(EpisodeEvents.agent_return)]),
         ("win rate against the opponent, per seat", [StatKey.of(GameEvents.win, mean, "eval").column() + "/"]),
         ("draw rate against the opponent, per seat", [StatKey.of(GameEvents.draw, mean, "eval").column() + "/"]),
+        ("loss rate against the opponent, per seat", [StatKey.of(GameEvents.loss, mean, "eval").column() + "/"]),
         ("win rate against the training opponent", [StatKey.of(GameEvents.win, mean, "train").column() + "/"]),
     ]
 
@@ -48,40 +50,52 @@ class NothingToPlot(ValueError):
 def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     """Plot return, losses, grad norms (per step key), policy lag and steps/s over env steps into ``png``; in a
     multi-agent env each agent's return too, and with games against an opponent the win and draw rates per seat."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    stats = pd.read_csv(stats_csv)
-    chosen = [(title, columns) for title, prefixes in panels() if (columns := _columns(stats, prefixes))]
-    if not chosen:
-        raise NothingToPlot(
-            f"{stats_csv} has no training curves (only {len(stats)} row(s) of rollout or other statistics); "
-            "a rollout's results are in its kpis.csv and kpis_summary.csv"
-        )
-    rows = max(2, -(-len(chosen) // 4))
-    fig, axes = plt.subplots(rows, 4, figsize=(18, 3.75 * rows), constrained_layout=True, squeeze=False)
-    for ax in axes.flat[len(chosen) :]:
-        ax.set_visible(False)
-    for ax, (title, columns) in zip(axes.flat, chosen):
-        scopes = {c.split("/")[0] for c in columns}
-        for column in columns:
-            # the scope (train, eval) where the panel mixes them, else the group (e.g. step_key=select)
-            label = column.split("/")[0 if len(scopes) > 1 else -1] if len(columns) > 1 else None
-            ax.plot(stats["env_steps"], stats[column], marker=".", label=label)
-        ax.set_title(title)
-        ax.set_xlabel("env steps")
-        ax.grid(alpha=0.3)
-        if len(columns) > 1:
-            ax.legend(fontsize=7)
+    fig = training_curves(pd.read_csv(stats_csv), str(stats_csv))
     png = Path(png)
     try:
         atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
     finally:
         plt.close(fig)
     return png
+
+
+def training_curves(stats: pd.DataFrame, source: str = "the statistics") -> Figure:
+    """The figure of :func:`plot_training_curves`. A curve keeps its colour in every panel: a seat, a step key, an
+    agent or the train and eval scopes (each line's ``gid`` is that name)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [(title, columns) for title, prefixes in panels() if (columns := _columns(stats, prefixes))]
+    if not chosen:
+        raise NothingToPlot(
+            f"{source} has no training curves (only {len(stats)} row(s) of rollout or other statistics); "
+            "a rollout's results are in its kpis.csv and kpis_summary.csv"
+        )
+    rows = max(2, -(-len(chosen) // 4))
+    fig, axes = plt.subplots(rows, 4, figsize=(18, 3.75 * rows), constrained_layout=True, squeeze=False)
+    for ax in axes.flat[len(chosen) :]:
+        ax.set_visible(False)
+    colours: dict[str, str] = {}
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (title, columns) in zip(axes.flat, chosen):
+        scopes = {c.split("/")[0] for c in columns}
+        for column in columns:
+            # the scope (train, eval) where the panel mixes them, else the group (e.g. step_key=select, seat=...)
+            name = column.split("/")[0 if len(scopes) > 1 else -1]
+            colour = colours.setdefault(name, palette[len(colours) % len(palette)])
+            label = name if len(columns) > 1 else None
+            ax.plot(stats["env_steps"], stats[column], marker=".", label=label, color=colour, gid=name)
+        ax.set_title(title)
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+        if len(columns) > 1:
+            ax.legend(fontsize=7)
+    return fig
 
 
 def _columns(stats: pd.DataFrame, prefixes: list[str]) -> list[str]:

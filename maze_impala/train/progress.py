@@ -9,18 +9,22 @@ from collections import deque
 from typing import TextIO
 
 from maze_impala.events.api import EventRecord, event_name
-from maze_impala.events.interfaces import EpisodeEvents
+from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 
 RETURN_WINDOW = 100
-"""The status line's return is the mean of this many latest episodes."""
+"""The status line's return is the mean of this many latest episodes (and its game rates of as many games a seat)."""
 _EPISODE_RETURN = event_name(EpisodeEvents.episode_return)
+_OUTCOMES = {event_name(e): e.__name__ for e in (GameEvents.win, GameEvents.draw, GameEvents.loss)}
 
 
 class Progress:
     """Rewrites one line in a terminal; elsewhere (logs, CI) prints a status line every ``interval`` seconds.
 
-    As a listener of the event hub it sees every episode's return; :meth:`add_return` takes
-    returns from elsewhere (e.g. a rollout's finished episodes).
+    As a listener of the event hub it sees every episode's return, and the outcome of every game against an
+    opponent (:class:`~maze_impala.events.interfaces.GameEvents`); :meth:`add_return` takes returns from elsewhere
+    (e.g. a rollout's finished episodes), and :meth:`evaluation_games` listens to an evaluation's games. In a
+    two-player zero-sum game the mean return is 0 by construction: the win, draw and loss rates per seat are what
+    the line shows then.
     """
 
     def __init__(
@@ -41,24 +45,52 @@ class Progress:
         self.interval = 0.5 if self.tty else interval
         self.started = self.last_print = time.perf_counter()
         self.returns: deque[float] = deque(maxlen=RETURN_WINDOW)
+        self.games: dict[str, dict[str, deque[str]]] = {"train": {}, "eval": {}}
+        """Per source, per seat: the latest games' outcomes."""
         self._pending = False
         """A status line is on the terminal without its newline."""
 
     def __call__(self, record: EventRecord) -> None:
         if (record.interface, record.event) == _EPISODE_RETURN:
             self.returns.append(float(record.values["value"]))
+        else:
+            self._game(record, "train")
+
+    def evaluation_games(self, record: EventRecord) -> None:
+        """A listener of the evaluation's hub: the games of the evaluations (shown when training plays none)."""
+        self._game(record, "eval")
+
+    def _game(self, record: EventRecord, source: str) -> None:
+        outcome = _OUTCOMES.get((record.interface, record.event))
+        if outcome is not None and record.values["value"]:
+            seat = str(record.values["seat"])
+            self.games[source].setdefault(seat, deque(maxlen=RETURN_WINDOW)).append(outcome)
+
+    def _games(self) -> str:
+        """`` | win/draw/loss player_0 0.60/0.10/0.30, ...``: the training games' rates per seat, or else the
+        evaluations'."""
+        source = "train" if self.games["train"] else "eval"
+        seats = self.games[source]
+        if not seats:
+            return ""
+        rates = ", ".join(
+            f"{seat} " + "/".join(f"{games.count(o) / len(games):.2f}" for o in _OUTCOMES.values())
+            for seat, games in sorted(seats.items())
+        )
+        return f" | win/draw/loss{' in evaluation' if source == 'eval' else ''} {rates}"
 
     def add_return(self, value: float) -> None:
         self.returns.append(float(value))
 
     def line(self, done: int, env_steps: int) -> str:
         rate = (env_steps - self.start_steps) / max(time.perf_counter() - self.started, 1e-9)
-        mean = sum(self.returns) / len(self.returns) if self.returns else math.nan
         since = "" if self.resumed_at is None else f" since the resume after {self.unit} {self.resumed_at}"
-        return (
-            f"{self.unit} {done}/{self.total} | {env_steps:,} env steps | {rate:,.0f} steps/s | "
-            f"return {mean:.4g} (mean of the last {len(self.returns)} episodes{since})"
-        )
+        head = f"{self.unit} {done}/{self.total} | {env_steps:,} env steps | {rate:,.0f} steps/s | "
+        if not self.returns:
+            return head + f"no episode finished yet{since}"
+        mean = sum(self.returns) / len(self.returns)
+        episodes = "the last episode" if len(self.returns) == 1 else f"the last {len(self.returns)} episodes"
+        return head + f"return {mean:.4g} (mean of {episodes}{since}){self._games()}"
 
     def update(self, done: int, env_steps: int, force: bool = False) -> None:
         now = time.perf_counter()

@@ -26,7 +26,7 @@ from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.envs.factory import env_record, make_env
 from maze_impala.events.api import EventHub, last, mean
-from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
+from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, GameEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
 from maze_impala.events.tables import EVENT_LOG_DIR, EventLogWriter
 from maze_impala.events.trackers import MlflowWriter, WandbWriter
@@ -72,6 +72,8 @@ def console_columns() -> list[str]:
         StatKey.of(ev.policy_grad_norm, mean, train).column(),
         StatKey.of(ev.critic_value_loss, mean, train).column(),
         StatKey.of(ev.critic_grad_norm, mean, train).column(),
+        *(StatKey.of(outcome, mean, source).column() + "/" for source in (train, evaluation)
+          for outcome in (GameEvents.win, GameEvents.draw, GameEvents.loss)),  # per seat, in games only
     ]
 
 
