@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
-from maze_impala.config.base import check_keys
+from maze_impala.config.base import check_keys, import_hint
 from maze_impala.files import RunDirInUseError, atomic_write_text
 
 if TYPE_CHECKING:
@@ -191,7 +192,10 @@ def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> N
 
     if isinstance(error, InstantiationException):  # the env's _target_ raised; show its own message
         cause = error.__cause__ or error
-        message = f"cannot build the env: {type(cause).__name__}: {cause}"
+        target = re.search(r"'([\w]+(?:\.[\w]+)+)'", f"{error} {cause}")
+        hint = import_hint(target.group(1), error) if target else ""
+        said = " ".join(str(cause).split())  # Hydra's message spans lines; the console shows one
+        message = f"cannot build the env: {type(cause).__name__}: {said}{hint}"
     elif isinstance(error, ConfigError):
         message = f"invalid configuration: {error}"
     elif type(error).__name__ == "TrainingError":  # its message names the epoch and the cause
@@ -249,8 +253,7 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
         _fail(error, run_dir=output_dir)
     except Exception as error:  # an env or worker failure: one line here, the traceback in the log
         _fail(error, 1, run_dir=output_dir)
-    files = "kpis.csv, kpis_summary.csv" if config.opponent is None else "games.csv, games_summary.csv"
-    say(f"maze-run: outputs in {output_dir} (config.yaml, {files}, stats.csv, rollout.log)")
+    say(f"maze-run: outputs in {output_dir} ({listing(output_dir)})")
 
 
 def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
@@ -284,9 +287,14 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     say(
         f"maze-run: done after {plural(result.epochs, 'epoch')}, {result.env_steps:,} env steps, "
         f"best evaluation {_score_name(config)} {result.best_eval_return:.2f}.\n"
-        f"maze-run: outputs in {output_dir} (config.yaml, stats.csv, kpis.csv, training_curves.png, tensorboard/, "
-        "model_last.pt, model_best.pt, train.log)"
+        f"maze-run: outputs in {output_dir} ({listing(output_dir)})"
     )
+
+
+def listing(directory: Path) -> str:
+    """What a run wrote into ``directory``, as it is there: ``config.yaml, kpis.csv, ..., videos/``."""
+    entries = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != FAILED]
+    return ", ".join(sorted(p.name + ("/" if p.is_dir() else "") for p in entries))
 
 
 def plural(count: int, noun: str) -> str:

@@ -26,7 +26,8 @@ class Summary(Callback):
             if written is not None:
                 plot_comparison([folder], folder / "comparison.png")
                 write_marl_eval([folder], folder / METRICS_JSON)
-                print(f"maze-run: the multirun's summary: {written}, {folder / 'comparison.png'}, "
+                print(f"maze-run: the multirun's summary: {written}, {written.with_suffix('.png')}, "
+                      f"{folder / 'comparison.png'}, "
                       f"{folder / METRICS_JSON} (marl-eval)")  # fmt: skip
         except Exception as error:  # a summary must never turn finished runs into a failure
             logging.getLogger("maze_impala").warning("could not sum up the multirun %s: %r", folder, error)

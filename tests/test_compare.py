@@ -39,6 +39,26 @@ def test_runs_are_grouped_by_their_overrides_but_the_seed_and_labelled_by_what_d
     assert sorted((g.label, len(g.runs)) for g in groups) == [("algorithm.lr=0.001", 2), ("algorithm.lr=0.003", 2)]
 
 
+def test_single_runs_are_labelled_by_their_seed_too_where_the_seeds_differ(tmp_path):
+    """``maze-plot A B`` of two runs that differ in the learning rate and the seed: each curve is one seed."""
+    from maze_impala.train.compare import plot_comparison
+
+    _fake_run(tmp_path / "a", ["algorithm.lr=0.003", "seed=1"], [1, 2])
+    _fake_run(tmp_path / "b", ["algorithm.lr=0.001", "seed=2"], [1, 3])
+    groups = configurations(find_runs([tmp_path / "a", tmp_path / "b"]))
+    assert sorted(g.label for g in groups) == ["algorithm.lr=0.001, seed=2", "algorithm.lr=0.003, seed=1"]
+    import matplotlib.pyplot as plt
+
+    shown = []
+    original = plt.Axes.legend
+    plt.Axes.legend = lambda ax, *args, **kwargs: shown.extend(t for t in ax.get_legend_handles_labels()[1])
+    try:
+        plot_comparison([tmp_path / "a", tmp_path / "b"], tmp_path / "two.png")
+    finally:
+        plt.Axes.legend = original
+    assert "algorithm.lr=0.001, seed=2 (1 run)" in shown, shown
+
+
 @pytest.mark.slow
 def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path):
     proc = run_cli(["-cn", "conf_train", "-m", "runner=dev", *TINY, "output.tensorboard=false", "seed=1,2",
@@ -51,6 +71,7 @@ def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path)
     assert (summary["runs"] == 2).all() and (summary["iqm_ci_low"] <= summary["iqm"]).all()
     assert (tmp_path / "sweep" / "summary.png").stat().st_size > 5_000
     assert (tmp_path / "sweep" / "comparison.png").stat().st_size > 10_000
+    assert f"{tmp_path / 'sweep' / 'summary.png'}" in proc.stdout, "the closing line names every file it wrote"
     # maze-plot draws the folder again, and two of its runs side by side
     first, second = (tmp_path / "sweep" / name for name in runs[:2])
     two = [str(first), str(second), "--output", str(tmp_path / "two.png")]

@@ -202,3 +202,10 @@ def test_pickle_of_plain_checkpoint_data_loads(tmp_path):
     path = tmp_path / "plain.pt"
     torch.save({"config": {"env": "CartPole-v1", "model": {"hidden_units": [4]}}, "version": 3}, path)
     assert read_checkpoint(path)["version"] == 3
+
+
+def test_an_env_module_that_cannot_be_found_says_where_to_run_from(tmp_path):
+    """A user's env (``my_env.MyEnv``) from a directory that does not hold ``my_env.py``: the error says what to do."""
+    proc = run_cli(["-cn", "conf_train", "env._target_=my_env.MyEnv", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "run from the directory that holds my_env" in proc.stderr and "PYTHONPATH" in proc.stderr, proc.stderr

@@ -18,6 +18,8 @@ def test_the_rollout_cli_films_the_first_episodes_frame_by_frame(tmp_path, fmt):
                     "n_episodes=3", "video.episodes=2", f"video.format={fmt}", f"hydra.run.dir={tmp_path}"],
                    cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower(), "a headless machine films without SDL's display errors"
+    assert "kpis_summary.csv, rollout.log, stats.csv, videos/)" in proc.stdout, proc.stdout
     steps = pd.read_csv(tmp_path / "kpis.csv")["steps"].tolist()
     films = sorted((tmp_path / "videos").iterdir())
     assert [f.name for f in films] == [f"episode_0.{fmt}", f"episode_1.{fmt}"]

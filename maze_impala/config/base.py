@@ -14,6 +14,21 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and how to fix it."""
 
 
+def import_hint(target: str, error: BaseException) -> str:
+    """Where ``error`` (from building ``target``, a dotted path) is a module that could not be found: how to make it
+    importable, in brackets to append to a message; else an empty string."""
+    chain, cause = [], error
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    text = " ".join(str(e) for e in chain)
+    if not any(isinstance(e, ImportError) for e in chain) and "Error locating target" not in text:
+        return ""
+    module = target.rsplit(".", 1)[0]
+    return (f" ({target} is imported by its module's name: run from the directory that holds "
+            f"{module.split('.')[0]}, its .py file or package, or add that directory to PYTHONPATH)")  # fmt: skip
+
+
 def check(ok: bool, name: str, value: object, requirement: str) -> None:
     """Raise a :class:`ConfigError` saying that ``name`` must be ``requirement`` unless ``ok``."""
     if not ok:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import functools
 import importlib
 import inspect
@@ -102,7 +104,13 @@ def _pettingzoo(env: Any) -> StructuredEnv | None:
 def rendering(spec: EnvSpec) -> EnvSpec:
     """``spec`` made with ``render_mode="rgb_array"`` (for videos): an id becomes the config of
     :func:`~maze_impala.envs.gym_adapter.make_gym_env` with it, a ``_target_`` config gets it unless it sets one;
-    a factory is taken as it is (it must render by itself)."""
+    a factory is taken as it is (it must render by itself).
+
+    Where there is no display, SDL (pygame, which many envs draw with) is told to draw off-screen
+    (``SDL_VIDEODRIVER=dummy``, unless set): it renders the same frames, without its error lines about a missing
+    display server."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     if isinstance(spec, str):
         return {"_target_": "maze_impala.envs.gym_adapter.make_gym_env", "name": spec, "render_mode": "rgb_array"}
     if isinstance(spec, Mapping) and "render_mode" not in spec and _takes(spec["_target_"], "render_mode"):

@@ -17,6 +17,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from maze_impala.config.base import import_hint
 from maze_impala.core import StepKey
 
 TARGET = "_target_"
@@ -60,9 +61,13 @@ class ExternalNet(nn.Module):
         try:
             self.module = instantiate(dict(config), observation_space=obs_space, n_outputs=n_out, _convert_="all")
         except Exception as error:  # an import error, a wrong argument: say which network and what it is given
+            hint = import_hint(self.target, error) or (
+                f"; a network is built as {self.target}(observation_space=<gym.spaces.Dict>, n_outputs=<int>, "
+                "**its config's keys)"
+            )
             raise ValueError(
-                f"model.networks: cannot build {self.target} for step key {step_key!r} ({error}); a network is "
-                f"built as {self.target}(observation_space=<gym.spaces.Dict>, n_outputs=<int>, **its config's keys)"
+                f"model.networks: cannot build {self.target} for step key {step_key!r} ({' '.join(str(error).split())})"
+                f"{hint}"
             ) from error
         if not isinstance(self.module, nn.Module):
             built = type(self.module).__name__

@@ -73,15 +73,25 @@ def find_runs(paths: list[Path]) -> list[Run]:
 
 def configurations(runs: list[Run]) -> list[Configuration]:
     """The runs grouped by their overrides other than the seed, each group labelled by the overrides in which the
-    groups differ (the run's directory name where nothing differs)."""
+    groups differ (the run's directory name where nothing differs). A group of one run is labelled by its seed too
+    where the seeds differ: that run is one seed, not a spread over seeds."""
     groups: dict[tuple, Configuration] = {}
     for run in runs:
         groups.setdefault(run.configuration, Configuration("")).runs.append(run)
-    differing = {k for key in groups for k, v in key if any(dict(other).get(k) != v for other in groups)}
+    named = {key: _label_items(key, c.runs) for key, c in groups.items()}
+    differing = {k for items in named.values() for k, v in items
+                 if any(dict(other).get(k) != v for other in named.values())}  # fmt: skip
     for key, configuration in groups.items():
-        label = ", ".join(f"{k}={v}" for k, v in key if k in differing)
+        label = ", ".join(f"{k}={v}" for k, v in named[key] if k in differing)
         configuration.label = label or (configuration.runs[0].path.name if len(groups) > 1 else "run")
     return list(groups.values())
+
+
+def _label_items(key: tuple[tuple[str, str], ...], runs: list[Run]) -> tuple[tuple[str, str], ...]:
+    if len(runs) != 1:
+        return key
+    seeds = tuple((k, v) for k, v in runs[0].overrides.items() if k in SEED_KEYS)
+    return tuple(sorted(key + seeds))
 
 
 def iqm(values: np.ndarray) -> float:
@@ -192,7 +202,7 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
             if not curves:
                 continue
             frame = pd.concat(curves, axis=1).sort_index()
-            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({len(curves)} runs)")
+            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({len(curves)} run{'' if len(curves) == 1 else 's'})")
             if len(curves) > 1:
                 ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2,
                                 color=line[0].get_color())  # fmt: skip
