@@ -7,7 +7,6 @@ needs torch. What the functions need is imported when they run.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +45,7 @@ def train(
     directory) continues that run from its last checkpoint instead. Call it under
     ``if __name__ == "__main__":`` in a script: the default ``runner=local`` starts actor processes.
     """
+    from maze_impala.train.rundir import new_run_dir
     from maze_impala.train.setup import build_trainer
 
     config = TrainingConfig(
@@ -58,7 +58,7 @@ def train(
         overwrite,
         str(resume_from) if resume_from is not None else None,
     )
-    out = Path(output_dir) if output_dir else Path("outputs", "train", time.strftime("%Y-%m-%d_%H-%M-%S"))
+    out = Path(output_dir) if output_dir else new_run_dir("train")
     return build_trainer(config, out).train()
 
 

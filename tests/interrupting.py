@@ -11,11 +11,10 @@ import os
 import signal
 import sys
 
+from maze_impala import files
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.cli import main
 from maze_impala.impala.learner import ImpalaLearner
-
-from maze_impala import files
 
 
 def interrupt():

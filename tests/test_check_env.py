@@ -49,6 +49,15 @@ def test_the_shipped_and_test_envs_pass(env):
     check_env(env, n_steps=200)
 
 
+def test_check_env_says_what_it_checked(capsys):
+    report = check_env(CuttingEnv, n_steps=50)
+    assert report.sub_steps == 50 and report.step_keys == ("select", "cut") and report.episodes >= 1
+    said = capsys.readouterr().out.strip()
+    assert said.startswith("check_env: passed 50 sub-steps over") and "step keys select, cut" in said, said
+    check_env(CuttingEnv, n_steps=5, verbose=False)
+    assert capsys.readouterr().out == ""
+
+
 def test_check_env_takes_gymnasium_and_pettingzoo_env_instances():
     from pettingzoo.classic import tictactoe_v3
 

@@ -145,3 +145,4 @@ def test_each_python_example_runs_as_a_script(tmp_path, path):
         script.write_text(code)
         proc = subprocess.run([sys.executable, script.name], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{path.name}, example {i + 1}:\n{code}\n{proc.stderr[-3000:]}"
+        assert not re.search(r"\s\.\.\.\s", proc.stdout), f"{path.name}, example {i + 1} prints a table cut to '...'"

@@ -206,6 +206,22 @@ def test_pickle_of_plain_checkpoint_data_loads(tmp_path):
 
 def test_an_env_module_that_cannot_be_found_says_where_to_run_from(tmp_path):
     """A user's env (``my_env.MyEnv``) from a directory that does not hold ``my_env.py``: the error says what to do."""
-    proc = run_cli(["-cn", "conf_train", "env._target_=my_env.MyEnv", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    args = ["-cn", "conf_train", "env._target_=my_env.MyEnv", f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = run_cli(args, cwd=tmp_path)
     assert proc.returncode == 2
     assert "run from the directory that holds my_env" in proc.stderr and "PYTHONPATH" in proc.stderr, proc.stderr
+
+
+def test_train_and_maze_run_name_new_run_folders_alike():
+    """``outputs/train/<time>`` to the microsecond, whether the run started from Python or the CLI."""
+    from datetime import datetime
+
+    from omegaconf import OmegaConf
+
+    from maze_impala.cli import config_dir
+    from maze_impala.train.rundir import RUN_TIME_FORMAT, new_run_dir
+
+    hydra = OmegaConf.to_container(OmegaConf.load(config_dir() / "conf_train.yaml"))["hydra"]["run"]["dir"]
+    assert hydra == f"outputs/train/${{now:{RUN_TIME_FORMAT}}}"
+    folder = new_run_dir()
+    assert folder.parent == Path("outputs", "train") and datetime.strptime(folder.name, RUN_TIME_FORMAT)

@@ -76,8 +76,12 @@ def test_your_network_trains_is_checkpointed_and_loads_back(tmp_path):
     [
         ({"place": {"_target_": TARGET}}, ConfigError, r"no step key 'place' \(its step keys: \['select', 'cut'\]\)"),
         ({"cut": {"hidden": 4}}, ConfigError, "model.networks.cut needs a _target_"),
-        ({"_target_": "no_such_module.Net"}, ValueError, "cannot build no_such_module.Net for step key .*run from the "
-         "directory that holds no_such_module, .* or add that directory to PYTHONPATH"),
+        (
+            {"_target_": "no_such_module.Net"},
+            ValueError,
+            "cannot build no_such_module.Net for step key .*run from the "
+            "directory that holds no_such_module, .* or add that directory to PYTHONPATH",
+        ),
         ({"_target_": TARGET, "width": 3}, ValueError, r"built as .*JoinedNet\(observation_space="),
     ],
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -151,10 +152,27 @@ def sample_action(action_space: gym.spaces.Dict, masks: Mapping[str, np.ndarray]
     return action
 
 
-def check_env(env: Any, n_steps: int = 300, seed: int = 0) -> None:
+@dataclass(frozen=True)
+class EnvCheckReport:
+    """What :func:`check_env` checked: the sub-steps taken, the episodes begun, the step keys and actors seen."""
+
+    sub_steps: int
+    episodes: int
+    step_keys: tuple[StepKey, ...]
+    actors: int
+
+    def __str__(self) -> str:
+        keys = ", ".join(map(str, self.step_keys))
+        return (f"check_env: passed {self.sub_steps} sub-steps over {self.episodes} episode(s), step keys {keys}, "
+                f"{self.actors} actor(s): seeded resets reproduce, observations, actions, masks, rewards and actor "
+                "exits fit their spaces per step key, and the env time never decreases")  # fmt: skip
+
+
+def check_env(env: Any, n_steps: int = 300, seed: int = 0, verbose: bool = True) -> EnvCheckReport:
     """Reset and step ``env`` (a :class:`StructuredEnv`, or anything :func:`~maze_impala.envs.factory.make_env`
     takes) with sampled allowed actions for ``n_steps`` sub-steps; raises :class:`EnvCheckError` at the first
-    broken promise, naming the step key, the space or key, and what was expected and found.
+    broken promise, naming the step key, the space or key, and what was expected and found. Returns what was
+    checked, and prints it where ``verbose``.
     """
     from maze_impala.envs.factory import make_env
 
@@ -167,8 +185,11 @@ def check_env(env: Any, n_steps: int = 300, seed: int = 0) -> None:
             raise EnvCheckError(f"reset(seed={seed}) twice gave different first observations (key {key!r}): seeding "
                                 "must make an episode reproducible")  # fmt: skip
     obs, time = again, env.get_env_time()
+    episodes, keys, actors = 1, {}, set()
     for _ in range(n_steps):
         actor = check_actor_id(env)
+        keys[actor.step_key] = None
+        actors.add(tuple(actor))
         masks = check_masks(obs, env.action_spaces_dict[actor.step_key], actor.step_key)
         action = sample_action(env.action_spaces_dict[actor.step_key], masks, rng)
         obs, _, terminated, truncated, _ = check_step_result(env.step(action), actor.step_key)
@@ -180,9 +201,14 @@ def check_env(env: Any, n_steps: int = 300, seed: int = 0) -> None:
         time = now
         if terminated or truncated:
             obs, time = _reset(env, int(rng.integers(2**31))), env.get_env_time()
+            episodes += 1
         else:
             key = check_actor_id(env).step_key
             check_observation(obs, env.observation_spaces_dict[key], key)
+    report = EnvCheckReport(n_steps, episodes, tuple(keys), len(actors))
+    if verbose:
+        print(report)
+    return report
 
 
 def _reset(env: StructuredEnv, seed: int) -> dict:

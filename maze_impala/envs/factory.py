@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import functools
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 

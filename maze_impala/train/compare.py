@@ -202,7 +202,8 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
             if not curves:
                 continue
             frame = pd.concat(curves, axis=1).sort_index()
-            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({len(curves)} run{'' if len(curves) == 1 else 's'})")
+            runs = f"{len(curves)} run{'' if len(curves) == 1 else 's'}"
+            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({runs})")
             if len(curves) > 1:
                 ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2,
                                 color=line[0].get_color())  # fmt: skip

@@ -19,6 +19,18 @@ RUN_FILES = (LAST_MODEL, BEST_MODEL, STATS_CSV, KPI_CSV)
 """Files whose presence means that a directory holds a run."""
 
 
+RUN_TIME_FORMAT = "%Y-%m-%d_%H-%M-%S.%f"
+"""A new run's folder name (``outputs/train/<time>``), the same for ``maze-run`` (its Hydra config) and ``train()``:
+to the microsecond, so that runs started within a second of each other never share a folder."""
+
+
+def new_run_dir(kind: str = "train") -> Path:
+    """``outputs/<kind>/<now>``: where a run goes that is given no directory."""
+    from datetime import datetime
+
+    return Path("outputs", kind, datetime.now().strftime(RUN_TIME_FORMAT))
+
+
 def claim_output_dir(output_dir: Path, overwrite: bool) -> None:
     """Refuse to train into a directory holding another run's files, unless ``overwrite`` (then remove them)."""
     found = [name for name in RUN_FILES if (output_dir / name).exists()]
@@ -58,8 +70,8 @@ def check_more_epochs(run_dir: Path, done: int, n_epochs: int) -> None:
     if n_epochs <= done:
         raise ConfigError(
             f"cannot resume {run_dir} with algorithm.n_epochs={n_epochs}: the run has trained "
-            f"{done} epoch{'' if done == 1 else 's'} already, so nothing would train. algorithm.n_epochs is the run's total: pass more than {done} "
-            f"(e.g. algorithm.n_epochs={2 * done}) to train it on"
+            f"{done} epoch{'' if done == 1 else 's'} already, so nothing would train. algorithm.n_epochs is the "
+            f"run's total: pass more than {done} (e.g. algorithm.n_epochs={2 * done}) to train it on"
         )
 
 

@@ -72,8 +72,11 @@ def console_columns() -> list[str]:
         StatKey.of(ev.policy_grad_norm, mean, train).column(),
         StatKey.of(ev.critic_value_loss, mean, train).column(),
         StatKey.of(ev.critic_grad_norm, mean, train).column(),
-        *(StatKey.of(outcome, mean, source).column() + "/" for source in (train, evaluation)
-          for outcome in (GameEvents.win, GameEvents.draw, GameEvents.loss)),  # per seat, in games only
+        *(
+            StatKey.of(outcome, mean, source).column() + "/"
+            for source in (train, evaluation)
+            for outcome in (GameEvents.win, GameEvents.draw, GameEvents.loss)
+        ),  # per seat, in games only
     ]
 
 
