@@ -127,9 +127,13 @@ SUITE: dict[str, Task] = {
         threshold=28.5,
         floor=24.0,
     ),
-    # images: a goal seen only as pixels (optimum 0.90, random 0.35), through the IMPALA CNN or flattened
+    # images: a goal seen only as pixels (optimum 0.90, random 0.35), with the shipped model (image_encoder=auto:
+    # a 6x6 image goes into the MLP) and through the IMPALA CNN; the same task drawn larger, 4 and 7 pixels a cell
+    # (24x24 and 42x42 images), for the rule of image_encoder=auto (run each with --model image_encoder=...)
     "pixel-goal": Task(_example("PixelGoalEnv"), 0.85, 0.7, budget=200_000),
-    "pixel-goal-flatten": Task(_example("PixelGoalEnv"), 0.85, 0.7, model={"image_encoder": "flatten"}, budget=200_000),
+    "pixel-goal-impala": Task(_example("PixelGoalEnv"), 0.85, 0.7, model={"image_encoder": "impala"}, budget=200_000),
+    "pixel-goal-24": Task(_example("PixelGoalEnv") | {"cell_pixels": 4}, 0.85, 0.7, budget=200_000),
+    "pixel-goal-42": Task(_example("PixelGoalEnv") | {"cell_pixels": 7}, 0.85, 0.7, budget=200_000),
     # MiniGrid's DoorKey through its 7x7 image (env=minigrid; pip install minigrid): 0.9 within 500,000 steps
     "minigrid-doorkey": _shipped("minigrid", 500_000, 0.9, 0.7),
     # MinAtar Breakout (env=minatar; pip install minatar): 10x10 frames, 2M steps

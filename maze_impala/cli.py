@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys, import_hint
 from maze_impala.files import RunDirInUseError, atomic_write_text
+from maze_impala.train.rundir import FAILED
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -178,10 +179,6 @@ def discard_started_run(run_dir: Path) -> bool:
     detach_log(run_dir)  # the run's log file goes with its directory
     shutil.rmtree(run_dir, ignore_errors=True)
     return True
-
-
-FAILED = "FAILED"
-"""The file that marks a run directory whose run failed before its first epoch ended (it holds the error)."""
 
 
 def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> None:

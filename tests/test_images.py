@@ -15,7 +15,7 @@ from maze_impala.envs.factory import make_env
 from maze_impala.impala.batch import stack_step
 from maze_impala.nn.acting import StreamNoise
 from maze_impala.nn.critics import make_critic
-from maze_impala.nn.encoders import ImageEncoder, ObservationEncoder, channels_first
+from maze_impala.nn.encoders import ImageEncoder, NatureCNN, ObservationEncoder, channels_first
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.torch_acting import TorchActing, make_acting, numpy_form_of
@@ -92,7 +92,7 @@ def test_a_flattened_frame_is_scaled_and_acts_in_numpy_as_in_torch():
                          [(c, "lstm") for c in ("step", "shared")])  # fmt: skip
 def test_an_image_beside_other_keys_works_with_every_critic_mask_and_the_recurrent_core(critic, recurrent):
     env = make_env(PixelGoalEnv(channels_first=True, dict_observation=True))
-    model = ModelConfig(critic=critic, recurrent=recurrent, image_features=16, hidden_units=[32])
+    model = ModelConfig(critic=critic, recurrent=recurrent, image_encoder="impala", image_features=16, hidden_units=[32])
     policy = make_policy(env, model)
     assert policy.network(0).encoder.n_outputs == 16 + 1 + 4  # the CNN's features, "time" and "action_mask"
     acting = make_acting(policy)
@@ -107,3 +107,42 @@ def test_an_image_beside_other_keys_works_with_every_critic_mask_and_the_recurre
     tensors = {k: torch.as_tensor(v)[None] for k, v in batch.items()}  # [T=1, N=64]
     memory = torch.zeros(1, 64, model.recurrent_units) if recurrent != "none" else None
     assert critic_net.values(0, tensors, 2, {}, memory).shape == (1, 64)
+
+
+def test_auto_flattens_small_images_and_picks_the_cnn_by_the_learners_device():
+    from maze_impala.config.model import FLATTEN_BELOW_PIXELS, auto_image_encoder, image_pixels
+
+    assert image_pixels((3, 3, 2)) == 9 and image_pixels((4, 84, 84)) == 84 * 84 and FLATTEN_BELOW_PIXELS == 36 * 36
+    assert auto_image_encoder([(3, 3, 2)], "cpu") == "flatten"  # tic-tac-toe's board
+    assert auto_image_encoder([(10, 10, 4), (7, 7, 3)], "cuda") == "flatten"  # MinAtar, MiniGrid
+    assert auto_image_encoder([(35, 35, 3)], "cpu") == "flatten"
+    assert auto_image_encoder([(6, 6, 3), (4, 84, 84)], "cpu") == "nature"  # the largest image decides
+    assert auto_image_encoder([(84, 84, 4)], "cuda:0") == "impala"
+    assert auto_image_encoder([], "cpu") == "flatten"
+    policy = make_policy(make_env(PixelGoalEnv), ModelConfig())
+    assert not len(policy.network(0).encoder.images), "a 6x6 image goes into the MLP"
+    policy = make_policy(make_env(PixelGoalEnv(cell_pixels=7)), ModelConfig())
+    assert isinstance(policy.network(0).encoder.images["observation"].cnn, NatureCNN), "42x42 on a CPU"
+
+
+def test_a_run_records_what_auto_became_and_keeps_it_on_resume(tmp_path):
+    from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, load_policy, train
+    from maze_impala.train.checkpoint import read_checkpoint
+
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    small = dict(epoch_length=1, envs_per_actor=2, n_rollout_steps=4, num_actors=1, n_sgd_passes=1)
+    env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv", "cell_pixels": 7}
+    train(env, ImpalaAlgorithmConfig(n_epochs=1, **small), runner=RunnerConfig("dev"), output=quiet,
+          output_dir=tmp_path)  # fmt: skip
+    assert read_checkpoint(tmp_path / "model_last.pt")["config"]["model"]["image_encoder"] == "nature"
+    assert "image_encoder: nature" in (tmp_path / "config.yaml").read_text()
+    policy, _ = load_policy(tmp_path / "model_last.pt")
+    assert isinstance(policy.network(0).encoder.images["observation"].cnn, NatureCNN)
+    # a run of an earlier release recorded impala (then the default): auto resumes it with impala, unchanged
+    earlier = tmp_path / "earlier"
+    train(env, ImpalaAlgorithmConfig(n_epochs=1, **small), ModelConfig(image_encoder="impala"),
+          runner=RunnerConfig("dev"), output=quiet, output_dir=earlier)  # fmt: skip
+    result = train(env, ImpalaAlgorithmConfig(n_epochs=2, **small), runner=RunnerConfig("dev"), output=quiet,
+                   resume_from=earlier)  # fmt: skip
+    assert result.epochs == 2
+    assert read_checkpoint(earlier / "model_last.pt")["config"]["model"]["image_encoder"] == "impala"

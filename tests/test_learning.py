@@ -140,6 +140,15 @@ def test_a_parametrized_action_as_a_discrete_then_a_continuous_step_key_beats_fl
 def test_the_impala_cnn_learns_to_reach_a_goal_seen_only_as_pixels(tmp_path):
     # PixelGoalEnv: a 6x6 uint8 image of the agent, the goal and the walls (optimum 0.90, random 0.35)
     env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv"}
+    algorithm, result, returns, _ = _train(env, ModelConfig(image_encoder="impala"), 60, 1, tmp_path)
+    assert result.env_steps <= algorithm.total_env_steps == 61_440
+    assert max(returns) >= 0.85, f"mean training return per epoch: {returns}"
+
+
+def test_the_default_model_learns_a_small_image_through_the_mlp(tmp_path):
+    """image_encoder=auto puts a 24x24 image (the pixel goal, 4 pixels a cell) into the MLP, and it learns."""
+    env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv", "cell_pixels": 4}
     algorithm, result, returns, _ = _train(env, ModelConfig(), 60, 1, tmp_path)
+    assert "image_encoder: flatten" in (tmp_path / "config.yaml").read_text()
     assert result.env_steps <= algorithm.total_env_steps == 61_440
     assert max(returns) >= 0.85, f"mean training return per epoch: {returns}"

@@ -117,7 +117,8 @@ def test_the_shipped_butterfly_config_reduces_every_pistons_frames_for_the_cnn()
     [
         ("minigrid", "minigrid", (7, 7, 3), {"entropy_coef": 0.01, "gamma": 0.99}),
         ("minatar", "minatar", (10, 10, 4), {"entropy_coef": 0.01, "gamma": 0.99, "lr": 0.0006}),
-        ("atari", "ale_py", (4, 84, 84), {"reward_clip": 1.0, "gamma": 0.99}),
+        ("atari", "ale_py", (4, 84, 84), {"reward_clip": 1.0, "gamma": 0.99, "optimizer": "rmsprop", "lr": 0.0006,
+                                          "entropy_coef": 0.01, "n_rollout_steps": 20, "n_sgd_passes": 1}),
     ],
 )
 def test_the_shipped_image_configs_make_their_envs_and_set_their_settings(name, package, shape, settings):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from maze_impala.config.base import ConfigError, check, check_choice
@@ -10,8 +11,30 @@ from maze_impala.config.base import ConfigError, check, check_choice
 CRITIC_TYPES = ("step", "shared", "delta")
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 RECURRENT = ("none", "lstm", "gru")
-IMAGE_ENCODERS = ("impala", "nature", "flatten")
+IMAGE_ENCODERS = ("auto", "impala", "nature", "flatten")
 INITS = ("orthogonal", "default")
+FLATTEN_BELOW_PIXELS = 36 * 36
+"""``image_encoder=auto`` flattens images of fewer pixels (height x width) than this into the MLP: boards, MinAtar's
+10x10 and MiniGrid's 7x7 views, small renderings. At these sizes the MLP learnt as fast or faster per env step and
+trained several times faster per second than either CNN (docs/benchmarks.md, "Which image encoder"); 36x36 is
+also the smallest image the Nature CNN takes."""
+
+
+def image_pixels(shape: tuple[int, ...]) -> int:
+    """Height x width of a rank-3 image, channels first or last (the channel axis is the smaller end)."""
+    channels = min(int(shape[0]), int(shape[-1]))
+    return math.prod(int(n) for n in shape) // max(channels, 1)
+
+
+def auto_image_encoder(image_shapes: list[tuple[int, ...]], device: str) -> str:
+    """What ``image_encoder=auto`` becomes for a run whose image observations have ``image_shapes`` and whose learner
+    runs on ``device``: ``flatten`` where every image has fewer than :data:`FLATTEN_BELOW_PIXELS` pixels; else the
+    Nature CNN for a CPU learner (about 13 times the IMPALA CNN's learner samples per second on 84x84x4 frames
+    there) and the IMPALA CNN for a GPU learner (the paper's network, where its compute is cheap). Without images:
+    ``flatten`` (nothing to encode)."""
+    if not image_shapes or max(image_pixels(s) for s in image_shapes) < FLATTEN_BELOW_PIXELS:
+        return "flatten"
+    return "nature" if device == "cpu" else "impala"
 
 
 @dataclass
@@ -42,10 +65,12 @@ class ModelConfig:
     clipped to +-5 standard deviations. The statistics are model buffers: the learner updates them once per batch,
     and they travel with the weights to the actors and into every checkpoint."""
 
-    image_encoder: str = "impala"
+    image_encoder: str = "auto"
     """How image observations (rank-3 Box keys, HWC or CHW, uint8 or float) are encoded: impala (IMPALA's residual
-    CNN), nature (the DQN Nature CNN, images of at least 36x36) or flatten (into the MLP). uint8 frames are scaled to
-    [0, 1] on the model's device by each of them; other keys of a Dict observation go through the MLP encoder."""
+    CNN), nature (the DQN Nature CNN, images of at least 36x36), flatten (into the MLP), or auto: flatten below
+    36x36 pixels, else nature for a CPU learner and impala for a GPU learner (:func:`auto_image_encoder`; a run
+    records what auto became). uint8 frames are scaled to [0, 1] on the model's device by each of them; other keys
+    of a Dict observation go through the MLP encoder."""
     image_features: int = 256
     """Width of a CNN's output (its final linear layer), per image key."""
     critic_hidden_units: list[int] | None = None
@@ -61,6 +86,12 @@ class ModelConfig:
     """Your own policy network: ``{_target_: my_module.MyNet, ...}`` for every step key, or one such config per step
     key name (``networks.<step_key>._target_``); the rest keep the built-in network. Built as
     ``MyNet(observation_space=..., n_outputs=..., **the other keys)`` (see :mod:`maze_impala.nn.custom`)."""
+
+    def resolved(self, image_shapes: list[tuple[int, ...]], device: str) -> ModelConfig:
+        """This config with ``image_encoder=auto`` replaced by what it becomes (see :func:`auto_image_encoder`)."""
+        if self.image_encoder != "auto":
+            return self
+        return replace(self, image_encoder=auto_image_encoder(image_shapes, device))
 
     @property
     def critic_widths(self) -> list[int]:

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from maze_impala.core import ActorID, StepKey
-from maze_impala.envs.checker import check_actor_id, check_observation, check_reward, check_step_result
+from maze_impala.envs.checks import check_actor_id, check_observation, check_reward, check_step_result
 from maze_impala.envs.structured import ActorExit, StructuredEnv
 from maze_impala.events.episodes import EpisodeEventLog, EpisodeSummary
 

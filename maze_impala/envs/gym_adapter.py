@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 
 from maze_impala.core import ActorID, StepKey
-from maze_impala.envs.checker import check_step_result
+from maze_impala.envs.checks import check_step_result
 from maze_impala.envs.spaces import within_bounds
 from maze_impala.envs.structured import ActorExit, StructuredEnv
 

@@ -66,7 +66,7 @@ class TensorBoardWriter(StatsWriter):
         moviepy)."""
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        from maze_impala.train.video import gif_bytes
+        from maze_impala.events.gif import gif_bytes
 
         height, width = frames[0].shape[:2]
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif_bytes(frames, fps))

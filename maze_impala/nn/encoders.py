@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from maze_impala.config.model import IMAGE_ENCODERS
+from maze_impala.config.model import IMAGE_ENCODERS, auto_image_encoder
 from maze_impala.envs.spaces import is_image_space, storage_dtype
 from maze_impala.nn.names import module_key
 
@@ -147,10 +147,13 @@ class ObservationEncoder(nn.Module):
     a CNN: such a policy acts in torch).
     """
 
-    def __init__(self, space: gym.spaces.Dict, image_encoder: str = "impala", image_features: int = 256):
+    def __init__(self, space: gym.spaces.Dict, image_encoder: str = "auto", image_features: int = 256):
         super().__init__()
         if image_encoder not in IMAGE_ENCODERS:
             raise ValueError(f"model.image_encoder must be one of {IMAGE_ENCODERS}, got {image_encoder!r}")
+        if image_encoder == "auto":  # a run resolves it for every step key and its learner's device beforehand
+            images = [tuple(sub.shape) for sub in space.spaces.values() if is_image_space(sub)]
+            image_encoder = auto_image_encoder(images, "cpu")
         self.space = space
         self.n_outputs = 0
         self.images = nn.ModuleDict()

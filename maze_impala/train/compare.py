@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-FAILED = "FAILED"
-STATS = "stats.csv"
+from maze_impala.train.rundir import FAILED
+from maze_impala.train.rundir import STATS_CSV as STATS
+
 SEED_KEYS = ("seed",)
 """Overrides that tell the runs of one configuration apart (its spread, not another configuration)."""
 
@@ -202,8 +203,8 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
             if not curves:
                 continue
             frame = pd.concat(curves, axis=1).sort_index()
-            runs = f"{len(curves)} run{'' if len(curves) == 1 else 's'}"
-            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({runs})")
+            count = f"{len(curves)} run{'' if len(curves) == 1 else 's'}"
+            line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({count})")
             if len(curves) > 1:
                 ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2,
                                 color=line[0].get_color())  # fmt: skip

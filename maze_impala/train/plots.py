@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from maze_impala.files import atomic_write
+from maze_impala.train.rundir import CURVES_PNG
 
 if TYPE_CHECKING:  # imported where it plots: every actor process imports this package
     import pandas as pd
     from matplotlib.figure import Figure
-
-CURVES_PNG = "training_curves.png"
 
 
 def panels() -> list[tuple[str, list[str]]]:

@@ -8,9 +8,11 @@ from typing import Any
 
 from maze_impala.config import ConfigError
 from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV, CsvTable
-from maze_impala.train.plots import CURVES_PNG
 
 LAST_MODEL = "model_last.pt"
+CURVES_PNG = "training_curves.png"
+FAILED = "FAILED"
+"""The file that marks a run directory whose run failed before its first epoch ended (it holds the error)."""
 BEST_MODEL = "model_best.pt"
 STATS_CSV = "stats.csv"
 CONFIG_YAML = "config.yaml"

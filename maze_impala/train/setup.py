@@ -25,6 +25,7 @@ from maze_impala.config import (
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.envs.factory import env_record, make_env
+from maze_impala.envs.spaces import is_image_space
 from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, GameEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
@@ -128,10 +129,11 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     resume changes what the run learns; :class:`RunDirInUseError` if another run trains there.
     """
     started = time.perf_counter()  # elapsed_seconds count from here: the actors' start-up is part of a run's time
-    record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
     if config.resume:
         check_resumable_dir(output_dir)
+    config = with_image_encoder(config)
+    record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
     lock = RunDirLock(output_dir).acquire()
     try:
         checkpoint = _resume_from(output_dir, record, config.algorithm.n_epochs) if config.resume else None
@@ -144,6 +146,23 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     except BaseException:
         lock.release()
         raise
+
+
+def with_image_encoder(config: TrainingConfig) -> TrainingConfig:
+    """``config`` with ``model.image_encoder=auto`` replaced by what it becomes for this env and learner device, so
+    that the run records it (``config.yaml``, checkpoints, ``load_policy``); a resumed run keeps its own."""
+    if config.model.image_encoder != "auto":
+        return config
+    if config.resume:  # what the run chose (an earlier release's default was impala)
+        recorded = read_checkpoint(Path(config.resume) / LAST_MODEL)["config"].get("model", {})
+        return replace(config, model=replace(config.model, image_encoder=recorded.get("image_encoder", "impala")))
+    probe = make_env(config.env)
+    try:
+        spaces = [sub for space in probe.observation_spaces_dict.values() for sub in space.spaces.values()]
+    finally:
+        probe.close()
+    images = [tuple(sub.shape) for sub in spaces if is_image_space(sub)]
+    return replace(config, model=config.model.resolved(images, config.algorithm.device))
 
 
 def _resume_from(run_dir: Path, record: dict[str, Any], n_epochs: int) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.progress import Progress
-from maze_impala.train.rundir import BEST_MODEL, LAST_MODEL, STATS_CSV, scalar_config
+from maze_impala.train.rundir import BEST_MODEL, CURVES_PNG, LAST_MODEL, STATS_CSV, scalar_config
 from maze_impala.train.state import TrainerState
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ class ImpalaTrainer:
         for writer in self.writers:
             writer.hparams(config, metrics)
         if self.plot and history and (self.output_dir / STATS_CSV).is_file():
-            from maze_impala.train.plots import CURVES_PNG, plot_training_curves  # matplotlib only when drawing
+            from maze_impala.train.plots import plot_training_curves  # matplotlib only when drawing
 
             plot_training_curves(self.output_dir / STATS_CSV, self.output_dir / CURVES_PNG)
 

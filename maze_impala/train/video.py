@@ -7,23 +7,15 @@ imageio (``pip install "maze_impala[video]"``; MP4 through its ffmpeg plugin, GI
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from maze_impala.config import ConfigError
+from maze_impala.events.gif import imageio
 
 VIDEO_DIR = "videos"
-
-
-def _imageio() -> Any:
-    try:
-        import imageio.v2 as imageio
-    except ImportError:
-        raise ConfigError('videos need imageio, which is not installed: pip install "maze_impala[video]"') from None
-    return imageio
 
 
 class VideoFile:
@@ -31,7 +23,7 @@ class VideoFile:
     (for TensorBoard)."""
 
     def __init__(self, path: Path, fps: int, thumbnails: bool = False):
-        imageio = _imageio()
+        writers = imageio()
         path.parent.mkdir(parents=True, exist_ok=True)
         options: dict[str, Any] = {"fps": fps}
         if path.suffix == ".gif":
@@ -39,7 +31,7 @@ class VideoFile:
         else:
             options["macro_block_size"] = 1  # any frame size, not only multiples of 16
         self.path, self.frames = path, 0
-        self._writer = imageio.get_writer(str(path), **options)
+        self._writer = writers.get_writer(str(path), **options)
         self.thumbnails: list[np.ndarray] | None = [] if thumbnails else None
 
     def __call__(self, frame: np.ndarray) -> None:
@@ -91,10 +83,3 @@ def check_renders(env: Any, setting: str) -> None:
         raise ConfigError(f"{setting}: {error}") from None
     except ConfigError as error:
         raise ConfigError(f"{setting}: {error}") from None
-
-
-def gif_bytes(frames: list[np.ndarray], fps: int) -> bytes:
-    """An animated GIF of ``frames`` (what TensorBoard shows as a video)."""
-    buffer = io.BytesIO()
-    _imageio().mimwrite(buffer, frames, format="GIF", duration=1000 / fps, loop=0)
-    return buffer.getvalue()

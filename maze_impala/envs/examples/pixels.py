@@ -16,6 +16,8 @@ class PixelGoalEnv(gym.Env):
     ``1 - 0.9 * steps / max_steps`` (MiniGrid's reward); after ``max_steps`` (default ``4 * size``) it is cut off
     with 0. The optimum averages 0.90 on the default 6x6 grid (4x4 free cells), a random policy 0.35.
 
+    ``cell_pixels``: each cell is that many pixels wide and high in the observation (the same task as a larger image:
+    ``size * cell_pixels`` square; the benchmarks choose ``model.image_encoder=auto``'s rule with it).
     ``channels_first`` gives CHW images instead of HWC; ``dict_observation`` a Dict with the image under ``"map"``,
     the share of steps left under ``"time"`` and the moves that do not run into a wall under ``"action_mask"`` (an
     image among other keys, as a logistics env's map would be, and an action mask).
@@ -31,12 +33,16 @@ class PixelGoalEnv(gym.Env):
         channels_first: bool = False,
         dict_observation: bool = False,
         render_mode: str | None = None,
+        cell_pixels: int = 1,
     ):
         if size < 4:
             raise ValueError(f"PixelGoalEnv needs size >= 4 (a border and at least 2x2 free cells), got {size}")
-        self.size, self.max_steps = size, max_steps or 4 * size
+        if cell_pixels < 1:
+            raise ValueError(f"PixelGoalEnv needs cell_pixels >= 1, got {cell_pixels}")
+        self.size, self.max_steps, self.cell_pixels = size, max_steps or 4 * size, cell_pixels
         self.channels_first, self.dict_observation, self.render_mode = channels_first, dict_observation, render_mode
-        shape = (3, size, size) if channels_first else (size, size, 3)
+        side = size * cell_pixels
+        shape = (3, side, side) if channels_first else (side, side, 3)
         image = gym.spaces.Box(0, 255, shape, dtype=np.uint8)
         time = gym.spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
         mask = gym.spaces.MultiBinary(4)
@@ -56,6 +62,8 @@ class PixelGoalEnv(gym.Env):
 
     def _obs(self) -> Any:
         image = self._image()
+        if self.cell_pixels > 1:
+            image = np.repeat(np.repeat(image, self.cell_pixels, axis=0), self.cell_pixels, axis=1)
         if self.channels_first:
             image = np.ascontiguousarray(image.transpose(2, 0, 1))
         if not self.dict_observation:

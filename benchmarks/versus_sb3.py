@@ -1,0 +1,238 @@
+"""maze_impala beside Stable-Baselines3's PPO on the same machine, seeds and env-step budgets, runs alternating.
+
+    python benchmarks/versus_sb3.py                                  # every task, seeds 1-3
+    python benchmarks/versus_sb3.py --tasks cartpole --seeds 1 2 3 --json out.json
+
+SB3 is never a dependency of maze_impala: this script installs it into a virtual environment of its own
+(``--venv``, default ``~/.cache/maze_impala/sb3-venv``), which sees this Python's packages (torch, gymnasium and
+maze_impala's example envs) but not the reverse. Each run is a fresh process; the time to the threshold counts from
+the moment that process is started (imports, env and actor start-up included) to the end of the update after which
+the mean training return of the latest episodes first reaches the task's threshold: for maze_impala an epoch's
+mean (``train/EpisodeEvents/episode_return/mean``), for SB3 the mean of its last 100 episodes (``ep_info_buffer``),
+checked after every rollout. A run stops there, or at its budget. The runs of a seed go one after the other,
+maze_impala first, then SB3, so that a slow period of a shared machine hits both.
+
+Tasks (maze_impala with the shipped settings of the task's env config; SB3 with the RL Zoo's settings):
+
+* ``cartpole``: CartPole-v1 to 475; SB3 PPO with ``ppo.yml``'s CartPole-v1 settings (8 envs, 32 steps, batches of
+  256, 20 epochs, gamma 0.98, GAE lambda 0.8, lr and clip range 1e-3 and 0.2 annealed).
+* ``pixel-goal``: ``env=pixel_goal`` (a 6x6 RGB image, optimum 0.90) to 0.85; ``pixel-goal-24``: the same task
+  drawn 4 pixels a cell (24x24). SB3 PPO with the Zoo's Atari settings (8 envs, 128 steps, 4 epochs, batches of
+  256, lr 2.5e-4 and clip range 0.1 annealed, entropy 0.01) and a small CNN (32 and 64 3x3 convolutions, a
+  256-wide layer): SB3's own Nature CNN needs images of 36x36 or more.
+* ``minatar``: ``env=minatar`` (MinAtar Breakout, 10x10x4) to 10; SB3 as for the pixel goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+TASKS = {
+    # name: (threshold, env-step budget)
+    "cartpole": (475.0, 500_000),
+    "pixel-goal": (0.85, 400_000),
+    "pixel-goal-24": (0.85, 400_000),
+    "minatar": (10.0, 2_000_000),
+}
+SB3 = "stable-baselines3==2.7.0"
+DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "sb3-venv"
+
+
+def sb3_python(venv_dir: Path) -> Path:
+    """The Python of a virtual environment with SB3 (made and filled on first use), seeing this one's packages."""
+    python = venv_dir / "bin" / "python"
+    if not python.exists():
+        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(venv_dir)
+    check = subprocess.run([str(python), "-c", "import stable_baselines3"], capture_output=True)
+    if check.returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", SB3], check=True)
+    return python
+
+
+# --------------------------------------------------------------------------------------------- the runs' processes
+def maze_run(task: str, seed: int, started: float) -> dict:
+    """maze_impala with the task's shipped settings, stopped at the threshold."""
+    from maze_impala import ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
+    from maze_impala.cli import shipped_env
+    from maze_impala.config import ImpalaAlgorithmConfig
+    from maze_impala.events.api import mean
+    from maze_impala.events.interfaces import EpisodeEvents
+    from maze_impala.events.stats import StatKey
+    from maze_impala.events.writers import StatsWriter
+    from maze_impala.train.setup import build_trainer
+
+    threshold, budget = TASKS[task]
+    env, algorithm = {
+        "cartpole": ("CartPole-v1", {}),
+        "pixel-goal": shipped_env("pixel_goal"),
+        "pixel-goal-24": ({**shipped_env("pixel_goal")[0], "cell_pixels": 4}, shipped_env("pixel_goal")[1]),
+        "minatar": shipped_env("minatar"),
+    }[task]
+    shipped = ImpalaAlgorithmConfig(**algorithm)
+    updates = budget // shipped.env_steps_per_update
+    epochs = max(1, updates // shipped.epoch_length)
+    config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), ModelConfig(),
+                            RunnerConfig(), OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+                            seed=seed)  # fmt: skip
+    column = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
+    result = {"reached": None, "seconds": None, "env_steps": None}
+
+    class Reached(Exception):
+        pass
+
+    class Watch(StatsWriter):
+        def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
+            if row.get(column, -float("inf")) >= threshold:
+                result.update(reached=True, seconds=time.time() - started, env_steps=env_steps)
+                raise Reached
+
+    with tempfile.TemporaryDirectory() as out:
+        trainer = build_trainer(config, Path(out))
+        trainer.writers.append(Watch())
+        try:
+            trainer.train()
+        except Reached:
+            pass
+    result["encoder"] = config.model.image_encoder
+    return result
+
+
+def sb3_run(task: str, seed: int, started: float) -> dict:
+    """SB3 PPO with the RL Zoo's settings for the task, stopped at the threshold."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+    from torch import nn
+
+    threshold, budget = TASKS[task]
+    torch.set_num_threads(1)  # as each of maze_impala's processes: the other core runs the envs
+
+    def linear(start: float):
+        return lambda progress: progress * start
+
+    class SmallCNN(BaseFeaturesExtractor):
+        """Two 3x3 convolutions and a 256-wide layer, for images too small for the Nature CNN."""
+
+        def __init__(self, space: gym.spaces.Box, features_dim: int = 256):
+            super().__init__(space, features_dim)
+            self.convs = nn.Sequential(nn.Conv2d(space.shape[0], 32, 3, padding=1), nn.ReLU(),
+                                       nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Flatten())  # fmt: skip
+            with torch.no_grad():
+                n = self.convs(torch.zeros(1, *space.shape)).shape[1]
+            self.linear = nn.Sequential(nn.Linear(n, features_dim), nn.ReLU())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(self.convs(x))
+
+    if task == "cartpole":
+        env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+        model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                    ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed)  # fmt: skip
+    else:
+        if task.startswith("pixel-goal"):
+            from maze_impala.envs.examples import PixelGoalEnv
+
+            cells = 4 if task == "pixel-goal-24" else 1
+            env = make_vec_env(PixelGoalEnv, n_envs=8, seed=seed, env_kwargs={"cell_pixels": cells})
+        else:
+            from maze_impala.envs.gym_adapter import make_gym  # registers MinAtar's envs
+
+            def frames(env: gym.Env) -> gym.Env:  # bool planes as uint8 images, as SB3's CnnPolicy takes
+                shape = env.observation_space.shape
+                space = gym.spaces.Box(0, 255, shape, np.uint8)
+                return gym.wrappers.TransformObservation(env, lambda o: o.astype(np.uint8) * 255, space)
+
+            env = make_vec_env(lambda: make_gym("MinAtar/Breakout-v1"), n_envs=8, seed=seed, wrapper_class=frames)
+        model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=linear(2.5e-4),
+                    clip_range=linear(0.1), vf_coef=0.5, ent_coef=0.01, seed=seed,
+                    policy_kwargs={"features_extractor_class": SmallCNN, "normalize_images": True})  # fmt: skip
+    result = {"reached": None, "seconds": None, "env_steps": None}
+
+    class Watch(BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:
+            buffer = [info["r"] for info in self.model.ep_info_buffer]
+            if buffer and np.mean(buffer) >= threshold and result["reached"] is None:
+                result.update(reached=True, seconds=time.time() - started, env_steps=self.num_timesteps)
+                self.model.num_timesteps = budget  # ends learn() after this update
+
+    model.learn(total_timesteps=budget, callback=Watch())
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- the driver
+def run(tool: str, task: str, seed: int, python: Path) -> dict:
+    """One run in a fresh process; its time counts from just before the process starts."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
+        started = time.time()
+        command = [str(python), __file__, "--worker", tool, task, str(seed), repr(started), out.name]
+        subprocess.run(command, check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        row = json.loads(Path(out.name).read_text())
+    return {"tool": tool, "task": task, "seed": seed, **row}
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    table = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        line: dict = {"task": task}
+        for tool in ("maze_impala", "sb3"):
+            mine = [r for r in rows if r["task"] == task and r["tool"] == tool]
+            done = [r for r in mine if r["reached"]]
+            line[f"{tool}_reached"] = f"{len(done)}/{len(mine)}"
+            line[f"{tool}_seconds"] = statistics.median(r["seconds"] for r in done) if done else None
+            line[f"{tool}_env_steps"] = statistics.median(r["env_steps"] for r in done) if done else None
+        if line["maze_impala_seconds"] and line["sb3_seconds"]:
+            line["sooner"] = round(line["sb3_seconds"] / line["maze_impala_seconds"], 2)
+            line["env_steps_ratio"] = round(line["maze_impala_env_steps"] / line["sb3_env_steps"], 2)
+        table.append(line)
+    return table
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        tool, task, seed, started, out = sys.argv[2:7]
+        row = (maze_run if tool == "maze_impala" else sb3_run)(task, int(seed), float(started))
+        Path(out).write_text(json.dumps(row))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="SB3's virtual environment")
+    parser.add_argument("--json", help="also write every run and the table to this file")
+    args = parser.parse_args()
+    python = sb3_python(args.venv)
+    rows = []
+    for task in args.tasks:
+        for seed in args.seeds:
+            for tool in ("maze_impala", "sb3"):
+                rows.append(run(tool, task, seed, Path(sys.executable) if tool == "maze_impala" else python))
+                print(json.dumps(rows[-1]), flush=True)
+    table = summary(rows)
+    print("| task | maze_impala: reached, median s, median env steps | SB3 PPO: reached, median s, median env steps "
+          "| SB3's time / ours | our env steps / SB3's |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for line in table:
+        ours = f"{line['maze_impala_reached']}, {line['maze_impala_seconds']}, {line['maze_impala_env_steps']}"
+        theirs = f"{line['sb3_reached']}, {line['sb3_seconds']}, {line['sb3_env_steps']}"
+        print(f"| {line['task']} | {ours} | {theirs} | {line.get('sooner')} | {line.get('env_steps_ratio')} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": rows, "table": table}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
