@@ -6,11 +6,11 @@
 SB3 is never a dependency of maze_impala: this script installs it into a virtual environment of its own
 (``--venv``, default ``~/.cache/maze_impala/sb3-venv``), which sees this Python's packages (torch, gymnasium and
 maze_impala's example envs) but not the reverse. Each run is a fresh process; the time to the threshold counts from
-the moment that process is started (imports, env and actor start-up included) to the end of the update after which
-the mean training return of the latest episodes first reaches the task's threshold: for maze_impala an epoch's
-mean (``train/EpisodeEvents/episode_return/mean``), for SB3 the mean of its last 100 episodes (``ep_info_buffer``),
-checked after every rollout. A run stops there, or at its budget. The runs of a seed go one after the other,
-maze_impala first, then SB3, so that a slow period of a shared machine hits both.
+the moment that process is started (imports, env and actor start-up included) to the moment the mean return of the
+latest 100 training episodes first reaches the task's threshold: for maze_impala as the learner takes the rollout
+that ended them, for SB3 (its ``ep_info_buffer``) after every rollout. A run stops there, or at its budget. The
+runs of a seed go one after the other, maze_impala first, then SB3, so that a slow period of a shared machine hits
+both.
 
 Tasks (maze_impala with the shipped settings of the task's env config; SB3 with the RL Zoo's settings):
 
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import venv
+from collections import deque
 from pathlib import Path
 
 TASKS = {
@@ -44,6 +45,8 @@ TASKS = {
     "minatar": (10.0, 2_000_000),
 }
 SB3 = "stable-baselines3==2.7.0"
+WINDOW = 100
+"""Both tools are judged alike: the mean return of the latest 100 training episodes, checked as they end."""
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "sb3-venv"
 
 
@@ -64,11 +67,10 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     from maze_impala import ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
     from maze_impala.cli import shipped_env
     from maze_impala.config import ImpalaAlgorithmConfig
-    from maze_impala.events.api import mean
+    from maze_impala.events.api import EventRecord, event_name
     from maze_impala.events.interfaces import EpisodeEvents
-    from maze_impala.events.stats import StatKey
-    from maze_impala.events.writers import StatsWriter
     from maze_impala.train.setup import build_trainer
+    from maze_impala.train.trainer import TrainingError
 
     threshold, budget = TASKS[task]
     env, algorithm = {
@@ -83,26 +85,30 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), ModelConfig(),
                             RunnerConfig(), OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
                             seed=seed)  # fmt: skip
-    column = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
     result = {"reached": None, "seconds": None, "env_steps": None}
+    returns: deque[float] = deque(maxlen=WINDOW)
+    episode_return = event_name(EpisodeEvents.episode_return)
 
     class Reached(Exception):
         pass
 
-    class Watch(StatsWriter):
-        def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
-            if row.get(column, -float("inf")) >= threshold:
-                result.update(reached=True, seconds=time.time() - started, env_steps=env_steps)
-                raise Reached
-
     with tempfile.TemporaryDirectory() as out:
         trainer = build_trainer(config, Path(out))
-        trainer.writers.append(Watch())
+
+        def watch(record: EventRecord) -> None:  # every training episode, as the learner takes its rollout
+            if (record.interface, record.event) == episode_return:
+                returns.append(float(record.values["value"]))
+                if len(returns) == WINDOW and sum(returns) / WINDOW >= threshold:
+                    result.update(reached=True, seconds=time.time() - started, env_steps=trainer.state.env_steps)
+                    raise Reached
+
+        trainer.hub.listeners.append(watch)
         try:
             trainer.train()
-        except Reached:
-            pass
-    result["encoder"] = config.model.image_encoder
+        except TrainingError as error:
+            if not isinstance(error.__cause__, Reached):
+                raise
+        result["encoder"] = (Path(out) / "config.yaml").read_text().split("image_encoder: ")[1].split()[0]
     return result
 
 
@@ -167,7 +173,7 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
 
         def _on_rollout_end(self) -> None:
             buffer = [info["r"] for info in self.model.ep_info_buffer]
-            if buffer and np.mean(buffer) >= threshold and result["reached"] is None:
+            if len(buffer) == WINDOW and np.mean(buffer) >= threshold and result["reached"] is None:
                 result.update(reached=True, seconds=time.time() - started, env_steps=self.num_timesteps)
                 self.model.num_timesteps = budget  # ends learn() after this update
 
