@@ -87,10 +87,10 @@ def _example(name: str) -> dict[str, str]:
 
 def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: Any) -> Task:
     """The task of the shipped ``env=<name>`` config: its env and the algorithm settings it sets, if any."""
-    from maze_impala.cli import shipped_env
+    from maze_impala.cli import shipped_env, shipped_model
 
     env, algorithm = shipped_env(name)
-    return Task(env, threshold, floor, budget=budget, algorithm=algorithm, **changes)
+    return Task(env, threshold, floor, budget=budget, algorithm=algorithm, model=shipped_model(name), **changes)
 
 
 SUITE: dict[str, Task] = {

@@ -18,8 +18,8 @@ Tasks (maze_impala with the shipped settings of the task's env config; SB3 with 
   256, 20 epochs, gamma 0.98, GAE lambda 0.8, lr and clip range 1e-3 and 0.2 annealed).
 * ``pixel-goal``: ``env=pixel_goal`` (a 6x6 RGB image, optimum 0.90) to 0.85; ``pixel-goal-24``: the same task
   drawn 4 pixels a cell (24x24). SB3 PPO with the Zoo's Atari settings (8 envs, 128 steps, 4 epochs, batches of
-  256, lr 2.5e-4 and clip range 0.1 annealed, entropy 0.01) and a small CNN (32 and 64 3x3 convolutions, a
-  256-wide layer): SB3's own Nature CNN needs images of 36x36 or more.
+  256, lr 2.5e-4 and clip range 0.1 annealed, entropy 0.01) and a small CNN (32 and 64 3x3 convolutions of stride
+  2, a 256-wide layer): SB3's own Nature CNN needs images of 36x36 or more.
 * ``minatar``: ``env=minatar`` (MinAtar Breakout, 10x10x4) to 10; SB3 as for the pixel goal.
 """
 
@@ -65,7 +65,7 @@ def sb3_python(venv_dir: Path) -> Path:
 def maze_run(task: str, seed: int, started: float) -> dict:
     """maze_impala with the task's shipped settings, stopped at the threshold."""
     from maze_impala import ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
-    from maze_impala.cli import shipped_env
+    from maze_impala.cli import shipped_env, shipped_model
     from maze_impala.config import ImpalaAlgorithmConfig
     from maze_impala.events.api import EventRecord, event_name
     from maze_impala.events.interfaces import EpisodeEvents
@@ -82,7 +82,9 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     shipped = ImpalaAlgorithmConfig(**algorithm)
     updates = budget // shipped.env_steps_per_update
     epochs = max(1, updates // shipped.epoch_length)
-    config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), ModelConfig(),
+    shipped_config = {"cartpole": None, "minatar": "minatar"}.get(task, "pixel_goal")
+    model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
+    config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), model,
                             RunnerConfig(), OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
                             seed=seed)  # fmt: skip
     result = {"reached": None, "seconds": None, "env_steps": None}
@@ -130,12 +132,12 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
         return lambda progress: progress * start
 
     class SmallCNN(BaseFeaturesExtractor):
-        """Two 3x3 convolutions and a 256-wide layer, for images too small for the Nature CNN."""
+        """Two 3x3 convolutions of stride 2 and a 256-wide layer, for images too small for the Nature CNN."""
 
         def __init__(self, space: gym.spaces.Box, features_dim: int = 256):
             super().__init__(space, features_dim)
-            self.convs = nn.Sequential(nn.Conv2d(space.shape[0], 32, 3, padding=1), nn.ReLU(),
-                                       nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Flatten())  # fmt: skip
+            self.convs = nn.Sequential(nn.Conv2d(space.shape[0], 32, 3, stride=2, padding=1), nn.ReLU(),
+                                       nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten())  # fmt: skip
             with torch.no_grad():
                 n = self.convs(torch.zeros(1, *space.shape)).shape[1]
             self.linear = nn.Sequential(nn.Linear(n, features_dim), nn.ReLU())
@@ -209,6 +211,10 @@ def summary(rows: list[dict]) -> list[dict]:
     return table
 
 
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         tool, task, seed, started, out = sys.argv[2:7]
@@ -233,8 +239,11 @@ def main() -> None:
           "| SB3's time / ours | our env steps / SB3's |")  # fmt: skip
     print("|---|---|---|---|---|")
     for line in table:
-        ours = f"{line['maze_impala_reached']}, {line['maze_impala_seconds']}, {line['maze_impala_env_steps']}"
-        theirs = f"{line['sb3_reached']}, {line['sb3_seconds']}, {line['sb3_env_steps']}"
+        ours, theirs = (
+            f"{line[f'{tool}_reached']}, {_number(line[f'{tool}_seconds'], '.1f')} s, "
+            f"{_number(line[f'{tool}_env_steps'], ',.0f')}"
+            for tool in ("maze_impala", "sb3")
+        )
         print(f"| {line['task']} | {ours} | {theirs} | {line.get('sooner')} | {line.get('env_steps_ratio')} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": rows, "table": table}, indent=1))

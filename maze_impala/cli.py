@@ -39,7 +39,21 @@ def config_dir() -> Path:
 
 def shipped_env(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The env of the shipped ``env=<name>`` config and the algorithm settings it sets (``env=minigrid`` sets its
-    own entropy bonus), as plain dicts: what ``maze-run -cn conf_train env=<name>`` trains on."""
+    own entropy bonus), as plain dicts: what ``maze-run -cn conf_train env=<name>`` trains on (its model settings:
+    :func:`shipped_model`)."""
+    config = _shipped(name)
+    if "env" in config:  # a global package: the env and the algorithm settings it sets
+        return dict(config["env"]), dict(config.get("algorithm", {}))
+    return config, {}
+
+
+def shipped_model(name: str) -> dict[str, Any]:
+    """The model settings the shipped ``env=<name>`` config sets (``env=minatar``: its image encoder), if any."""
+    config = _shipped(name)
+    return dict(config.get("model", {})) if "env" in config else {}
+
+
+def _shipped(name: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     path = config_dir() / "env" / f"{name}.yaml"
@@ -48,9 +62,7 @@ def shipped_env(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
         raise ValueError(f"no shipped env config {name!r}; the shipped ones: {', '.join(known)}")
     config = OmegaConf.to_container(OmegaConf.load(path))
     assert isinstance(config, dict)
-    if "env" in config:  # a global package: the env and the algorithm settings it sets
-        return dict(config["env"]), dict(config.get("algorithm", {}))
-    return config, {}
+    return config
 
 
 RUN_NAME_LIMIT = 200

@@ -92,7 +92,8 @@ def test_a_flattened_frame_is_scaled_and_acts_in_numpy_as_in_torch():
                          [(c, "lstm") for c in ("step", "shared")])  # fmt: skip
 def test_an_image_beside_other_keys_works_with_every_critic_mask_and_the_recurrent_core(critic, recurrent):
     env = make_env(PixelGoalEnv(channels_first=True, dict_observation=True))
-    model = ModelConfig(critic=critic, recurrent=recurrent, image_encoder="impala", image_features=16, hidden_units=[32])
+    model = ModelConfig(critic=critic, recurrent=recurrent, image_encoder="impala", image_features=16,
+                        hidden_units=[32])  # fmt: skip
     policy = make_policy(env, model)
     assert policy.network(0).encoder.n_outputs == 16 + 1 + 4  # the CNN's features, "time" and "action_mask"
     acting = make_acting(policy)

@@ -55,8 +55,8 @@ def test_the_rollout_cli_plays_the_image_policy_alike_on_both_runners(trained, t
 
 
 def test_pong_trains_on_the_cpu_and_its_checkpoint_plays_a_whole_game(tmp_path):
-    """The shipped env=atari (ale-py, the standard preprocessing, the Nature CNN on a CPU): a few updates through the CLI,
-    then one full game of Pong from the checkpoint (a game ends at 21 points)."""
+    """The shipped env=atari (ale-py, the standard preprocessing, the Nature CNN on a CPU): a few updates through the
+    CLI, then one full game of Pong from the checkpoint (a game ends at 21 points)."""
     budget = ["algorithm.n_epochs=1", "algorithm.epoch_length=2", "algorithm.envs_per_actor=2",
               "algorithm.n_rollout_steps=8", "algorithm.rollout_evaluator.n_episodes=1"]  # fmt: skip
     out = tmp_path / "pong"
