@@ -126,3 +126,29 @@ def test_the_tictactoe_reference_reads_a_trained_checkpoint(tmp_path):
         win, draw, loss = (float(x) for x in row.split("|")[3:6])
         assert abs(win + draw + loss - 1) < 2e-4  # probabilities, printed to 4 places
     assert "The second seat's costliest most likely moves" in stdout
+
+
+def test_versus_sb3_judges_our_run_by_its_last_100_episodes_and_sums_up_the_seeds(tmp_path):
+    """maze_impala's side of ``versus_sb3.py`` (SB3's needs its own venv): the shipped pixel goal reaches 0.85 in a
+    fresh process, judged by the mean of its last 100 training episodes; and the table's medians and ratios."""
+    import time
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import versus_sb3
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    out = tmp_path / "run.json"
+    started = time.time()
+    subprocess.run([sys.executable, str(BENCHMARKS / "versus_sb3.py"), "--worker", "maze_impala", "pixel-goal", "1",
+                    repr(started), str(out)], check=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    row = json.loads(out.read_text())
+    assert row["reached"] and row["encoder"] == "flatten" and 0 < row["seconds"] < time.time() - started
+    assert 0 < row["env_steps"] < versus_sb3.TASKS["pixel-goal"][1]
+    rows = [{"tool": "maze_impala", "task": "t", "seed": s, "reached": True, "seconds": s, "env_steps": 100 * s}
+            for s in (1, 2, 3)]  # fmt: skip
+    rows += [{"tool": "sb3", "task": "t", "seed": 1, "reached": True, "seconds": 6.0, "env_steps": 50},
+             {"tool": "sb3", "task": "t", "seed": 2, "reached": None, "seconds": None, "env_steps": None}]  # fmt: skip
+    (line,) = versus_sb3.summary(rows)
+    assert line["maze_impala_reached"] == "3/3" and line["sb3_reached"] == "1/2"
+    assert line["sooner"] == 3.0 and line["env_steps_ratio"] == 4.0
