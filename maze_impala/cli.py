@@ -12,13 +12,13 @@ import logging
 import os
 import re
 import shlex
-import shutil
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from maze_impala.cli_dirs import RESULTS, detach_log, discard_started_run, keep_existing_dirs, listing, owned
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys, import_hint
 from maze_impala.files import RunDirInUseError, atomic_write_text
@@ -146,53 +146,6 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
         check_keys(schema, nested, "")
 
 
-RESULTS = ("stats.csv", "model_last.pt", "kpis_summary.csv")
-"""Files of a run that got somewhere: a training run's statistics and model, a rollout's summary."""
-STARTED_ONLY = {".hydra", "train.log", "rollout.log", ".maze_run.lock", "config.yaml", "tensorboard", "event_logs",
-                "kpis.csv", "kpis_summary.csv", "training_curves.png"}  # fmt: skip
-"""What a run directory can hold before the run's first epoch ends; a failed start leaves no such directory."""
-
-
-KEPT: set[Path] = set()
-"""Directories that existed before this command started: a resumed run's, an explicit ``hydra.run.dir`` (and the
-runs already in an explicit ``hydra.sweep.dir``). This command never removes them, and a refusal leaves them as they
-were (nothing is written into them, not even a log line)."""
-
-
-def owned(run_dir: Path) -> bool:
-    """Whether this command made ``run_dir`` (a new, time-stamped directory): only such a one is ever removed."""
-    return run_dir.resolve() not in KEPT
-
-
-def keep_existing_dirs(argv: Sequence[str]) -> None:
-    """Remember the directories named on the command line that exist already (see :data:`KEPT`)."""
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key in ("resume", "hydra.run.dir") and value and Path(value).is_dir():
-            KEPT.add(Path(value).resolve())
-        elif key == "hydra.sweep.dir" and value and Path(value).is_dir():
-            KEPT.update(p.resolve() for p in Path(value).iterdir() if p.is_dir())
-
-
-def detach_log(run_dir: Path) -> None:
-    """Stop logging into ``run_dir``'s log file (before it is removed, or when a refusal must leave it as it was)."""
-    for handler in list(logging.getLogger().handlers):
-        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(run_dir):
-            logging.getLogger().removeHandler(handler)
-            handler.close()
-
-
-def discard_started_run(run_dir: Path) -> bool:
-    """Remove ``run_dir`` if this command made it and it holds nothing but what a run writes before its first epoch
-    ends (a failed start); whether it did. A directory that existed before (a resumed run's, or one named by
-    ``hydra.run.dir``), or one with a model, statistics or anything of a user's, is kept."""
-    if not owned(run_dir) or not run_dir.is_dir() or not {p.name for p in run_dir.iterdir()} <= STARTED_ONLY:
-        return False
-    detach_log(run_dir)  # the run's log file goes with its directory
-    shutil.rmtree(run_dir, ignore_errors=True)
-    return True
-
-
 def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> None:
     """Print a configuration or env error the way users can act on, and exit. Of a run that never finished an
     epoch (``run_dir`` holding no results): a configuration error (code 2) leaves no directory; any other failure
@@ -298,12 +251,6 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         f"best evaluation {_score_name(config)} {result.best_eval_return:.2f}.\n"
         f"maze-run: outputs in {output_dir} ({listing(output_dir)})"
     )
-
-
-def listing(directory: Path) -> str:
-    """What a run wrote into ``directory``, as it is there: ``config.yaml, kpis.csv, ..., videos/``."""
-    entries = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != FAILED]
-    return ", ".join(sorted(p.name + ("/" if p.is_dir() else "") for p in entries))
 
 
 def plural(count: int, noun: str) -> str:
