@@ -12,13 +12,16 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from maze_impala.train.rundir import FAILED
+from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV
+from maze_impala.files import LOCK_FILE
+from maze_impala.train.rundir import CONFIG_YAML, CURVES_PNG, FAILED, LAST_MODEL, STATS_CSV, TENSORBOARD_DIR
 
-RESULTS = ("stats.csv", "model_last.pt", "kpis_summary.csv")
+RESULTS = (STATS_CSV, LAST_MODEL, KPI_SUMMARY_CSV)
 """Files of a run that got somewhere: a training run's statistics and model, a rollout's summary."""
-STARTED_ONLY = {".hydra", "train.log", "rollout.log", ".maze_run.lock", "config.yaml", "tensorboard", "event_logs",
-                "kpis.csv", "kpis_summary.csv", "training_curves.png"}  # fmt: skip
-"""What a run directory can hold before the run's first epoch ends; a failed start leaves no such directory."""
+STARTED_ONLY = {".hydra", "train.log", "rollout.log", LOCK_FILE, CONFIG_YAML, TENSORBOARD_DIR, EVENT_LOG_DIR, KPI_CSV,
+                KPI_SUMMARY_CSV, CURVES_PNG}  # fmt: skip
+"""What a run directory can hold before the run's first epoch ends (Hydra's record and the job's log too); a failed
+start leaves no such directory."""
 
 
 KEPT: set[Path] = set()

@@ -26,6 +26,7 @@ from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.envs.factory import env_record, make_env
 from maze_impala.envs.spaces import is_image_space
+from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, GameEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
@@ -130,52 +131,56 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     """
     started = time.perf_counter()  # elapsed_seconds count from here: the actors' start-up is part of a run's time
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
+    checkpoint = None
     if config.resume:
         check_resumable_dir(output_dir)
-    config = with_image_encoder(config)
-    record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
-    lock = RunDirLock(output_dir).acquire()
+        checkpoint = read_checkpoint(output_dir / LAST_MODEL)
+    probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
-        checkpoint = _resume_from(output_dir, record, config.algorithm.n_epochs) if config.resume else None
-        if checkpoint is None:
-            claim_output_dir(output_dir, config.overwrite)
-        remove_stray_temp_files(output_dir)  # after the checks: a refused directory is left as it was
-        trainer = _wire(config, record, output_dir, checkpoint, lock)
-        trainer.started = started
-        return trainer
-    except BaseException:
-        lock.release()
-        raise
-
-
-def with_image_encoder(config: TrainingConfig) -> TrainingConfig:
-    """``config`` with ``model.image_encoder=auto`` replaced by what it becomes for this env and learner device, so
-    that the run records it (``config.yaml``, checkpoints, ``load_policy``); a resumed run keeps its own."""
-    if config.model.image_encoder != "auto":
-        return config
-    if config.resume:  # what the run chose (an earlier release's default was impala)
-        recorded = read_checkpoint(Path(config.resume) / LAST_MODEL)["config"].get("model", {})
-        return replace(config, model=replace(config.model, image_encoder=recorded.get("image_encoder", "impala")))
-    probe = make_env(config.env)
-    try:
-        spaces = [sub for space in probe.observation_spaces_dict.values() for sub in space.spaces.values()]
+        config = with_image_encoder(config, probe, checkpoint)
+        record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
+        lock = RunDirLock(output_dir).acquire()
+        try:
+            if checkpoint is not None:
+                _check_resume(output_dir, checkpoint, record, config.algorithm.n_epochs)
+            else:
+                claim_output_dir(output_dir, config.overwrite)
+            remove_stray_temp_files(output_dir)  # after the checks: a refused directory is left as it was
+            trainer = _wire(config, record, output_dir, checkpoint, lock, probe)
+            trainer.started = started
+            return trainer
+        except BaseException:
+            lock.release()
+            raise
     finally:
         probe.close()
+
+
+def with_image_encoder(
+    config: TrainingConfig, probe: StructuredEnv, checkpoint: dict[str, Any] | None = None
+) -> TrainingConfig:
+    """``config`` with ``model.image_encoder=auto`` replaced by what it becomes for the env (``probe``, one instance
+    of it) and the learner's device, so that the run records it (``config.yaml``, checkpoints, ``load_policy``); a
+    resumed run keeps what its ``checkpoint`` recorded (an earlier release's default was impala)."""
+    if config.model.image_encoder != "auto":
+        return config
+    if checkpoint is not None:
+        recorded = checkpoint["config"].get("model", {}).get("image_encoder", "impala")
+        return replace(config, model=replace(config.model, image_encoder=recorded))
+    spaces = [sub for space in probe.observation_spaces_dict.values() for sub in space.spaces.values()]
     images = [tuple(sub.shape) for sub in spaces if is_image_space(sub)]
     return replace(config, model=config.model.resolved(images, config.algorithm.device))
 
 
-def _resume_from(run_dir: Path, record: dict[str, Any], n_epochs: int) -> dict[str, Any]:
-    """The checkpoint a resume continues from, after checking that the config changes nothing it learns and that
-    epochs are left to train."""
-    checkpoint = read_checkpoint(run_dir / LAST_MODEL)
+def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, Any], n_epochs: int) -> None:
+    """Refuse a resume whose config changes what the run learns, or that leaves no epoch to train; log what it
+    changes."""
     changes = check_resumable(checkpoint["config"], record, run_dir)
     check_more_epochs(run_dir, int(checkpoint["epoch"]), n_epochs)
     described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
     logging.getLogger("maze_impala").info(
         "resuming %s after epoch %d%s", run_dir, checkpoint["epoch"], f"; changed: {described}" if described else ""
     )
-    return checkpoint
 
 
 def _wire(
@@ -184,10 +189,11 @@ def _wire(
     output_dir: Path,
     checkpoint: dict[str, Any] | None,
     lock: RunDirLock,
+    probe: StructuredEnv,
 ) -> ImpalaTrainer:
+    """The run's parts around ``probe``, one instance of its env (the caller closes it)."""
     algorithm = config.algorithm
     torch.manual_seed(config.seed)
-    probe = make_env(config.env)  # fails early on a bad env, before any process starts
     obs_spaces, act_spaces = probe.observation_spaces_dict, probe.action_spaces_dict
     try:
         policy = make_policy(probe, config.model)
@@ -199,8 +205,6 @@ def _wire(
                     opponent_policy(opponent, probe)
     except ValueError as error:
         raise ConfigError(str(error)) from error
-    finally:
-        probe.close()
 
     hub = EventHub()
     train_stats = StatsAggregator("train")  # every interface: the learner's, the actors' and the env's own
@@ -277,6 +281,7 @@ def _trainer(
     progress = None
     if output.progress:  # a resumed run's rate counts this process's env steps, its returns start afresh
         progress = Progress(algorithm.n_epochs, start_steps=state.env_steps, resumed_at=state.epoch or None)
+        eval_hub.listeners.append(progress.evaluation_games)  # the evaluation's games (the trainer adds the rest)
     return ImpalaTrainer(
         algorithm, learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
         state=state, event_logs=event_logs, progress=progress, plot=output.plot,

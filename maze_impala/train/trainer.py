@@ -116,7 +116,6 @@ class ImpalaTrainer:
         self.progress = progress
         if progress is not None:
             hub.listeners.append(progress)
-            evaluator.publish.hub.listeners.append(progress.evaluation_games)
         self.plot = plot
         self.checkpoint_every = checkpoint_every
         self.video_every = video_every
