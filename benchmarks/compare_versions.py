@@ -4,13 +4,16 @@ another env), and the bytes of a rollout.
     python -m venv --system-site-packages /tmp/old
     /tmp/old/bin/pip install --no-deps <a checkout of the other version>
     python benchmarks/compare_versions.py --old-python /tmp/old/bin/python --old-benchmarks <that checkout>/benchmarks
+    python benchmarks/compare_versions.py ... --epochs 0 --no-actors --learner --same-model --model recurrent=lstm
     python benchmarks/compare_versions.py ... --epochs 0 --bytes --model image_encoder=flatten \
         --env '{"_target_": "ale_py.env.AtariEnv", "game": "pong", "repeat_action_probability": 0.25}'
 
 Each round measures both versions one after the other, the order alternating from round to round, each in a
 fresh process with its own ``benchmarks/throughput.py``: actors only (2 actors x the shipped 32 envs or
 ``--envs-per-actor``, real policy, rollouts discarded) for ``--seconds``, then training with ``runner=local``
-(``--epochs`` epochs of 25 updates; the median over the epochs after the first). This machine's speed moves
+(``--epochs`` epochs of 25 updates; the median over the epochs after the first), and with ``--learner`` the
+learner alone: samples/s on one rollout (``--envs-per-actor`` x ``--rollout-steps``) with ``--learner-passes`` SGD
+passes, on one thread, for ``--seconds`` after 3 updates of warm-up. This machine's speed moves
 from minute to minute, so only the ratios of figures taken side by side mean much: the medians over the rounds
 and their ratios are printed at the end.
 """
@@ -52,7 +55,17 @@ if __name__ == "__main__":
                               envs_per_actor=settings["envs_per_actor"], n_rollout_steps=settings["rollout_steps"],
                               actors_batch_size=1, min_actors_batch_size=None, device="cpu",
                               model=settings["model"])
-    figures = {"actors_only": throughput.actors_only(args, settings["seconds"])}
+    figures = {}
+    if settings["actors"]:
+        figures["actors_only"] = throughput.actors_only(args, settings["seconds"])
+    if settings["learner"]:  # the learner alone on one rollout of the env, one thread, the shipped algorithm
+        from calibration import learner_updates_per_second
+        from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+        model = throughput.model_of(args) if hasattr(throughput, "model_of") else ModelConfig(hidden_units=args.hidden)
+        algorithm = ImpalaAlgorithmConfig(n_sgd_passes=settings["learner_passes"], envs_per_actor=args.envs_per_actor,
+                                          n_rollout_steps=args.n_rollout_steps)
+        rate, samples = learner_updates_per_second(args.env, algorithm, model, seconds=settings["seconds"])
+        figures["learner_samples"] = rate * samples
     if settings["epochs"]:
         figures["training"] = throughput.training(args, "local", settings["epochs"])["env_steps_per_s"]
     if settings["bytes"]:
@@ -92,6 +105,12 @@ def main() -> None:
         metavar="FIELD=VALUE",
         help="model settings of the new version (the old one: its default MLP)",
     )
+    parser.add_argument(
+        "--same-model", action="store_true", help="--model is the model of both versions (else of the new only)"
+    )
+    parser.add_argument("--no-actors", action="store_true", help="no actors-only measurement")
+    parser.add_argument("--learner", action="store_true", help="also the learner alone (samples/s, one thread)")
+    parser.add_argument("--learner-passes", type=int, default=8, help="SGD passes of the learner's updates")
     parser.add_argument("--bytes", action="store_true", help="also the bytes of one rollout of each version")
     parser.add_argument("--envs-per-actor", type=int, default=32, help="envs in each of the 2 actors")
     parser.add_argument("--rollout-steps", type=int, default=32, help="steps of each rollout")
@@ -108,14 +127,18 @@ def main() -> None:
                 "bytes": args.bytes,
                 "envs_per_actor": args.envs_per_actor,
                 "rollout_steps": args.rollout_steps,
-                "model": args.model if side == "new" else [],
+                "model": args.model if side == "new" or args.same_model else [],
+                "actors": not args.no_actors,
+                "learner": args.learner,
+                "learner_passes": args.learner_passes,
             }
             figures = measure(python, benchmarks.resolve(), settings)
             for name, value in figures.items():
                 results[side].setdefault(name, []).append(value)
             print(f"round {index} {side}: " + ", ".join(f"{k} {figure(v)}" for k, v in figures.items()), flush=True)
     print()
-    print(f"{args.env}; new model: {' '.join(args.model) or 'the default'}")
+    whose = "model" if args.same_model else "new model"
+    print(f"{args.env}; {whose}: {' '.join(args.model) or 'the default'}")
     print("| figure (median of rounds) | old | new | new / old |")
     print("|---|---|---|---|")
     for name in results["new"]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from maze_impala.impala.vtrace import vtrace
     from maze_impala.nn.critics import StructuredCritic
     from maze_impala.nn.models import StructuredPolicy
+    from maze_impala.nn.torch_acting import Player
 
 # What needs torch is imported on first use: every actor process imports this package, and one whose policy acts
 # in numpy never imports torch (about 1.2 s of its start).
@@ -29,6 +30,7 @@ _LAZY = {
     "vtrace": "maze_impala.impala.vtrace",
     "StructuredCritic": "maze_impala.nn.critics",
     "StructuredPolicy": "maze_impala.nn.models",
+    "Player": "maze_impala.nn.torch_acting",
 }
 # ``maze_impala.train`` is the function, as it always was, not the subpackage of that name. Importing the subpackage
 # binds the name to it, once, when it is first imported: so import it first, then bind the name to the function.
@@ -58,6 +60,7 @@ __all__ = [
     "ModelConfig",
     "OpponentPoolConfig",
     "OutputConfig",
+    "Player",
     "Rollout",
     "RolloutEvaluatorConfig",
     "RunnerConfig",

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from maze_impala.config import (
-    ConfigError,
     ImpalaAlgorithmConfig,
     ModelConfig,
     OutputConfig,
     RunnerConfig,
     TrainingConfig,
-    from_mapping,
 )
 
 if TYPE_CHECKING:
@@ -66,18 +64,9 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     """The policy of a checkpoint written by training, and a fresh env of the run's config.
 
     The env and model are rebuilt from the config stored in the checkpoint, so this
-    works for any run whose env is given by an id or a ``_target_`` config.
+    works for any run whose env is given by an id or a ``_target_`` config
+    (:class:`~maze_impala.nn.policy_spec.PolicySpec` does the work).
     """
-    from maze_impala.envs.factory import make_env
-    from maze_impala.nn.models import make_policy
-    from maze_impala.train.checkpoint import read_checkpoint, restore_modules
+    from maze_impala.nn.policy_spec import load_policy as load
 
-    state = read_checkpoint(checkpoint)
-    record = state.get("config")
-    if record is None:
-        raise ConfigError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
-    env = make_env(record["env"])
-    policy = make_policy(env, from_mapping(ModelConfig, record["model"], "model"))
-    restore_modules(state, checkpoint, policy=policy)
-    policy.eval()
-    return policy, env
+    return load(checkpoint)

@@ -10,7 +10,7 @@ import pytest
 from clitools import TINY, alive, children, run_cli
 from omegaconf import OmegaConf
 
-from maze_impala import load_policy
+from maze_impala import Player, load_policy
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def test_training_run_writes_every_output(tmp_path, runner):
         assert stats[column].notna().all(), column
     policy, env = load_policy(out / "model_best.pt")
     obs, _ = env.reset(seed=0)
-    assert env.action_spaces_dict[0].contains(policy.compute_action(obs, env.actor_id()))
+    assert env.action_spaces_dict[0].contains(Player(policy, deterministic=False)(obs, env.actor_id()))
 
 
 def test_any_gymnasium_id_through_env_name(tmp_path):

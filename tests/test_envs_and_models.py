@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from maze_impala import Player
 from maze_impala.config import ModelConfig
 from maze_impala.core import ActorID
 from maze_impala.envs.factory import make_env
@@ -152,19 +153,19 @@ def test_sampling_follows_the_probabilities():
     torch.testing.assert_close(freq, torch.tensor([0.2, 0.5, 0.3]), atol=0.015, rtol=0)
 
 
-def test_policy_compute_action_and_state_dict_round_trip(tmp_path):
+def test_a_player_of_the_policy_and_the_state_dict_round_trip(tmp_path):
     env = GymStructuredEnv("CartPole-v1")
     config = ModelConfig(hidden_units=[16], activation="relu")
     policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config)
     critic = StepStateCritic(env.observation_spaces_dict, config)
     obs, _ = env.reset(seed=0)
-    action = policy.compute_action(obs, env.actor_id(), deterministic=True)
+    action = Player(policy)(obs, env.actor_id())
     assert env.action_spaces_dict[0].contains(action)
     torch.save({"policy": policy.state_dict(), "critic": critic.state_dict()}, tmp_path / "m.pt")
     other = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, config)
     other.load_state_dict(torch.load(tmp_path / "m.pt")["policy"])
     for _ in range(5):
-        assert other.compute_action(obs, env.actor_id(), True) == action
+        assert Player(other)(obs, env.actor_id()) == action
     assert critic.values(0, {"observation": torch.as_tensor(obs["observation"])[None]}).shape == (1,)
 
 

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from clitools import TINY, run_cli
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
@@ -307,3 +308,25 @@ def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
     win = {seat: result.column(StatKey.of(GameEvents.win, mean, "eval", group=f"seat={seat}").column())[-1]
            for seat in ("player_1", "player_2")}  # fmt: skip
     assert win["player_1"] >= 0.9 and win["player_2"] >= 0.65, win
+
+
+def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor(tmp_path):
+    from maze_impala.nn.policy_spec import PolicySpec
+    from maze_impala.train.checkpoint import save_checkpoint
+
+    env, model = make_env(TICTACTOE), ModelConfig(image_encoder="flatten")
+    opponent = make_policy(env, model)
+    record = {"env": TICTACTOE, "model": {"image_encoder": "flatten"}}
+    save_checkpoint(tmp_path / "opponent.pt", {"policy": opponent.state_dict(), "config": record})
+    spec = ActorSpec(TICTACTOE, model, 8, 2, seed=3, opponent=str(tmp_path / "opponent.pt"), opponent_actors=1)
+    assert isinstance(spec.opponent, PolicySpec) and not spec.opponent.is_random
+    (tmp_path / "opponent.pt").unlink()  # an actor that read the checkpoint would fail now
+    actor = spec.build(0, SharedWeights(make_policy(env, model)))
+    try:
+        assert actor.rollout().env_steps == 8 * 2
+    finally:
+        actor.close()
+    built = spec.opponent.policy(env)
+    assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), opponent.state_dict().values()))
+    with pytest.raises(ConfigError, match="neither 'random' nor a checkpoint"):
+        ActorSpec(TICTACTOE, model, 8, 2, seed=3, opponent=str(tmp_path / "opponent.pt"), opponent_actors=1)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from clitools import run_cli, train_tiny
 
-from maze_impala import load_policy
+from maze_impala import Player, load_policy
 from maze_impala.nn.encoders import ImpalaCNN
 from maze_impala.nn.torch_acting import TorchActing
 
@@ -29,9 +29,9 @@ def trained(tmp_path_factory):
 def test_the_checkpoint_rebuilds_the_cnn_and_plays(trained):
     policy, env = load_policy(trained / "model_last.pt")
     assert isinstance(policy.network(0).encoder.images["map"].cnn, ImpalaCNN)
-    assert isinstance(policy.player().acting, TorchActing)
+    assert isinstance(Player(policy).acting, TorchActing)
     assert isinstance(env.env, gymnasium.wrappers.TimeLimit) and env.env._max_episode_steps == 10
-    player = policy.player(deterministic=False)
+    player = Player(policy, deterministic=False)
     obs, _ = env.reset(seed=0)
     for _ in range(5):
         action = player(obs, env.actor_id())

@@ -5,7 +5,7 @@ import pytest
 import torch
 from clitools import run_cli, train_tiny
 
-from maze_impala import ModelConfig, load_policy
+from maze_impala import ModelConfig, Player, load_policy
 from maze_impala.actors.actor import seed_for
 from maze_impala.config import TrainingConfig
 from maze_impala.envs.examples import MemoryEnv
@@ -28,13 +28,11 @@ def test_the_checkpoint_holds_the_statistics_and_load_policy_plays_with_the_stat
     assert count.dtype == torch.float64 and count.item() == 2 * 3 * 4 * 32, "every decision of the 6 updates"
     policy, env = load_policy(trained / "model_last.pt")
     assert policy.recurrent and torch.equal(policy.state_dict()["normalizers.0.stats.observation.count"], count)
-    player = policy.player(deterministic=True)
+    player = Player(policy, deterministic=True)
     obs, _ = env.reset(seed=0)
     for _ in range(3):
         obs, *_ = env.step(player(obs, env.actor_id()))
     assert set(player.states) == {(0, 0)} and player.states[(0, 0)]["h"].shape == (1, 16)
-    with pytest.raises(ValueError, match="player"):
-        policy.compute_action(obs, env.actor_id())
 
 
 def test_the_rollout_cli_plays_each_env_with_its_own_state_on_both_runners(trained, tmp_path):

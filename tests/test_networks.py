@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, load_policy, train
 from maze_impala.config import ConfigError
 from maze_impala.envs.examples import CuttingEnv
 from maze_impala.envs.factory import make_env
@@ -49,7 +49,7 @@ def test_one_step_key_takes_your_network_and_the_other_keeps_the_built_in_one():
     assert isinstance(acting, TorchActing), "a network of yours acts in torch"
     obs, _ = env.reset(seed=0)
     while env.actor_id().step_key != "cut":
-        obs, *_ = env.step(policy.compute_action(obs, env.actor_id()))
+        obs, *_ = env.step(Player(policy, deterministic=False)(obs, env.actor_id()))
     batch = {k: np.stack([v] * 5) for k, v in obs.items()}
     actions, log_probs, _ = acting.act("cut", batch, {}, np.zeros(5, np.int64), None)
     assert actions["remainder"].shape == (5,) and np.isfinite(log_probs).all()

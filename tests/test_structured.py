@@ -5,6 +5,7 @@ import functools
 import numpy as np
 import pytest
 
+from maze_impala import Player
 from maze_impala.actors.actor import ActorSpec, RolloutActor
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ModelConfig
@@ -168,6 +169,6 @@ def test_any_string_works_as_a_step_key_observation_key_or_action_key(tmp_path, 
         train(factory, algorithm, model, RunnerConfig("dev"), output=quiet, output_dir=out)
         policy, env = load_policy(out / "model_last.pt")
         assert numpy_form_of(policy) is not None, "the numpy form reads the escaped names too"
-        player, (obs, _) = policy.player(), env.reset(seed=0)
+        player, (obs, _) = Player(policy), env.reset(seed=0)
         action = player(obs, env.actor_id())
         assert set(action) == {"type", "keys"}

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, train
 from maze_impala.config import TrainingConfig
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
@@ -74,7 +74,7 @@ def test_a_run_with_an_env_class_can_be_reloaded(tmp_path):
     assert record["env"] == {"_target_": "maze_impala.testing.CounterEnv"}
     policy, env = load_policy(tmp_path / "model_last.pt")
     obs, _ = env.reset(seed=0)
-    assert env.action_spaces_dict[0].contains(policy.compute_action(obs, env.actor_id()))
+    assert env.action_spaces_dict[0].contains(Player(policy, deterministic=False)(obs, env.actor_id()))
 
 
 def test_elapsed_seconds_count_from_the_set_up_so_a_run_s_time_includes_its_start_up(tmp_path):

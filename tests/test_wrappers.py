@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, load_policy, train
 from maze_impala.config import ConfigError
 from maze_impala.envs.factory import make_env
 from maze_impala.train.checkpoint import read_checkpoint
@@ -45,7 +45,7 @@ def test_a_run_records_its_wrappers_and_load_policy_rebuilds_them(tmp_path):
     policy, env = load_policy(tmp_path / "model_last.pt")
     assert set(env.observation_spaces_dict[0].spaces) == {"map", "action_mask"} and _episode_length(env) <= 5
     obs, _ = env.reset(seed=1)
-    assert policy.player()(obs, env.actor_id())["action"] in range(4)
+    assert Player(policy)(obs, env.actor_id())["action"] in range(4)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from maze_impala import (
     ActorID,
     ImpalaAlgorithmConfig,
     OutputConfig,
+    Player,
     RunnerConfig,
     StructuredEnv,
     load_policy,
@@ -100,7 +101,7 @@ def main() -> None:
     obs, _ = env.reset(seed=0)
     total, done = 0.0, False
     while not done:
-        obs, reward, terminated, truncated, _ = env.step(policy.compute_action(obs, env.actor_id(), deterministic=True))
+        obs, reward, terminated, truncated, _ = env.step(Player(policy)(obs, env.actor_id()))
         total, done = total + reward, terminated or truncated
     print(f"one greedy episode with the best policy: return {total:.0f}")
 

@@ -6,7 +6,7 @@ python tutorials/train_cartpole.py --epochs 2   # a quick look
 
 import argparse
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, load_policy, train
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     obs, _ = env.reset(seed=0)
     episode_return, done = 0.0, False
     while not done:
-        action = policy.compute_action(obs, env.actor_id(), deterministic=True)
+        action = Player(policy)(obs, env.actor_id())
         obs, reward, terminated, truncated, _ = env.step(action)
         episode_return += reward
         done = terminated or truncated

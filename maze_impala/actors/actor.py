@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from maze_impala.actors.opponents import outcome, publish_game
+from maze_impala.actors.opponents import POOL, opponent_spec, outcome, publish_game
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig, OpponentPoolConfig
@@ -24,6 +25,9 @@ from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
 from maze_impala.nn.numpy_acting import NumpyActing, NumpyPolicyForm
+
+if TYPE_CHECKING:
+    from maze_impala.nn.policy_spec import PolicySpec
 
 SEED_BOUND = 2**31
 """Env seeds lie below this: every env takes them, those that read a signed 32-bit int too."""
@@ -72,12 +76,18 @@ class ActorSpec:
     numpy_policy: NumpyPolicyForm | None = None
     """The policy's numpy form where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`): its
     actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
-    opponent: str | None = None
-    """An opponent (see :mod:`~maze_impala.actors.opponents`) that the first ``opponent_actors`` actors play
-    against: actor ``i`` plays seat ``i % seats`` with the trained policy, the opponent every other seat."""
+    opponent: PolicySpec | str | None = None
+    """An opponent that the first ``opponent_actors`` actors play against: actor ``i`` plays seat ``i % seats``
+    with the trained policy, the opponent every other seat. ``pool`` (snapshots of the trained policy), or a fixed
+    opponent's :class:`~maze_impala.nn.policy_spec.PolicySpec`; a name (``random``, a checkpoint or a run dir) is
+    resolved to its spec here, where the spec is made, so that no actor process reads a checkpoint."""
     opponent_actors: int = 0
     opponent_pool: OpponentPoolConfig = field(default_factory=OpponentPoolConfig)
     """The snapshots of ``opponent="pool"``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.opponent, str) and self.opponent != POOL:
+            self.opponent = opponent_spec(self.opponent)
 
     def acting(self, env: StructuredEnv) -> Acting:
         return NumpyActing(self.numpy_policy) if self.numpy_policy is not None else torch_acting(env, self.model)

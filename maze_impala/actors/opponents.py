@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from maze_impala.events.interfaces import GameEvents
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
+    from maze_impala.nn.policy_spec import PolicySpec
 
 RANDOM = "random"
 OUTCOMES = ("win", "draw", "loss")
@@ -27,28 +28,31 @@ POOL = "pool"
 """``algorithm.train_opponent=pool``: past snapshots of the trained policy (training only)."""
 
 
-def opponent_policy(spec: str, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
-    """The fixed opponent ``spec`` names: ``random``, a checkpoint of a training run, or a run's output dir (its
-    ``model_best.pt``); its spaces must be ``env``'s."""
-    from maze_impala.api import load_policy
-    from maze_impala.nn.models import make_random_policy
+def opponent_spec(name: str) -> PolicySpec:
+    """The fixed opponent ``name`` says: ``random``, a checkpoint of a training run, or a run's output dir (its
+    ``model_best.pt``), resolved once, in the process that builds the run (actors get the spec, weights included)."""
+    from maze_impala.nn.policy_spec import PolicySpec
 
-    if spec == POOL:
+    if name == POOL:
         raise ConfigError("opponent=pool: the pool of the trained policy's snapshots is an opponent to train against "
                           "(algorithm.train_opponent=pool); games are played against random, a checkpoint or a run "
                           "dir")  # fmt: skip
-    if spec == RANDOM:
-        return make_random_policy(env, seed)
-    path = Path(spec)
+    if name == RANDOM:
+        return PolicySpec.random()
+    path = Path(name)
     checkpoint = path / "model_best.pt" if path.is_dir() else path
     if not checkpoint.is_file():
-        raise ConfigError(f"opponent={spec!r}: neither 'random' nor a checkpoint file or a training output dir "
+        raise ConfigError(f"opponent={name!r}: neither 'random' nor a checkpoint file or a training output dir "
                           "holding model_best.pt")  # fmt: skip
-    policy, other = load_policy(checkpoint)
-    other.close()
+    return PolicySpec.from_checkpoint(checkpoint)
+
+
+def opponent_policy(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
+    """The opponent ``spec`` describes, for ``env`` (whose spaces it must play), frozen."""
+    policy = spec.policy(env, seed)
     if not plays(policy, env):
-        raise ConfigError(f"opponent={spec!r} was trained on an env with other spaces than this one's: an opponent "
-                          "must play the same game")  # fmt: skip
+        raise ConfigError(f"opponent={spec.source!r} was trained on an env with other spaces than this one's: an "
+                          "opponent must play the same game")  # fmt: skip
     policy.requires_grad_(False)
     return policy
 
@@ -63,27 +67,30 @@ def plays(policy: StructuredPolicy, env: StructuredEnv) -> bool:
     )
 
 
-def seats(spec: str, env: StructuredEnv) -> dict[str, ActorID]:
+def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
     """The env's seats (its named agents), or a clear error where playing against an opponent makes no sense."""
     agents = env.agents_dict
     if len(agents) < 2:
-        raise ConfigError(f"opponent={spec!r}: games against an opponent need an env with two or more agents (a "
+        name = spec if isinstance(spec, str) else spec.source
+        raise ConfigError(f"opponent={name!r}: games against an opponent need an env with two or more agents (a "
                           f"PettingZoo env, or a step key that several agents share); this env has "
                           f"{len(agents)} named agents")  # fmt: skip
     return agents
 
 
-def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str, index: int, seed: int,
-           weights: WeightSource, pool: OpponentPoolConfig) -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
+def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,
+           seed: int, weights: WeightSource,
+           pool: OpponentPoolConfig) -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
     ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
-    acts in torch; ``pool`` plays snapshots of ``weights`` through actings that ``make`` builds."""
+    (a :class:`~maze_impala.nn.policy_spec.PolicySpec`) acts in torch; ``pool`` plays snapshots of ``weights``
+    through actings that ``make`` builds."""
     from maze_impala.nn.seats import SeatedActing, SnapshotPool
     from maze_impala.nn.torch_acting import make_acting
 
     all_seats = list(seats(spec, env).values())
     seat = frozenset({all_seats[index % len(all_seats)]})
-    if spec == POOL:
+    if isinstance(spec, str):
         opponent: Acting = SnapshotPool(make, weights, pool.snapshot_every, pool.size, seed)
     else:
         opponent = make_acting(opponent_policy(spec, env, seed))

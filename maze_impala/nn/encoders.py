@@ -129,6 +129,9 @@ class ImageEncoder(nn.Module):
                 f"observation {key!r}: an image of shape {shape} is too small for model.image_encoder={kind} "
                 f"(it needs at least 36x36); use model.image_encoder=impala (any size) or flatten"
             ) from None
+        # Channels-last convolutions: 1.45-1.65x faster updates of the IMPALA CNN on a CPU, 1.5x of the Nature CNN
+        # on 84x84 frames (docs/benchmarks.md). The weights keep their logical shapes: state dicts do not change.
+        self.cnn.to(memory_format=torch.channels_last)
         self.n_outputs = features
 
     def forward(self, x: torch.Tensor, batch_dims: int) -> torch.Tensor:
@@ -137,7 +140,7 @@ class ImageEncoder(nn.Module):
         x = self.scaling(x) if self.scaling is not None else x.float()
         if not self.chw:
             x = x.permute(0, 3, 1, 2)
-        return self.cnn(x).reshape(*lead, -1)
+        return self.cnn(x.contiguous(memory_format=torch.channels_last)).reshape(*lead, -1)
 
 
 class ObservationEncoder(nn.Module):

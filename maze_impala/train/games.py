@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
-from maze_impala.actors.opponents import OUTCOMES, RANDOM, opponent_policy, outcome, publish_game, seats
+from maze_impala.actors.opponents import OUTCOMES, opponent_policy, opponent_spec, outcome, publish_game, seats
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import GameEvents
+from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.nn.seats import SeatedActing
 from maze_impala.nn.torch_acting import make_acting
 from maze_impala.train.evaluator import PLAY_CHUNK
@@ -47,14 +48,17 @@ class Games:
     """``n_games`` games per seat against a fixed opponent, side by side, with fixed seeds (so that epochs
     compare); each game's outcome is published as :class:`~maze_impala.events.interfaces.GameEvents`."""
 
-    def __init__(self, env: EnvSpec, opponent: str, n_games: int, deterministic: bool, seed: int,
+    def __init__(self, env: EnvSpec, opponent: str | PolicySpec, n_games: int, deterministic: bool, seed: int,
                  hub: EventHub | None = None):  # fmt: skip
         self.envs = [make_env(env) for _ in range(n_games)]
         self.agents = seats(opponent, self.envs[0])
-        self.opponent, self.seed, self.deterministic = opponent, seed, deterministic
+        self.opponent = opponent_spec(opponent) if isinstance(opponent, str) else opponent
+        self.seed, self.deterministic = seed, deterministic
         self.games = [(i, seed_for(seed, 2**31 - 2, i)) for i in range(n_games)]
         self.events = hub.publisher(GameEvents) if hub is not None else None
-        self._opponent = opponent_policy(opponent, self.envs[0], seed)  # a bad opponent fails here, before training
+        self._opponent = opponent_policy(
+            self.opponent, self.envs[0], seed
+        )  # a bad opponent fails here, before training
         self._opponent_acting = make_acting(self._opponent)
         self._players: dict[str, RolloutActor] = {}
         self._policy: StructuredPolicy | None = None
@@ -63,7 +67,7 @@ class Games:
         """Every seat's games with ``policy``'s current weights, seat after seat."""
         if self._policy is not policy:
             self._policy, self._players = policy, {}
-        if self.opponent == RANDOM:
+        if self.opponent.is_random:
             self._opponent.reseed(self.seed)  # type: ignore[attr-defined]  # the same draws in every evaluation
         results: list[GameResult] = []
         for seat, actor in self.agents.items():

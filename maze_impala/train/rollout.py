@@ -24,7 +24,7 @@ import pandas as pd
 
 from maze_impala.actors.actor import EpisodeResult, seed_for
 from maze_impala.actors.opponents import RANDOM
-from maze_impala.config import ConfigError, ModelConfig, RolloutConfig, VideoConfig, from_mapping
+from maze_impala.config import RolloutConfig, VideoConfig
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
 from maze_impala.events.api import EventHub
@@ -40,8 +40,8 @@ from maze_impala.events.tables import (
 )
 from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
-from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
-from maze_impala.train.checkpoint import read_checkpoint, restore_modules
+from maze_impala.nn.models import StructuredPolicy
+from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.train.evaluator import EpisodePublisher, play_episodes
 from maze_impala.train.games import GAMES_CSV, GAMES_SUMMARY_CSV, GameResult, Games
 from maze_impala.train.games import summary as games_summary
@@ -54,8 +54,7 @@ class _Job:
     """What a worker needs to play its episodes (picklable)."""
 
     env: EnvSpec
-    model: dict[str, Any] | None
-    checkpoint: str | None
+    policy: PolicySpec
     deterministic: bool
     keep_raw_events: bool
     n_envs: int
@@ -66,11 +65,7 @@ class _Job:
 
 
 def _policy(job: _Job, env: Any) -> StructuredPolicy:
-    if job.checkpoint is None:
-        return make_random_policy(env)
-    policy = make_policy(env, from_mapping(ModelConfig, job.model, "model"))
-    restore_modules(read_checkpoint(job.checkpoint), job.checkpoint, policy=policy)
-    return policy.eval()
+    return job.policy.policy(env)
 
 
 def _play(
@@ -100,16 +95,13 @@ def _job(config: RolloutConfig, output_dir: Path) -> _Job:
     keep_raw, n_envs = config.event_logs != "none", config.runner.envs_per_process
     videos = str(output_dir / VIDEO_DIR)
     if config.policy.type == "random":  # a random policy samples, whatever `deterministic` says
-        job = _Job(config.env, None, None, False, keep_raw, n_envs, config.video, videos)
+        job = _Job(config.env, PolicySpec.random(), False, keep_raw, n_envs, config.video, videos)
         _check_renders(job)
         return job
     checkpoint = Path(config.input_dir) / config.policy.checkpoint
-    state = read_checkpoint(checkpoint)
-    record = state.get("config")
-    if record is None:
-        raise ConfigError(f"{checkpoint} holds no run config; was it written by maze_impala training?")
-    env = config.env if config.env is not None else record["env"]
-    job = _Job(env, record["model"], str(checkpoint), config.deterministic, keep_raw, n_envs, config.video, videos)
+    spec = PolicySpec.from_checkpoint(checkpoint)  # read here, once: the workers get the weights with the job
+    env = config.env if config.env is not None else spec.env
+    job = _Job(env, spec, config.deterministic, keep_raw, n_envs, config.video, videos)
     probe = make_env(env)
     try:
         _policy(job, probe)  # a mismatched env or checkpoint fails here, before any worker starts

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from maze_impala.actors.actor import ActorSpec, seed_for
-from maze_impala.actors.opponents import POOL, opponent_policy, seats
+from maze_impala.actors.opponents import POOL, opponent_policy, opponent_spec, seats
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
@@ -38,6 +38,7 @@ from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
+from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
@@ -198,11 +199,13 @@ def _wire(
     try:
         policy = make_policy(probe, config.model)
         critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
+        opponents: dict[str, PolicySpec] = {}  # each fixed opponent, resolved once (its checkpoint read here)
         for opponent, trains in ((algorithm.train_opponent, True), (algorithm.rollout_evaluator.opponent, False)):
             if opponent is not None:  # a bad opponent fails here, before any process starts
                 seats(opponent, probe)
                 if not (trains and opponent == POOL):  # the pool is the trained policy's
-                    opponent_policy(opponent, probe)
+                    opponents[opponent] = opponent_spec(opponent)
+                    opponent_policy(opponents[opponent], probe)
     except ValueError as error:
         raise ConfigError(str(error)) from error
 
@@ -219,7 +222,8 @@ def _wire(
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
-                     opponent=algorithm.train_opponent, opponent_actors=algorithm.opponent_actors,
+                     opponent=opponents.get(algorithm.train_opponent or "", algorithm.train_opponent),
+                     opponent_actors=algorithm.opponent_actors,
                      opponent_pool=algorithm.opponent_pool)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents))
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
@@ -230,7 +234,7 @@ def _wire(
         if checkpoint is not None:
             learner.load_state_dict(checkpoint)
         extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)}}
-        return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock)
+        return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock, opponents)
     except BaseException:
         pool.close()
         raise
@@ -247,8 +251,10 @@ def _trainer(
     train_stats: StatsAggregator,
     extras: dict[str, Any],
     lock: RunDirLock,
+    opponents: dict[str, PolicySpec],
 ) -> ImpalaTrainer:
-    """The evaluator, the writers and the trainer around the parts :func:`_wire` built."""
+    """The evaluator, the writers and the trainer around the parts :func:`_wire` built (``opponents``: the fixed
+    opponents it resolved)."""
     algorithm, output = config.algorithm, config.output
     eval_hub = EventHub()
     eval_stats = StatsAggregator("eval")
@@ -264,7 +270,7 @@ def _trainer(
         keep_raw_events=output.event_logs != "none",
         videos=videos if filmed else None,
         filmed=filmed,
-        games=_games(config, eval_hub),
+        games=_games(config, eval_hub, opponents),
     )
     if filmed:
         check_renders(evaluator.envs[0], f"output.video.episodes={output.video.episodes}")
@@ -290,12 +296,14 @@ def _trainer(
     )  # fmt: skip
 
 
-def _games(config: TrainingConfig, hub: EventHub) -> Games | None:
-    """The games against ``rollout_evaluator.opponent`` after every evaluation, if it names one."""
+def _games(config: TrainingConfig, hub: EventHub, opponents: dict[str, PolicySpec]) -> Games | None:
+    """The games against ``rollout_evaluator.opponent`` after every evaluation, if it names one (``opponents``:
+    each named opponent's spec, resolved once)."""
     evaluation = config.algorithm.rollout_evaluator
     if evaluation.opponent is None:
         return None
-    return Games(config.env, evaluation.opponent, evaluation.n_episodes, evaluation.deterministic, config.seed, hub)
+    opponent = opponents[evaluation.opponent]
+    return Games(config.env, opponent, evaluation.n_episodes, evaluation.deterministic, config.seed, hub)
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:

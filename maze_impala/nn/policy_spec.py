@@ -1,0 +1,144 @@
+"""The policy seam: what acts, as plain picklable data (:class:`PolicySpec`), and the one way to build it.
+
+A spec names a model (the model config a run recorded) and where its weights come from: a checkpoint, read
+once where the spec is made, or random play. The process that builds a run resolves every opponent and the
+rollout CLI's policy to a spec; actor and worker processes build their policy from it with :meth:`PolicySpec.policy`
+or :func:`load_acting`, and never read a checkpoint themselves.
+
+Checkpoints are read here too, without unpickling code (``torch.load(weights_only=True)``), and checked against
+the module they are loaded into.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from maze_impala.config import ConfigError, ModelConfig
+from maze_impala.config.base import from_mapping
+
+if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in numpy imports this module, not torch
+    import torch
+    from torch import nn
+
+    from maze_impala.envs.structured import StructuredEnv
+    from maze_impala.nn.acting import Acting
+    from maze_impala.nn.models import StructuredPolicy
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint was made for another model (other step keys, layers or sizes)."""
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint holds more than tensors and plain data: loading it could run code, so it is refused."""
+
+
+def model_signature(module: nn.Module) -> dict[str, tuple[int, ...]]:
+    """Parameter names and shapes: what a checkpoint must match to load."""
+    return {name: tuple(t.shape) for name, t in module.state_dict().items()}
+
+
+def read_checkpoint(path: Path | str) -> dict[str, Any]:
+    """The saved state, on the CPU; a clear error if there is no checkpoint at ``path`` or it is unsafe."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UnsafeCheckpointError(
+            f"refused to load {path}: it holds objects other than tensors and plain data, and unpickling them "
+            f"could run code ({reason}). maze_impala checkpoints never do; load only checkpoints you trust, and "
+            "re-save this one with plain data if it is yours"
+        ) from None
+
+
+def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Module) -> None:
+    """Load the named modules from ``state``, checking that it was made for them."""
+    for name, module in modules.items():
+        if name not in state:
+            raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
+        expected, found = model_signature(module), {k: tuple(v.shape) for k, v in state[name].items()}
+        if expected != found:
+            diff = sorted(set(expected.items()) ^ set(found.items()))[:6]
+            raise CheckpointMismatchError(
+                f"{path} was made for another {name}: parameters differ, e.g. {diff}. "
+                "Load it with the env and model config of the run that wrote it."
+            )
+        module.load_state_dict(state[name])
+
+
+def run_record(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    """The run config a checkpoint recorded (env, model, ...), or a clear error."""
+    record = state.get("config")
+    if record is None:
+        raise ConfigError(f"{path} holds no run config; was it written by maze_impala training?")
+    return record
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What acts: a model record and its weights (None with the model: random play). Picklable; made once in the
+    process that builds a run (:meth:`from_checkpoint`, :meth:`random`), built anywhere (:meth:`policy`)."""
+
+    model: dict[str, Any] | None = None
+    """The model config as a run records it; None: a random policy."""
+    weights: dict[str, torch.Tensor] | None = None
+    """The policy's state dict."""
+    source: str = "random"
+    """Where the weights came from, for messages: a checkpoint's path, or ``random``."""
+    env: Any = None
+    """The env config of the run that trained the policy (None for random play)."""
+
+    @classmethod
+    def random(cls) -> PolicySpec:
+        """Uniform random play over the legal actions."""
+        return cls()
+
+    @classmethod
+    def from_checkpoint(cls, path: Path | str) -> PolicySpec:
+        """The policy a training checkpoint holds (read here, once)."""
+        state = read_checkpoint(path)
+        record = run_record(state, path)
+        if "policy" not in state:
+            raise CheckpointMismatchError(f"{path} holds no 'policy' weights (it has {sorted(state)})")
+        return cls(dict(record["model"]), dict(state["policy"]), str(path), record["env"])
+
+    @property
+    def is_random(self) -> bool:
+        return self.model is None
+
+    def policy(self, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
+        """The policy for ``env``'s spaces, its weights loaded, in eval mode (``seed``: random play's draws)."""
+        from maze_impala.nn.models import make_policy, make_random_policy
+
+        if self.model is None:
+            return make_random_policy(env, seed)
+        policy = make_policy(env, from_mapping(ModelConfig, self.model, "model"))
+        restore_modules({"policy": self.weights}, self.source, policy=policy)
+        return policy.eval()
+
+
+def load_acting(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> Acting:
+    """The one way to act as ``spec`` says in ``env``: numpy where the policy exports a form, torch otherwise."""
+    from maze_impala.nn.torch_acting import make_acting
+
+    return make_acting(spec.policy(env, seed))
+
+
+def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
+    """The policy of a checkpoint written by training, and a fresh env of the run's config."""
+    from maze_impala.envs.factory import make_env
+
+    spec = PolicySpec.from_checkpoint(checkpoint)
+    env = make_env(spec.env)
+    try:
+        return spec.policy(env), env
+    except BaseException:
+        env.close()
+        raise
