@@ -24,7 +24,8 @@ from maze_impala.events.api import EventCollector, EventHub, EventRecord
 from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
-from maze_impala.nn.numpy_acting import NumpyActing, NumpyPolicyForm
+from maze_impala.nn.numpy_acting import NumpyActing
+from maze_impala.nn.numpy_forms import NumpyPolicyForm
 
 if TYPE_CHECKING:
     from maze_impala.nn.policy_spec import PolicySpec

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from maze_impala.nn.acting import Noise
 from maze_impala.nn.names import module_key
-from maze_impala.nn.numpy_acting import HeadForm
+from maze_impala.nn.numpy_forms import HeadForm
 
 
 class ActionHead(nn.Module, ABC):

@@ -28,7 +28,7 @@ from maze_impala.nn.groups import agent_routes
 from maze_impala.nn.names import module_key
 from maze_impala.nn.networks import Memory, Observations, PerAgentNet, StepNet
 from maze_impala.nn.normalize import ObservationNormalizer
-from maze_impala.nn.numpy_acting import NumpyPolicyForm, StepForm
+from maze_impala.nn.numpy_forms import NumpyPolicyForm, StepForm
 from maze_impala.nn.recurrent import TorchState
 
 

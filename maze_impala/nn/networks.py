@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from maze_impala.config.model import ModelConfig
 from maze_impala.nn.encoders import ObservationEncoder
-from maze_impala.nn.numpy_acting import NetworkForm
+from maze_impala.nn.numpy_forms import NetworkForm
 from maze_impala.nn.recurrent import RecurrentCore, TorchState
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}

@@ -18,7 +18,7 @@ from torch import nn
 
 from maze_impala.envs.spaces import normalizable_keys
 from maze_impala.nn.names import module_key
-from maze_impala.nn.numpy_acting import NormalizerForm
+from maze_impala.nn.numpy_forms import NormalizerForm
 
 CLIP = 5.0
 """Normalised values are clipped to +-CLIP standard deviations (Sample Factory's bound)."""

@@ -1,4 +1,4 @@
-"""Acting in numpy, without torch: the numpy form a policy exports, and :class:`NumpyActing`, which runs it.
+"""Acting in numpy, without torch: :class:`NumpyActing` runs the numpy form a policy exports (:mod:`.numpy_forms`).
 
 An actor runs its policy once per sub-step on a small batch (16 to 64 observations). At that size torch spends
 most of its time dispatching ops, not computing: one sampled action for 16 CartPole observations costs about
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from maze_impala.core import NestedArrays, StepKey
 from maze_impala.envs.spaces import MASKED_LOGIT, mask_error
 from maze_impala.nn.acting import Acting, Actions, Noise, State
-from maze_impala.nn.flat import Layout, unflatten
+from maze_impala.nn.flat import unflatten
+from maze_impala.nn.numpy_forms import HeadForm, NumpyPolicyForm, StepForm
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": lambda h: np.tanh(h, out=h),
@@ -32,106 +32,6 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "silu": lambda h: h / (1.0 + np.exp(-h)),
 }
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-@dataclass(frozen=True)
-class NormalizerForm:
-    """Observation keys scaled by running statistics: (key, mean entry, variance entry), clipped to +-clip."""
-
-    keys: list[tuple[str, str, str]]
-    clip: float
-    eps: float
-    counts: list[str]
-    """The entries of the sample counts: state the learner updates with, that acting does not need."""
-
-    def names(self) -> set[str]:
-        return {name for _, mean, var in self.keys for name in (mean, var)} | set(self.counts)
-
-
-@dataclass(frozen=True)
-class CoreForm:
-    """A one-layer LSTM or GRU (torch's gate order), by the names of its weights."""
-
-    kind: str
-    units: int
-    weight_ih: str
-    weight_hh: str
-    bias_ih: str
-    bias_hh: str
-
-    def names(self) -> set[str]:
-        return {self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh}
-
-    def state_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"h": (self.units,), "c": (self.units,)} if self.kind == "lstm" else {"h": (self.units,)}
-
-
-@dataclass(frozen=True)
-class NetworkForm:
-    """Encoder (one-hot or flattened parts), MLP layers, an optional recurrent core, and the output layer."""
-
-    encoder: list[tuple[str, int | None, int, int | None]]
-    """Per encoded part: (observation key, column of a MultiDiscrete or None, first code, one-hot size or None
-    for a Box)."""
-    hidden: list[tuple[str, str]]
-    """The (weight, bias) entries of the hidden layers."""
-    activation: str
-    core: CoreForm | None
-    output: tuple[str, str]
-    scalings: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    """Box keys entering as ``(x - low) * scale`` (flattened uint8 images, scaled to [0, 1] by their bounds)."""
-
-    def names(self) -> set[str]:
-        names = {name for layer in (*self.hidden, self.output) for name in layer}
-        return names | (self.core.names() if self.core else set())
-
-
-@dataclass(frozen=True)
-class HeadForm:
-    """One action head: categoricals (Discrete, MultiDiscrete) or a diagonal Gaussian (Box)."""
-
-    key: str
-    kind: str
-    """categorical or gaussian"""
-    offset: int
-    """Where its logits start in the network's output."""
-    nvec: list[int]
-    """categorical: the sizes of its categoricals"""
-    squeeze: bool = False
-    """categorical: a Discrete action (no trailing axis)"""
-    log_std: str | None = None
-    """gaussian: the entry of its log standard deviations"""
-    shape: tuple[int, ...] = ()
-    """gaussian: the action's shape"""
-
-    def names(self) -> set[str]:
-        return {self.log_std} if self.log_std else set()
-
-
-@dataclass(frozen=True)
-class StepForm:
-    normalizer: NormalizerForm | None
-    network: NetworkForm
-    heads: list[HeadForm]
-    masks: dict[str, str]
-    """Action key -> the observation key of its mask."""
-
-    def names(self) -> set[str]:
-        names = self.network.names() | {n for head in self.heads for n in head.names()}
-        return names | (self.normalizer.names() if self.normalizer else set())
-
-
-@dataclass(frozen=True)
-class NumpyPolicyForm:
-    """A policy as plain data: its step keys' forms and the layout of its flat weights (state dict order)."""
-
-    steps: dict[StepKey, StepForm]
-    layout: Layout
-
-    def unread(self) -> set[str]:
-        """Entries of the state dict that no form reads: a policy with any cannot act in numpy."""
-        read = set().union(*(step.names() for step in self.steps.values())) if self.steps else set()
-        return {name for name, _, _ in self.layout} - read
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

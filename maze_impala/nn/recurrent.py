@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from maze_impala.nn.numpy_acting import CoreForm
+from maze_impala.nn.numpy_forms import CoreForm
 
 TorchState = dict[str, torch.Tensor]
 RECURRENT_KINDS = ("lstm", "gru")

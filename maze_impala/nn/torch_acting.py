@@ -20,7 +20,8 @@ from maze_impala.envs.spaces import MASK_SUFFIX, storage_dtype
 from maze_impala.nn.acting import Acting, Actions, Noise, State, StreamNoise
 from maze_impala.nn.flat import flatten, load_flat
 from maze_impala.nn.models import StructuredPolicy
-from maze_impala.nn.numpy_acting import NumpyActing, NumpyPolicyForm
+from maze_impala.nn.numpy_acting import NumpyActing
+from maze_impala.nn.numpy_forms import NumpyPolicyForm
 
 ACTING_BACKENDS = ("auto", "numpy", "torch")
 log = logging.getLogger("maze_impala")

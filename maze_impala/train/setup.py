@@ -43,6 +43,7 @@ from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.train.checkpoint import read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.games import Games
+from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import (
     CONFIG_YAML,
@@ -288,12 +289,12 @@ def _trainer(
     if output.progress:  # a resumed run's rate counts this process's env steps, its returns start afresh
         progress = Progress(algorithm.n_epochs, start_steps=state.env_steps, resumed_at=state.epoch or None)
         eval_hub.listeners.append(progress.evaluation_games)  # the evaluation's games (the trainer adds the rest)
-    return ImpalaTrainer(
-        algorithm, learner, pool, weights, evaluator, hub, train_stats, eval_stats, writers, output_dir, extras,
-        state=state, event_logs=event_logs, progress=progress, plot=output.plot,
-        checkpoint_every=output.checkpoint_every, on_close=[lock.release],
-        video_every=output.video.every if filmed else 0,
+    outputs = RunOutputs(
+        output_dir, writers, extras, event_logs, progress, output.plot, output.checkpoint_every,
+        video_every=output.video.every if filmed else 0, on_close=[lock.release],
     )  # fmt: skip
+    stats = RunStats(hub, train_stats, eval_stats)
+    return ImpalaTrainer(algorithm, learner, pool, weights, evaluator, stats, outputs, state)
 
 
 def _games(config: TrainingConfig, hub: EventHub, opponents: dict[str, PolicySpec]) -> Games | None:

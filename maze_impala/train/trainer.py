@@ -5,25 +5,23 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from maze_impala.actors.actor import EpisodeResult
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ActorPool, Learner, WeightPublisher
-from maze_impala.events.api import EventHub, mean
+from maze_impala.events.api import mean
 from maze_impala.events.frames import StatsRow, to_dataframe
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
-from maze_impala.events.stats import StatKey, StatsAggregator, by_column
+from maze_impala.events.stats import StatKey, by_column
 from maze_impala.events.tables import (
     KPI_CSV,
     KPI_SUMMARY_CSV,
     CsvTable,
-    EventLogWriter,
     kpi_row,
     kpi_summary,
     write_csv,
@@ -32,7 +30,7 @@ from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
-from maze_impala.train.progress import Progress
+from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.rundir import BEST_MODEL, CURVES_PNG, LAST_MODEL, STATS_CSV, scalar_config
 from maze_impala.train.state import TrainerState
 
@@ -82,46 +80,34 @@ class ImpalaTrainer:
         pool: ActorPool,
         publisher: WeightPublisher,
         evaluator: RolloutEvaluator,
-        hub: EventHub,
-        train_stats: StatsAggregator,
-        eval_stats: StatsAggregator,
-        writers: list[StatsWriter],
-        output_dir: Path,
-        checkpoint_extras: dict[str, Any],
+        stats: RunStats,
+        outputs: RunOutputs,
         state: TrainerState | None = None,
-        event_logs: EventLogWriter | None = None,
-        progress: Progress | None = None,
-        plot: bool = True,
-        checkpoint_every: int = 1,
-        on_close: list[Callable[[], None]] | None = None,
-        video_every: int = 0,
     ):
         self.config = config
         self.learner = learner
         self.pool = pool
         self.publisher = publisher
         self.evaluator = evaluator
-        self.hub = hub
+        self.hub = hub = stats.hub
         self.run_events = hub.publisher(RunEvents)
         self.queue_events = hub.publisher(MultiStepIMPALAEvents)
         self.actor_events = hub.publisher(ActorEvents)
-        self.train_stats = train_stats
-        self.eval_stats = eval_stats
-        self.writers = writers
-        self.output_dir = output_dir
-        self.checkpoint_extras = checkpoint_extras
+        self.train_stats, self.eval_stats = stats.train, stats.eval
+        self.outputs = outputs
+        self.output_dir = outputs.output_dir
+        self.writers = outputs.writers
+        self.checkpoint_extras = outputs.checkpoint_extras
         self.state = state or TrainerState()
-        self.kpis = CsvTable(output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
-        self.event_logs = event_logs
-        self.progress = progress
-        if progress is not None:
-            hub.listeners.append(progress)
-        self.plot = plot
-        self.checkpoint_every = checkpoint_every
-        self.video_every = video_every
-        """Film the evaluation every this many epochs (and the last); 0: never."""
-        self.on_close = on_close or []
-        """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
+        self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
+        self.event_logs = outputs.event_logs
+        self.progress = outputs.progress
+        if self.progress is not None:
+            hub.listeners.append(self.progress)
+        self.plot = outputs.plot
+        self.checkpoint_every = outputs.checkpoint_every
+        self.video_every = outputs.video_every
+        self.on_close = outputs.on_close
         self.saved_epoch: int | None = self.state.epoch or None
         """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
         self.started: float | None = None
