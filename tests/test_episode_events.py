@@ -264,3 +264,26 @@ def test_the_status_line_says_when_no_episode_finished_and_shows_the_games_rates
     # the training games' rates (not the evaluation's, while training plays games)
     assert line.endswith("return 0 (mean of the last 5 episodes) | win/draw/loss player_1 0.50/0.25/0.25, "
                          "player_2 0.00/0.00/1.00"), line  # fmt: skip
+
+
+def test_training_and_evaluation_episodes_publish_the_same_statistics(tmp_path):
+    """One publisher for both: every episode statistic of training exists for the evaluation too, returns per step
+    key included."""
+    from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+    from maze_impala.events.interfaces import EpisodeEvents
+    from maze_impala.events.stats import StatKey
+
+    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, num_actors=1, envs_per_actor=4, n_rollout_steps=8)
+    result = train({"_target_": "maze_impala.testing.TwoStepEnv"}, algorithm, runner=RunnerConfig(type="dev"),
+                   output_dir=tmp_path / "run", output=OutputConfig(console=False, progress=False, plot=False,
+                                                                    tensorboard=False))  # fmt: skip
+    row = result.history[-1]
+    for event, group in (
+        (EpisodeEvents.episode_return, None),
+        (EpisodeEvents.episode_length, None),
+        (EpisodeEvents.step_key_return, "step_key=a"),
+        (EpisodeEvents.step_key_return, "step_key=b"),
+    ):
+        for scope in ("train", "eval"):
+            column = StatKey.of(event, "mean", scope, group=group).column()
+            assert np.isfinite(row.get(column, np.nan)), column

@@ -13,6 +13,7 @@ import numpy as np
 
 from maze_impala.actors.opponents import POOL, opponent_spec, outcome, publish_game
 from maze_impala.actors.recorder import StepRecorder, check_finite
+from maze_impala.actors.results import EpisodePublisher, EpisodeResult, agent_returns
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
 from maze_impala.config import ModelConfig, OpponentPoolConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
@@ -20,9 +21,8 @@ from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.envs.layout import DecisionLayout, select_columns
 from maze_impala.envs.structured import StructuredEnv
-from maze_impala.events.api import EventCollector, EventHub, EventRecord
-from maze_impala.events.episodes import KpiEvents
-from maze_impala.events.interfaces import EpisodeEvents, GameEvents
+from maze_impala.events.api import EventCollector, EventHub
+from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.numpy_forms import NumpyPolicyForm
@@ -37,22 +37,6 @@ SEED_BOUND = 2**31
 def seed_for(*entropy: int) -> int:
     """A well-mixed seed below 2**31 from the run seed and indices (actor, env, ...)."""
     return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0]) % SEED_BOUND
-
-
-def step_key_returns(actor_returns: dict[ActorID, float]) -> dict[StepKey, float]:
-    """The mean return of each step key's actors."""
-    if len(actor_returns) == 1:
-        (((key, _), value),) = actor_returns.items()
-        return {key: value}
-    by_key: dict[StepKey, list[float]] = {}
-    for actor, value in actor_returns.items():
-        by_key.setdefault(actor.step_key, []).append(value)
-    return {key: sum(values) / len(values) for key, values in by_key.items()}
-
-
-def agent_returns(actor_returns: dict[ActorID, float], agents: dict[str, ActorID]) -> dict[str, float]:
-    """The return of each named agent (see :attr:`StructuredEnv.agents_dict`) that acted in the episode."""
-    return {name: actor_returns[actor] for name, actor in agents.items() if actor in actor_returns}
 
 
 def torch_acting(env: StructuredEnv, model: ModelConfig) -> Acting:
@@ -103,26 +87,6 @@ class ActorSpec:
                                      seed_for(self.seed, index, 1), weights, self.opponent_pool)  # fmt: skip
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
                             record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
-
-
-@dataclass
-class EpisodeResult:
-    """One played episode (evaluation, rollouts)."""
-
-    episode_id: int
-    seed: int
-    steps: int
-    """Structured steps."""
-    episode_return: float
-    actor_returns: dict[ActorID, float] = field(default_factory=dict)
-    """The reward credited to each actor (step key, agent)."""
-    agent_returns: dict[str, float] = field(default_factory=dict)
-    """The return of each named agent of a multi-agent env (see :attr:`StructuredEnv.agents_dict`)."""
-    kpis: dict[str, float] = field(default_factory=dict)
-    records: list[EventRecord] = field(default_factory=list)
-    """The env's events of the episode, reduced as their interfaces declare."""
-    raw: list[tuple[int, EventRecord]] = field(default_factory=list)
-    """Every event of the episode with its structured step (when raw events were asked for)."""
 
 
 class _Training(Episodes):
@@ -217,8 +181,7 @@ class RolloutActor(Actor):
         self.hub = EventHub()
         self.collector = EventCollector()
         self.hub.listeners.append(self.collector)
-        self.episode_events = self.hub.publisher(EpisodeEvents)
-        self.kpi_events = self.hub.publisher(KpiEvents)
+        self.publisher = EpisodePublisher(self.hub)
         self.agents = envs[0].agents_dict
         """The env's named agents, whose returns are published next to the episode's."""
         self.game_events = self.hub.publisher(GameEvents)
@@ -330,20 +293,14 @@ class RolloutActor(Actor):
                 steps_left[group] -= stepping.step(key, group, rows, cols, actions)
 
     def publish_episode(self, episode: Episode) -> None:
-        """A finished training episode's return, length, return per step key, the env's reduced events and KPIs."""
-        self.episode_events.episode_return(value=episode.episode_return)
-        self.episode_events.episode_length(value=episode.length)
-        for key, value in step_key_returns(episode.actor_returns).items():
-            self.episode_events.step_key_return(step_key=key, value=value)
-        for name, value in agent_returns(episode.actor_returns, self.agents).items():
-            self.episode_events.agent_return(agent=name, value=value)
+        """A finished training episode (see :class:`EpisodePublisher`), and its game's outcome where this actor
+        plays one seat against an opponent."""
+        returns = episode.actor_returns
+        self.publisher.publish(episode.episode_return, episode.length, returns, agent_returns(returns, self.agents),
+                               episode.summary.records, episode.summary.kpis)  # fmt: skip
         if self.seat is not None:  # a game against the training opponent, seen from the trained seat
             seat = self.agents[self.seat]
-            result = outcome(episode.actor_returns, seat, self.agents)
-            publish_game(self.game_events, self.seat, result, episode.actor_returns.get(seat, 0.0))
-        self.hub.replay(episode.summary.records)  # the env's own events, reduced per step and episode
-        for name, value in episode.summary.kpis.items():
-            self.kpi_events.kpi(name=name, value=value)
+            publish_game(self.game_events, self.seat, outcome(returns, seat, self.agents), returns.get(seat, 0.0))
 
     def close(self) -> None:
         self.batch.close()

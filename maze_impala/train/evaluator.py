@@ -6,12 +6,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
+from maze_impala.actors.actor import RolloutActor, seed_for
+from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
 from maze_impala.events.api import EventHub
-from maze_impala.events.episodes import KpiEvents
-from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.train.video import Videos
 
 if TYPE_CHECKING:
@@ -22,23 +21,6 @@ if TYPE_CHECKING:
 
 PLAY_CHUNK = 64
 """Structured steps between two clear-outs of the played episodes' buffers (nothing of them is learned from)."""
-
-
-class EpisodePublisher:
-    """Publishes finished episodes into a hub: return, length, the env's reduced events and KPIs."""
-
-    def __init__(self, hub: EventHub):
-        self.hub = hub
-        self.episodes, self.kpis = hub.publisher(EpisodeEvents), hub.publisher(KpiEvents)
-
-    def __call__(self, result: EpisodeResult) -> None:
-        self.episodes.episode_return(value=result.episode_return)
-        self.episodes.episode_length(value=result.steps)
-        for name, value in result.agent_returns.items():
-            self.episodes.agent_return(agent=name, value=value)
-        self.hub.replay(result.records)
-        for name, value in result.kpis.items():
-            self.kpis.kpi(name=name, value=value)
 
 
 def episode_player(

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from maze_impala.actors.actor import EpisodeResult, RolloutActor, seed_for
+from maze_impala.actors.actor import RolloutActor, seed_for
 from maze_impala.actors.opponents import OUTCOMES, opponent_policy, opponent_spec, outcome, publish_game, seats
+from maze_impala.actors.results import EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub

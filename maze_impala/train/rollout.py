@@ -22,8 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from maze_impala.actors.actor import EpisodeResult, seed_for
+from maze_impala.actors.actor import seed_for
 from maze_impala.actors.opponents import RANDOM
+from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.config import RolloutConfig, VideoConfig
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
@@ -42,7 +43,7 @@ from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.policy_spec import PolicySpec
-from maze_impala.train.evaluator import EpisodePublisher, play_episodes
+from maze_impala.train.evaluator import play_episodes
 from maze_impala.train.games import GAMES_CSV, GAMES_SUMMARY_CSV, GameResult, Games
 from maze_impala.train.games import summary as games_summary
 from maze_impala.train.progress import Progress

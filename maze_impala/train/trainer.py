@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from maze_impala.actors.actor import EpisodeResult
+from maze_impala.actors.results import EpisodeResult
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.events.api import mean
