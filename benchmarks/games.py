@@ -8,8 +8,10 @@ with the shipped settings and a fixed env-step budget (``--budget``, per game; e
 ``maze-run -cn conf_rollout input_dir=<run> opponent=random n_episodes=<--games-per-seat>`` on the run's last
 model (``model_last.pt``: the budget's end, not the best evaluation). The table gives, per game and seat, the
 win and draw rates over the seeds' games (mean and lowest seed), and the random player's own rates in that seat
-(the random policy against itself). Runs that train against an opponent (``--set algorithm.train_opponent=pool``,
-or ``random``) also give the win rate of their last epoch's training games against it.
+(the random policy against itself), and for tic-tac-toe the exact result of each seed's greedy policy against a
+best response that searches every line (``tictactoe_reference.py``: perfect play draws). Runs that train against
+an opponent (``--set algorithm.train_opponent=pool``, or ``random``) also give the win rate of their last epoch's
+training games against it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+from tictactoe_reference import against_best_response, trained_policy
 
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import GameEvents
@@ -32,6 +35,8 @@ GAMES = {
 }
 """Per game: its module and the env-step budget of a run."""
 SHIPPED_ROLLOUT_STEPS, SHIPPED_ENVS = 32, 32
+MARKS = {"player_1": "X", "player_2": "O"}
+"""Tic-tac-toe's seats and their marks (player_1 moves first)."""
 
 
 def maze_run(args: list[str], cwd: Path) -> None:
@@ -80,23 +85,26 @@ def main() -> None:
                 maze_run(["-cn", "conf_train", *env, *budgeted, *opponent, *quiet, *args.set], cwd)
                 table = rates(run, cwd, args.games_per_seat, "model_last.pt", env)
                 stats = pd.read_csv(run / "stats.csv")
+                exact = trained_policy(str(run / "model_last.pt")) if game == "tictactoe" else None
                 for seat, row in table.iterrows():
                     trained = StatKey.of(GameEvents.win, mean, "train", group=f"seat={seat}").column()
                     train_win = stats[trained].iloc[-1] if trained in stats else float("nan")
                     rows.append({"game": game, "seed": seed, "seat": seat, "win": row["win"], "draw": row["draw"],
                                  "random_win": random.loc[seat, "win"], "random_draw": random.loc[seat, "draw"],
-                                 "env_steps": int(stats["env_steps"].iloc[-1]),
-                                 "train_win": train_win})  # fmt: skip
+                                 "env_steps": int(stats["env_steps"].iloc[-1]), "train_win": train_win,
+                                 "best_response": against_best_response(exact, MARKS[seat]) if exact else "-",
+                                 })  # fmt: skip
                     print(f"{game} seed {seed} {seat}: win {row['win']:.3f}, draw {row['draw']:.3f}", flush=True)
     results = pd.DataFrame(rows)
     results["win_or_draw"] = results["win"] + results["draw"]
     print("\n| game, env steps | seat | win (mean, lowest seed) | win or draw (mean, lowest) | random player: win, "
-          "draw | training games won, last epoch (mean) |\n|---|---|---|---|---|---|")  # fmt: skip
+          "draw | training games won, last epoch (mean) | against a best response, per seed |\n"
+          "|---|---|---|---|---|---|---|")  # fmt: skip
     for (game, seat), part in results.groupby(["game", "seat"], sort=False):
         print(f"| {game}, {part['env_steps'].iloc[0]:,} | {seat} | {part['win'].mean():.3f} ({part['win'].min():.3f}) "
               f"| {part['win_or_draw'].mean():.3f} ({part['win_or_draw'].min():.3f}) | "
               f"{part['random_win'].iloc[0]:.3f}, {part['random_draw'].iloc[0]:.3f} | "
-              f"{part['train_win'].mean():.3f} |")  # fmt: skip
+              f"{part['train_win'].mean():.3f} | {', '.join(part['best_response'])} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ With ``--checkpoint`` (a feed-forward policy trained on ``pettingzoo.classic.tic
 that policy, computed exactly over every game against random play rather than estimated from played games: with
 its action probabilities (as in training) and with its most likely actions (as in the games against random), and
 the positions where its most likely action costs the most expected reward, weighted by how often random play
-reaches them.
+reaches them. Last, exploitability: the result of the greedy policy in each seat against a best response, an
+opponent that searches every line (perfect play draws in both seats).
 """
 
 from __future__ import annotations
@@ -97,6 +98,48 @@ def likeliest(policy: Policy, me: str) -> Callable[[str, list[tuple[int, Outcome
     return choose
 
 
+RESULTS = {1: "win", 0: "draw", -1: "loss"}
+
+
+def against_best_response(policy: Policy, me: str) -> str:
+    """The result (win, draw or loss) of ``policy``'s most likely moves in seat ``me`` against an opponent that
+    searches every line for its own best result: the exact worst case of the greedy policy, whatever the opponent."""
+    other = "O" if me == "X" else "X"
+
+    @lru_cache(None)
+    def value(board: str, turn: str) -> int:  # +1: me wins, 0: draw, -1: me loses
+        won = winner(board)
+        if won is not None:
+            return 1 if won == me else -1
+        if not free(board):
+            return 0
+        if turn == me:
+            probs = policy(board, me)
+            return value(place(board, max(probs, key=probs.get), me), other)
+        return min(value(place(board, i, other), me) for i in free(board))
+
+    return RESULTS[value("." * 9, "X")]
+
+
+def perfect(board: str, mark: str) -> dict[int, float]:
+    """Perfect play (minimax): probability 1 on the first square of the best result against any opponent."""
+    other = "O" if mark == "X" else "X"
+
+    @lru_cache(None)
+    def value(position: str, turn: str) -> int:  # for ``mark``
+        won = winner(position)
+        if won is not None:
+            return 1 if won == mark else -1
+        if not free(position):
+            return 0
+        results = [value(place(position, i, turn), other if turn == mark else mark) for i in free(position)]
+        return max(results) if turn == mark else min(results)
+
+    scores = {i: value(place(board, i, mark), other) for i in free(board)}
+    top = max(scores, key=scores.get)
+    return {i: float(i == top) for i in free(board)}
+
+
 def trained_policy(checkpoint: str) -> Policy:
     """A checkpoint's action probabilities for a board, with its observation built as PettingZoo's tictactoe_v3
     builds it: plane 0 the mover's marks, plane 1 the other's, and the action mask."""
@@ -170,6 +213,10 @@ def main() -> None:
         for name, choose in rows:
             win, draw, loss = solve(me, choose)("." * 9, "X")
             print(f"| {seat} | {name} | {win:.4f} | {draw:.4f} | {loss:.4f} | {win - loss:.4f} |")
+    print("\n| seat | policy | against a best response (searching every line) |\n|---|---|---|")
+    for me, seat in (("X", "first"), ("O", "second")):
+        for name, player in [("perfect play", perfect), *([("checkpoint, most likely", policy)] if policy else [])]:
+            print(f"| {seat} | {name} | {against_best_response(player, me)} |")
     if policy is not None:
         for me, seat in (("X", "first"), ("O", "second")):
             print(f"\nThe {seat} seat's costliest most likely moves (board rows, move, best move; 0-8 row by row):")

@@ -83,6 +83,7 @@ def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_pa
     assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
     rows = [line for line in stdout.splitlines() if line.startswith("| tictactoe, 25,600 |")]
     assert len(rows) == 2 and "nan" not in stdout  # each seat's games against the pool in training, too
+    assert all(row.split("|")[-2].strip() in ("win", "draw", "loss") for row in rows)  # against a best response
 
 
 def test_the_tictactoe_reference_solves_random_play_exactly(tmp_path):
@@ -152,3 +153,19 @@ def test_versus_sb3_judges_our_run_by_its_last_100_episodes_and_sums_up_the_seed
     (line,) = versus_sb3.summary(rows)
     assert line["maze_impala_reached"] == "3/3" and line["sb3_reached"] == "1/2"
     assert line["sooner"] == 3.0 and line["env_steps_ratio"] == 4.0
+
+
+def test_a_best_response_draws_against_perfect_play_and_beats_a_naive_policy(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import tictactoe_reference as ref
+
+    assert ref.against_best_response(ref.perfect, "X") == "draw"
+    assert ref.against_best_response(ref.perfect, "O") == "draw"
+
+    def lowest(board, mark):  # always the first free square: the opponent finds the line that beats it
+        return {i: float(i == ref.free(board)[0]) for i in ref.free(board)}
+
+    assert ref.against_best_response(lowest, "X") == "loss" and ref.against_best_response(lowest, "O") == "loss"
+    # perfect play against random play: never a loss, in either seat
+    for me in ("X", "O"):
+        assert ref.solve(me, ref.likeliest(ref.perfect, me))("." * 9, "X")[2] == 0.0
