@@ -344,7 +344,7 @@ def test_the_shipped_tictactoe_config_learns_by_self_play_beating_random_play_in
     last = pd.read_csv(out / "stats.csv").iloc[-1]
     train_against = StatKey.of(GameEvents.win, mean, "train", group="seat=player_1").column()
     assert train_against in last.index  # the pool's games, reported per seat
-    for seat, least in (("player_1", 0.95), ("player_2", 0.6)):
+    for seat, least in (("player_1", 0.85), ("player_2", 0.6)):
         rate = sum(last[StatKey.of(e, mean, "eval", group=f"seat={seat}").column()] for e in (GameEvents.win,
                    GameEvents.draw))  # fmt: skip
         assert rate >= least, (seat, rate)

@@ -133,33 +133,3 @@ def test_a_recurrent_policy_with_the_delta_critic_is_refused():
 
     with pytest.raises(ConfigError, match=r"model\.critic=delta"):
         ModelConfig(recurrent="lstm", critic="delta")
-
-
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
-@pytest.mark.parametrize("reset_share", [0.0, 0.05, 0.3, 0.9])
-def test_the_unroll_over_runs_equals_stepping_each_row(kind, reset_share):
-    """The core's unroll (runs of rows grouped into a few fused calls) against a step-by-step reference that zeroes
-    the state before every reset: outputs, gradients, and the state after chosen cells."""
-    from maze_impala.nn.recurrent import RecurrentCore
-
-    torch.manual_seed(0)
-    core, (T, N) = RecurrentCore(kind, 5, 7), (19, 6)
-    x = torch.randn(T, N, 5, requires_grad=True)
-    initial = {name: torch.randn(N, *shape) for name, shape in core.state_shapes().items()}
-    first = torch.rand(T, N) < reset_share
-    first[0, 0] = True  # one column starts a new episode at once
-    unrolled = core.unroll(x, initial, first)
-    state, outs, after = dict(initial), [], []
-    for t in range(T):
-        keep = (~first[t]).float().unsqueeze(-1)
-        out, state = core.step(x[t], {name: value * keep for name, value in state.items()})
-        outs.append(out)
-        after.append(state)
-    reference = torch.stack(outs)
-    torch.testing.assert_close(unrolled.out, reference, rtol=0, atol=1e-6)
-    grad, reference_grad = (torch.autograd.grad(out.square().sum(), x)[0] for out in (unrolled.out, reference))
-    torch.testing.assert_close(grad, reference_grad, rtol=0, atol=1e-5)
-    rows, columns = torch.tensor([0, 3, T - 1, 5, 11]), torch.tensor([1, 2, N - 1, 0, 0])
-    for name, value in unrolled.state_after(rows, columns).items():
-        expected = torch.stack([after[t][name][n] for t, n in zip(rows.tolist(), columns.tolist())])
-        torch.testing.assert_close(value, expected, rtol=0, atol=1e-6)

@@ -237,7 +237,8 @@ class ImpalaLearner(Learner):
             if self.policy.recurrent:  # the memory the final observation came with: the state after decision t
                 unroll = unroll or self._unroll(key, batch)
                 assert unroll.memory is not None
-                state = unroll.memory.state_after(t, col)
+                ends, cells = unroll.memory.ends, list(zip(t.tolist(), col.tolist()))
+                state = {name: torch.stack([ends[i][name][c] for i, c in cells]) for name in ends[cells[0][0]]}
                 memory = self.policy.memory(key, batch.truncated_observations, state, batch.agent_ids[col])
             final_values = self.critic.values(key, batch.truncated_observations, 1, ancestors, memory)
         rewards = rewards.clone()

@@ -4,8 +4,7 @@ its per-agent form (:class:`PerAgentNet`, one network per agent or group)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -62,8 +61,8 @@ class Memory(NamedTuple):
 
     features: torch.Tensor
     """The core's output per row, ``[T, N, units]``: the memory a critic reads."""
-    state_after: Callable[[torch.Tensor, torch.Tensor], TorchState]
-    """The state after given cells (see :class:`~.recurrent.Unrolled`)."""
+    ends: dict[int, TorchState]
+    """The state after row ``t`` where a run of rows without a reset ends (see :class:`~.recurrent.Unrolled`)."""
 
 
 class StepNet(nn.Module):
@@ -142,7 +141,7 @@ class StepNet(nn.Module):
         ``first``."""
         assert self.core is not None, "unroll() is for recurrent networks"
         unrolled = self.core.unroll(self.features(obs, 2), state, first)
-        return self.output(unrolled.out), Memory(unrolled.out, unrolled.state_after)
+        return self.output(unrolled.out), Memory(unrolled.out, unrolled.ends)
 
     def memory(self, obs: Observations, state: TorchState, agent_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The core's output for ``[K]`` observations from their states (a truncated episode's final observation)."""
@@ -164,22 +163,6 @@ class StepNet(nn.Module):
 
 def _route(agent_ids: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
     return [(agent, (agent_ids == agent).nonzero().squeeze(-1)) for agent in torch.unique(agent_ids).tolist()]
-
-
-def _state_after(parts: list[tuple[torch.Tensor, Callable]], n_columns: int, rows: torch.Tensor,
-                 columns: torch.Tensor) -> TorchState:  # fmt: skip
-    """The state after cells ``(rows, columns)`` of a per-agent unroll: each agent's network's for its columns
-    (``parts``: the columns of each and its ``state_after``)."""
-    merged: TorchState = {}
-    for index, state_after in parts:
-        position = torch.full((n_columns,), -1, dtype=torch.long, device=index.device)
-        position[index] = torch.arange(len(index), device=index.device)
-        local = position[columns]
-        mine = (local >= 0).nonzero().flatten()
-        if len(mine):
-            for k, v in state_after(rows[mine], local[mine]).items():
-                merged.setdefault(k, v.new_zeros(len(rows), v.shape[-1]))[mine] = v
-    return merged
 
 
 class PerAgentNet(nn.Module):
@@ -231,7 +214,7 @@ class PerAgentNet(nn.Module):
     def unroll(self, obs: Observations, state: TorchState, first: torch.Tensor,
                agent_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:  # fmt: skip
         T, N = first.shape
-        out, features, parts = None, None, []
+        out, features, ends = None, None, {}
         for agent, index in _route(self._ids(agent_ids)):
             part, memory = self.agents[agent].unroll(
                 {k: v[:, index] for k, v in obs.items()}, {k: v[index] for k, v in state.items()}, first[:, index]
@@ -240,8 +223,11 @@ class PerAgentNet(nn.Module):
             features = part.new_zeros(T, N, memory.features.shape[-1]) if features is None else features
             out = out.index_copy(1, index, part)
             features = features.index_copy(1, index, memory.features)
-            parts.append((index, memory.state_after))
-        return out, Memory(features, partial(_state_after, parts, N))
+            for t, end in memory.ends.items():
+                merged = ends.setdefault(t, {k: v.new_zeros(N, v.shape[-1]) for k, v in end.items()})
+                for k, v in end.items():
+                    merged[k][index] = v
+        return out, Memory(features, ends)
 
     def memory(self, obs: Observations, state: TorchState, agent_ids: torch.Tensor | None = None) -> torch.Tensor:
         out = None

@@ -9,8 +9,6 @@ that it computes what the actors computed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -25,58 +23,9 @@ RECURRENT_KINDS = ("lstm", "gru")
 class Unrolled(NamedTuple):
     out: torch.Tensor
     """The core's output for every row, ``[T, N, units]``."""
-    state_after: Callable[[torch.Tensor, torch.Tensor], TorchState]
-    """``state_after(rows, columns)``: the state after each cell ``(rows[k], columns[k])`` (``[K]`` each), as
-    ``[K, units]`` per name, without gradients: where a truncated episode's final observation is valued from."""
-
-
-class _Runs(NamedTuple):
-    """The rows of an unroll cut at their resets into runs, and the runs grouped by length into a few fused calls
-    (see :meth:`RecurrentCore.unroll`)."""
-
-    calls: list[tuple[torch.Tensor, torch.Tensor]]
-    """Per call, ``gather`` ``[L, R]``: the flat index ``t * N + n`` of the row cell at each step of each of its
-    ``R`` runs (``T * N``: padding after a run shorter than ``L``), and ``column`` ``[R]``: the column whose
-    recorded state a run starts from, or -1 for a run after a reset (a zero state)."""
-    scatter: torch.Tensor
-    """``[T * N]``: each row cell's index in the calls' outputs, concatenated flat in call order."""
-    starts: torch.Tensor
-    """``[T, N]``: the row where the run holding each cell starts."""
-
-
-def _runs(first: torch.Tensor) -> _Runs:
-    """The runs of ``first`` (``[T, N]``, on the host). Runs of up to 2, 4, 8, ... rows share a call, each run a
-    column starting at row 0: at most ``log2(T) + 1`` calls, each at most twice the rows its runs need."""
-    T, N = first.shape
-    resets = first.clone()
-    resets[0] = True  # every column's first run starts at row 0
-    rows = torch.arange(T).unsqueeze(1).expand(T, N)
-    starts = torch.cummax(torch.where(resets, rows, 0), 0).values
-    offset = (rows - starts).reshape(-1)  # a cell's step in its run
-    flat_resets = resets.reshape(-1)
-    ids = flat_resets.cumsum(0) - 1  # runs numbered in (row, column) order: later runs of a column, larger ids
-    run = torch.cummax(torch.where(flat_resets, ids, -1).view(T, N), 0).values.reshape(-1)
-    lengths = torch.bincount(run)
-    width = torch.minimum(2 ** torch.ceil(torch.log2(lengths.double())).long(), torch.tensor(T))
-    start_row, column = flat_resets.view(T, N).nonzero(as_tuple=True)
-    column = torch.where((start_row == 0) & ~first[0, column], column, -1)
-    position = torch.zeros_like(lengths)
-    base, calls, bases, counts = 0, [], torch.zeros_like(lengths), torch.zeros_like(lengths)
-    for call_rows in torch.unique(width).tolist():
-        members = (width == call_rows).nonzero().flatten()
-        position[members] = torch.arange(len(members))
-        bases[members], counts[members] = base, len(members)
-        calls.append((call_rows, members))
-        base += call_rows * len(members)
-    scatter = bases[run] + offset * counts[run] + position[run]
-    gather = torch.full((base,), T * N, dtype=torch.long)
-    gather[scatter] = torch.arange(T * N)
-    laid_out, done = [], 0
-    for call_rows, members in calls:
-        size = call_rows * len(members)
-        laid_out.append((gather[done : done + size].view(call_rows, len(members)), column[members]))
-        done += size
-    return _Runs(laid_out, scatter, starts)
+    ends: dict[int, TorchState]
+    """The state after row ``t`` for every ``t`` that ends a run of rows without a reset (the row before each
+    reset, and the last row): where a truncated episode's final observation is valued from."""
 
 
 class RecurrentCore(nn.Module):
@@ -111,45 +60,21 @@ class RecurrentCore(nn.Module):
         """The core over ``x`` ``[T, N, n_in]`` from ``state`` (``[N, units]`` per name), the state zeroed before
         every row ``t`` where ``first[t]`` (``[T, N]`` bool: the decision starts a new episode).
 
-        Each column is cut at its resets into runs, and every run becomes a column of its own, from its column's
-        state or (after a reset) a zero state; runs of similar length share one call of torch's fused recurrence
-        (see :func:`_runs`). A batch of many short episodes costs a few calls, not one per reset.
+        Runs of rows without a reset go through torch's fused recurrence in one call each.
         """
-        T, N = first.shape
-        on_host = first.cpu()  # one host transfer for the whole unroll
-        if not on_host[1:].any():
-            keep = (~first[0]).to(x.dtype).unsqueeze(-1)
-            out, _ = self.rnn(x, self._pack({k: v * keep for k, v in state.items()}))
-            starts = torch.zeros(T, N, dtype=torch.long)
-        else:
-            runs = _runs(on_host)
-            flat = torch.cat([x.reshape(T * N, -1), x.new_zeros(1, x.shape[-1])])
-            padded = {k: torch.cat([v, v.new_zeros(1, v.shape[-1])]) for k, v in state.items()}  # row -1: zeros
-            outs = []
-            for gather, column in runs.calls:
-                gather, column = gather.to(x.device), column.to(x.device)
-                initial = {k: v[column] for k, v in padded.items()}
-                out, _ = self.rnn(flat[gather.reshape(-1)].view(*gather.shape, -1), self._pack(initial))
-                outs.append(out.reshape(-1, out.shape[-1]))
-            out = torch.cat(outs)[runs.scatter.to(x.device)].view(T, N, -1)
-            starts = runs.starts
-        return Unrolled(out, partial(self._state_after, x.detach(), state, on_host, starts))
-
-    @torch.no_grad()
-    def _state_after(self, x: torch.Tensor, state: TorchState, first: torch.Tensor, starts: torch.Tensor,
-                     rows: torch.Tensor, columns: torch.Tensor) -> TorchState:  # fmt: skip
-        """The state after cells ``(rows, columns)`` of an unroll over ``x`` from ``state`` reset where ``first``:
-        each cell's run again, from the run's start (``starts``) to the cell."""
-        cells = list(zip(rows.tolist(), columns.tolist()))
-        out = {k: v.new_zeros(len(cells), v.shape[-1]) for k, v in state.items()}
-        for i, (t, n) in enumerate(cells):
-            start = int(starts[t, n])
-            keep = 0.0 if bool(first[start, n]) else 1.0
-            initial = {k: v[n : n + 1] * keep for k, v in state.items()}
-            _, packed = self.rnn(x[start : t + 1, n : n + 1], self._pack(initial))
-            for k, v in self._unpack(packed).items():
-                out[k][i] = v[0]
-        return out
+        T = x.shape[0]
+        resets = first.any(1).nonzero().flatten().tolist()  # one host transfer for the whole unroll
+        starts = sorted({0, *resets})
+        packed = self._pack(state)
+        outs, ends = [], {}
+        for start, stop in zip(starts, [*starts[1:], T]):
+            if start in resets:
+                keep = (~first[start]).to(x.dtype).unsqueeze(-1)
+                packed = tuple(p * keep for p in packed) if self.kind == "lstm" else packed * keep
+            out, packed = self.rnn(x[start:stop], packed)
+            outs.append(out)
+            ends[stop - 1] = self._unpack(packed)
+        return Unrolled(torch.cat(outs) if len(outs) > 1 else outs[0], ends)
 
     def numpy_form(self, prefix: str) -> CoreForm:
         name = f"{prefix}rnn."
