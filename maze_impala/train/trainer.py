@@ -156,10 +156,10 @@ class ImpalaTrainer:
                     if filming:
                         self._write_videos(writer, state.env_steps)
                 stopping = epoch == cfg.n_epochs or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
+                if best:  # first: once model_last.pt exists, model_best.pt does too, whenever the run is killed
+                    self._save(BEST_MODEL)
                 if stopping or epoch % self.checkpoint_every == 0:
                     self._save(LAST_MODEL)
-                if best:
-                    self._save(BEST_MODEL)
                 if stopping:
                     break
         except BaseException:
