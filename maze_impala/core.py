@@ -141,6 +141,19 @@ class WeightSource(ABC):
         """A consistent copy of the newest weights, one flat float32 vector (the policy's state dict in order, as
         :func:`~maze_impala.nn.flat.flatten` makes it: parameters and buffers), and their version."""
 
+    def snapshots(self) -> dict[int, int]:
+        """The learner's pool of past weights (self-play against past selves): snapshot number -> the version of its
+        weights, oldest first. Empty where the learner publishes none."""
+        return {}
+
+    def read_snapshot(self, number: int) -> np.ndarray:
+        """A copy of the weights of snapshot ``number``; :class:`KeyError` if it is not (or no longer) in the pool."""
+        raise KeyError(f"{type(self).__name__} holds no snapshot pool (snapshot {number})")
+
+
+Snapshots = dict[int, tuple[int, np.ndarray]]
+"""A snapshot pool as the learner keeps it: snapshot number (counted from 1) -> (version, flat weights)."""
+
 
 class WeightPublisher(ABC):
     """The learner's side of the weights: makes a module's weights the newest, for every actor."""
@@ -148,6 +161,11 @@ class WeightPublisher(ABC):
     @abstractmethod
     def publish(self, module: torch.nn.Module, version: int) -> None:
         """Make ``module``'s weights the newest, stamped with ``version`` (actors skip versions they missed)."""
+
+    def publish_snapshots(self, snapshots: Snapshots) -> None:
+        """Make ``snapshots`` the pool every actor reads through :meth:`WeightSource.snapshots` (all of it: a
+        snapshot that is not in it leaves the pool)."""
+        raise NotImplementedError(f"{type(self).__name__} publishes no snapshot pool")
 
 
 class Learner(ABC):

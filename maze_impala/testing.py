@@ -257,6 +257,20 @@ def read_weights_forever(weights: Any, model: Any, ready: Any) -> None:
         load_flat(policy, weights.read()[0])
 
 
+def pool_a_new_actor_plays(spec: Any, weights: Any, answer: Any = None) -> list[int]:
+    """The versions of the snapshot pool that a new actor of ``spec`` (what a restart builds) plays against after
+    one rollout; put on ``answer`` (a queue) where it runs as a process of its own, as an actor process does."""
+    actor = spec.build(0, weights)
+    try:
+        actor.rollout()
+        versions = list(actor.acting.opponent.versions)
+    finally:
+        actor.close()
+    if answer is not None:
+        answer.put(versions)
+    return versions
+
+
 class OddKeysEnv(StructuredEnv):
     """Two sub-steps whose step keys, observation keys and action keys are names torch modules cannot take as
     they are (``type``, ``train``, ``a.b``, ...): the model must map them to safe names."""

@@ -11,9 +11,9 @@ from clitools import TINY, run_cli
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
-from maze_impala.config import ConfigError
+from maze_impala.config import ConfigError, OpponentPoolConfig
 from maze_impala.config.algorithm import RolloutEvaluatorConfig
-from maze_impala.core import ActorID, Trajectory, WeightSource
+from maze_impala.core import ActorID, Trajectory
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.layout import select_columns
 from maze_impala.events.api import EventHub, mean
@@ -22,8 +22,9 @@ from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.events.tables import agent_return_column
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy, make_random_policy
-from maze_impala.nn.seats import OPPONENT_STATE, SNAPSHOT_STATE, SeatedActing, SnapshotPool
+from maze_impala.nn.seats import OPPONENT_STATE, SeatedActing
 from maze_impala.train.games import Games, outcome, summary
+from maze_impala.train.snapshots import SnapshotPool
 
 TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
              "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
@@ -62,64 +63,15 @@ def test_seated_acting_routes_each_agent_to_its_policy_and_keeps_both_states_apa
     assert hasattr(trained, "loaded") and not hasattr(opponent, "loaded")  # the opponent keeps its own weights
 
 
-class Versions(WeightSource):
-    """Weights whose one value is their version."""
-
-    def __init__(self):
-        self.now = 0
-
-    def version(self):
-        return self.now
-
-    def read(self):
-        return np.array([self.now], np.float32), self.now
-
-
-class Echo(Acting):
-    """Acts the one value of the weights it loaded."""
-
-    def state_shapes(self, step_key):
-        return {}
-
-    def act(self, step_key, obs, state, agent_ids, noise):
-        rows = len(agent_ids)
-        return {"a": np.full(rows, int(self.flat[0]))}, np.zeros(rows, np.float32), {}
-
-    def load(self, flat):
-        self.flat = flat
-
-
-def test_a_snapshot_pool_keeps_its_newest_snapshots_and_one_per_episode_and_agent():
-    weights = Versions()
-    pool = SnapshotPool(Echo, weights, every=10, size=2, seed=0)
-    assert pool.state_shapes("player") == {SNAPSHOT_STATE: (1,)}
-
-    def act(state):
-        actions, _, state = pool.act("player", {"x": np.zeros((len(state), 1))}, {SNAPSHOT_STATE: state},
-                                     np.zeros(len(state), np.int64), None)  # fmt: skip
-        return actions["a"], state[SNAPSHOT_STATE]
-
-    playing, drawn = act(np.zeros((4, 1), np.float32))  # the first weights at once
-    assert playing.tolist() == [0] * 4 and pool.versions == [0]
-    weights.now = 9
-    assert act(drawn)[0].tolist() == [0] * 4 and pool.versions == [0]  # the next snapshot is due at version 10
-    weights.now = 12
-    kept, drawn = act(np.concatenate([drawn, np.zeros((400, 1), np.float32)]))
-    assert pool.versions == [0, 12] and kept[:4].tolist() == [0] * 4  # an episode keeps its snapshot
-    assert 150 < (kept[4:] == 12).sum() < 250  # new episodes draw uniformly from the pool
-    weights.now = 25
-    assert act(drawn)[0][:4].tolist() == [0] * 4 and pool.versions == [0, 12]  # snapshots wait for a new episode
-    moved, _ = act(np.concatenate([drawn, np.zeros((1, 1), np.float32)]))
-    assert pool.versions == [12, 25]  # the oldest left; the episodes it played draw again
-    assert set(moved[:4].tolist()) <= {12, 25} and set(moved[4:].tolist()) <= {12, 25}
-
-
 def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_games():
     env = make_env(TICTACTOE)
     policy = make_policy(env, ModelConfig(image_encoder="flatten"))
     spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 16, 4, seed=3, opponent="pool",
                      opponent_actors=2)  # fmt: skip
-    actor = spec.build(1, SharedWeights(policy))
+    weights, snapshots = SharedWeights(policy, snapshot_slots=1), SnapshotPool(OpponentPoolConfig(size=1))
+    snapshots.offer(policy, 0)
+    weights.publish_snapshots(snapshots.snapshots)
+    actor = spec.build(1, weights)
     try:
         rollout = actor.rollout()
         (trajectory,) = rollout.trajectories.values()

@@ -197,3 +197,28 @@ def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
             ((_, pid),) = pool.placements()
             mapped[name] = "libtorch" in Path(f"/proc/{pid}/maps").read_text()
     assert mapped == {"numpy": False, "torch": True}
+
+
+def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it():
+    from maze_impala.config import OpponentPoolConfig
+    from maze_impala.train.snapshots import SnapshotPool
+
+    tictactoe = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+                 "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+    model = ModelConfig(image_encoder="flatten", hidden_units=[8])
+    policy = make_policy(make_env(tictactoe), model)
+    snapshots = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=2))
+    weights = RayWeights(policy)
+    for version in range(3):
+        snapshots.offer(policy, version)
+        weights.publish_snapshots(snapshots.snapshots)
+    assert weights.latest_pool()[0] == 3  # one object per published pool, sent to an actor when it is new to it
+    spec = ActorSpec(tictactoe, model, n_rollout_steps=8, envs_per_actor=2, seed=0, opponent="pool", opponent_actors=1)
+    with RayActors(spec, weights, 1, 1, restarts=RestartPolicy(max_restarts=1)) as pool:
+        pool.collect(1)  # an actor that found no pool would fail its first game, and the run with it
+        os.kill(pool.placements()[0][1], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not pool.hosts[0].delivered or pool.hosts[0].generation == 0:
+            assert time.monotonic() < deadline, "the replacement delivered no rollout within 60 s"
+            pool.collect(1)
+        assert pool.hosts[0].sent_pool == 3

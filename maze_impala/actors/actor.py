@@ -6,7 +6,7 @@ One loop serves training (:meth:`RolloutActor.rollout`), evaluation and rollouts
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,7 +15,7 @@ from maze_impala.actors.opponents import POOL, opponent_spec, outcome, publish_g
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult, agent_returns
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
-from maze_impala.config import ModelConfig, OpponentPoolConfig
+from maze_impala.config import ModelConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
 from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
@@ -63,12 +63,11 @@ class ActorSpec:
     actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
     opponent: PolicySpec | str | None = None
     """An opponent that the first ``opponent_actors`` actors play against: actor ``i`` plays seat ``i % seats``
-    with the trained policy, the opponent every other seat. ``pool`` (snapshots of the trained policy), or a fixed
+    with the trained policy, the opponent every other seat. ``pool`` (the learner's snapshots of the trained policy,
+    which the weight source holds: :meth:`~maze_impala.core.WeightSource.snapshots`), or a fixed
     opponent's :class:`~maze_impala.nn.policy_spec.PolicySpec`; a name (``random``, a checkpoint or a run dir) is
     resolved to its spec here, where the spec is made, so that no actor process reads a checkpoint."""
     opponent_actors: int = 0
-    opponent_pool: OpponentPoolConfig = field(default_factory=OpponentPoolConfig)
-    """The snapshots of ``opponent="pool"``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
@@ -84,7 +83,7 @@ class ActorSpec:
             from maze_impala.actors.opponents import seated
 
             acting, learned = seated(acting, lambda: self.acting(envs[0]), envs[0], self.opponent, index,
-                                     seed_for(self.seed, index, 1), weights, self.opponent_pool)  # fmt: skip
+                                     seed_for(self.seed, index, 1), weights)  # fmt: skip
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
                             record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
 

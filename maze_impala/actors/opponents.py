@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from maze_impala.config import ConfigError, OpponentPoolConfig
+from maze_impala.config import ConfigError
 from maze_impala.core import ActorID, WeightSource
 
 if TYPE_CHECKING:
@@ -79,19 +79,18 @@ def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
 
 
 def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,
-           seed: int, weights: WeightSource,
-           pool: OpponentPoolConfig) -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
+           seed: int, weights: WeightSource) -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
     ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
-    (a :class:`~maze_impala.nn.policy_spec.PolicySpec`) acts in torch; ``pool`` plays snapshots of ``weights``
-    through actings that ``make`` builds."""
-    from maze_impala.nn.seats import SeatedActing, SnapshotPool
+    (a :class:`~maze_impala.nn.policy_spec.PolicySpec`) acts in torch; ``"pool"`` plays the snapshots that
+    ``weights`` holds (the learner's pool) through actings that ``make`` builds."""
+    from maze_impala.nn.seats import PoolOpponent, SeatedActing
     from maze_impala.nn.torch_acting import make_acting
 
     all_seats = list(seats(spec, env).values())
     seat = frozenset({all_seats[index % len(all_seats)]})
     if isinstance(spec, str):
-        opponent: Acting = SnapshotPool(make, weights, pool.snapshot_every, pool.size, seed)
+        opponent: Acting = PoolOpponent(make, weights, seed)
     else:
         opponent = make_acting(opponent_policy(spec, env, seed))
     return SeatedActing(acting, opponent, seat), seat

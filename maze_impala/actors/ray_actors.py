@@ -43,7 +43,7 @@ from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
-from maze_impala.core import ActorPool, Rollout, WeightPublisher, WeightSource
+from maze_impala.core import ActorPool, Rollout, Snapshots, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
 
@@ -54,10 +54,13 @@ log = logging.getLogger("maze_impala")
 
 
 class RayWeights(WeightPublisher):
-    """The learner's side of the weights on Ray: the newest version, put into the object store when first needed."""
+    """The learner's side of the weights on Ray: the newest version, and the snapshot pool, each put into the object
+    store when first needed."""
 
     def __init__(self, module: nn.Module, version: int = 0):
         self._size = flat_size(flat_layout(module))
+        self._pool: Snapshots = {}
+        self._pool_number, self._pool_ref = 0, None
         self.publish(module, version)
 
     def publish(self, module: nn.Module, version: int) -> None:
@@ -72,16 +75,39 @@ class RayWeights(WeightPublisher):
             self._ref = ray.put(self._flat)
         return self._version, self._ref
 
+    def publish_snapshots(self, snapshots: Snapshots) -> None:
+        if any(flat.size != self._size for _, flat in snapshots.values()):
+            raise ValueError("publish_snapshots: a snapshot does not have the layout these weights were made for")
+        self._pool, self._pool_number, self._pool_ref = dict(snapshots), self._pool_number + 1, None
+
+    def latest_pool(self) -> tuple[int, ray.ObjectRef | None]:
+        """How many pools were published (0: none), and the newest one's object (one ``ray.put`` per pool)."""
+        if self._pool_ref is None and self._pool_number:
+            self._pool_ref = ray.put(self._pool)
+        return self._pool_number, self._pool_ref
+
 
 class ReceivedWeights(WeightSource):
-    """The actor's side: the newest weights its requests brought (older versions are ignored)."""
+    """The actor's side: the newest weights and snapshot pool its requests brought (older versions are ignored)."""
 
     def __init__(self) -> None:
         self._version, self._flat = -1, np.zeros(0, dtype=np.float32)
+        self._pool: Snapshots = {}
 
     def receive(self, version: int, flat: np.ndarray) -> None:
         if version > self._version:
             self._version, self._flat = version, flat
+
+    def receive_pool(self, snapshots: Snapshots) -> None:
+        self._pool = snapshots
+
+    def snapshots(self) -> dict[int, int]:
+        return {number: version for number, (version, _) in sorted(self._pool.items())}
+
+    def read_snapshot(self, number: int) -> np.ndarray:
+        if number not in self._pool:
+            raise KeyError(f"snapshot {number} is not in the pool")
+        return np.array(self._pool[number][1])
 
     def version(self) -> int:
         return self._version
@@ -104,9 +130,11 @@ class ActorHost:
         """The id of the Ray node this actor runs on, and its process id."""
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    def rollout(self, version: int, flat: np.ndarray | None) -> Rollout:
+    def rollout(self, version: int, flat: np.ndarray | None, pool: Snapshots | None = None) -> Rollout:
         if flat is not None:
             self.weights.receive(version, flat)
+        if pool is not None:
+            self.weights.receive_pool(pool)
         if self.actor is None:
             self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actor = self.spec.build(self.index, self.weights)
@@ -124,6 +152,8 @@ class _Host(ActorRecord):
     """The rollout request in flight (an object ref), None while the actor waits for one."""
     sent_version: int = -1
     """The newest weight version sent to this actor."""
+    sent_pool: int = 0
+    """The newest snapshot pool sent to this actor (counted as :meth:`RayWeights.latest_pool` counts them)."""
     where: Any = None
     """An object ref to ``(node id, pid)``."""
 
@@ -200,8 +230,10 @@ class RayActors(ActorPool):
 
     def _request(self, host: _Host) -> None:
         version, ref = self.weights.latest()
-        host.call = host.handle.rollout.remote(version, ref if version != host.sent_version else None)
-        host.sent_version, host.requested_at = version, time.monotonic()
+        pool, pool_ref = self.weights.latest_pool()
+        host.call = host.handle.rollout.remote(version, ref if version != host.sent_version else None,
+                                               pool_ref if pool != host.sent_pool else None)  # fmt: skip
+        host.sent_version, host.sent_pool, host.requested_at = version, pool, time.monotonic()
 
     def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:
         if not self.hosts:

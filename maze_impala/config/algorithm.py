@@ -55,8 +55,8 @@ class OpponentPoolConfig:
     """Self-play against past selves (``train_opponent=pool``): the pool of snapshots of the trained policy."""
 
     snapshot_every: int = 25
-    """Learner updates between two snapshots: when a game starts, an actor adds the newest weights to its pool if
-    their version reached the next multiple of this (the first weights at once)."""
+    """Learner updates between two snapshots: the learner adds the weights to the pool at each multiple of this
+    (the first weights at once); the pool goes to every actor and into every checkpoint."""
     size: int = 8
     """Snapshots kept (the newest); each game against the pool is played by one of them, drawn uniformly."""
 

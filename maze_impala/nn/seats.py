@@ -5,8 +5,8 @@ a fixed opponent in the others; and an opponent drawn from past snapshots of the
 games against an opponent as it plays every episode: each batch of a step key is split by agent, the trained
 policy's rows go to its acting and the others to the opponent's, and the results are put back in row order.
 Weights loaded by the actor (:meth:`SeatedActing.load`) are the trained policy's; the opponent keeps its own.
-:class:`SnapshotPool` is such an opponent whose weights are snapshots of the trained policy's (self-play against
-a pool of its past selves).
+:class:`PoolOpponent` is such an opponent whose weights are the learner's snapshots of the trained policy (self-play
+against a pool of its past selves).
 
 Nothing in this module imports torch.
 """
@@ -23,7 +23,7 @@ from maze_impala.nn.acting import Acting, Actions, Noise, State
 OPPONENT_STATE = "opponent."
 """The prefix of the opponent's recurrent state names, so that both policies may keep a state of their own."""
 SNAPSHOT_STATE = "snapshot"
-"""The state name under which a :class:`SnapshotPool` keeps, per env and agent, which snapshot plays its episode."""
+"""The state name under which a :class:`PoolOpponent` keeps, per env and agent, which snapshot plays its episode."""
 
 
 def act_in_parts(step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None,
@@ -82,42 +82,40 @@ def _opponent_state(name: str) -> str | None:
     return name[len(OPPONENT_STATE) :] if name.startswith(OPPONENT_STATE) else None
 
 
-class SnapshotPool(Acting):
-    """An opponent that plays with past weights of the trained policy: when an episode starts, a snapshot of the
-    newest weights is taken from ``weights`` (the actor's weight source) if their version reached the next multiple
-    of ``every`` (the first one at once), and the newest ``size`` snapshots are kept. Each agent's episode is played
-    by one snapshot, drawn uniformly from the pool (with ``seed``) at its first decision; if that snapshot leaves
-    the pool while the episode goes on, another one is drawn. ``make`` builds an acting of the trained policy's
-    kind, one per kept snapshot. Its :meth:`load` does nothing: the pool takes its weights itself."""
+class PoolOpponent(Acting):
+    """An opponent that plays with the learner's snapshot pool, past weights of the trained policy that ``weights``
+    (the actor's weight source) publishes through :meth:`~maze_impala.core.WeightSource.snapshots`. Each agent's
+    episode is played by one snapshot, drawn uniformly (with ``seed``) at its first decision; if that snapshot left
+    the pool when the next episode starts, another one is drawn. ``make`` builds an acting of the trained policy's
+    kind, one per snapshot held. Its :meth:`load` does nothing: the snapshots' weights come from the pool, so an
+    actor that restarts finds the pool the learner keeps (and a resumed run the pool its checkpoint saved)."""
 
-    def __init__(self, make: Callable[[], Acting], weights: WeightSource, every: int, size: int, seed: int):
-        self.make, self.weights, self.every, self.size = make, weights, every, size
+    def __init__(self, make: Callable[[], Acting], weights: WeightSource, seed: int):
+        self.make, self.weights = make, weights
         self.rng = np.random.default_rng(seed)
         self.snapshots: dict[int, tuple[int, Acting]] = {}
-        """Per snapshot number (counted from 1): the weights' version, and the acting that holds them."""
+        """Per snapshot number: the weights' version, and the acting that holds them."""
         self._numbers = np.zeros(0, dtype=np.int64)
-        """The snapshot numbers in the pool."""
-        self._taken = 0
-        self._next_version = 0
-        self._spare: Acting | None = make()
+        """The snapshot numbers held."""
+        self._spare: list[Acting] = [make()]
 
     @property
     def versions(self) -> list[int]:
-        """The versions of the weights in the pool, oldest first."""
+        """The versions of the weights held, oldest first."""
         return [version for version, _ in self.snapshots.values()]
 
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
-        acting = self._spare if self._spare is not None else next(iter(self.snapshots.values()))[1]
+        acting = self._spare[0] if self._spare else next(iter(self.snapshots.values()))[1]
         return {**acting.state_shapes(step_key), SNAPSHOT_STATE: (1,)}
 
     def load(self, flat: np.ndarray) -> None:
-        """Nothing: the snapshots are taken from the weight source when they are due."""
+        """Nothing: the snapshots' weights come from the pool."""
 
     def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
             noise: Noise | None) -> Actions:  # fmt: skip
         drawn = state[SNAPSHOT_STATE][:, 0].astype(np.int64)
         if not np.isin(drawn, self._numbers).all():  # an episode starts, or its snapshot left the pool
-            self._snapshot_if_due()
+            self._sync()
             fresh = np.flatnonzero(~np.isin(drawn, self._numbers))
             drawn[fresh] = self.rng.choice(self._numbers, size=len(fresh))
         parts = [(self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state)
@@ -126,18 +124,29 @@ class SnapshotPool(Acting):
         state[SNAPSHOT_STATE] = drawn.astype(np.float32)[:, None]
         return actions, log_probs, state
 
-    def _snapshot_if_due(self) -> None:
-        if self.weights.version() < self._next_version:
-            return
-        flat, version = self.weights.read()
-        if len(self.snapshots) == self.size:
-            self._spare = self.snapshots.pop(min(self.snapshots))[1]
-        acting, self._spare = self._spare if self._spare is not None else self.make(), None
-        acting.load(flat)
-        self._taken += 1
-        self.snapshots[self._taken] = (version, acting)
-        self._numbers = np.array(list(self.snapshots), dtype=np.int64)
-        self._next_version = (version // self.every + 1) * self.every
+    def _sync(self) -> None:
+        """Hold the snapshots the pool holds now: drop those that left it, load those that joined."""
+        while True:
+            pool = self.weights.snapshots()
+            if not pool:
+                raise RuntimeError("opponent=pool: the actor's weight source holds no snapshot pool; the "
+                                   "learner publishes one (publish_snapshots) before its actors play")  # fmt: skip
+            for number in [n for n in self.snapshots if n not in pool]:
+                self._spare.append(self.snapshots.pop(number)[1])
+            for number, version in pool.items():
+                if number in self.snapshots:
+                    continue
+                try:
+                    flat = self.weights.read_snapshot(number)
+                except KeyError:  # it left the pool since it was listed
+                    continue
+                acting = self._spare.pop() if self._spare else self.make()
+                acting.load(flat)
+                self.snapshots[number] = (version, acting)
+            self.snapshots = dict(sorted(self.snapshots.items()))
+            self._numbers = np.array(list(self.snapshots), dtype=np.int64)
+            if len(self._numbers):
+                return
 
 
 def _snapshot_state(name: str) -> str | None:

@@ -57,6 +57,7 @@ from maze_impala.train.rundir import (
     continue_tables,
     scalar_config,
 )
+from maze_impala.train.snapshots import SnapshotPool
 from maze_impala.train.state import TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
 from maze_impala.train.video import VIDEO_DIR, Videos, check_renders
@@ -91,14 +92,18 @@ def make_actors(
     algorithm: ImpalaAlgorithmConfig,
     runner: RunnerConfig,
     events: ActorEvents | None = None,
+    snapshots: SnapshotPool | None = None,
 ) -> tuple[ActorPool, WeightPublisher]:
     """The actor backend ``runner.type`` names, running ``spec``'s actors, and the publisher of ``policy``'s weights
-    (at ``version``) for it; restarts are published to ``events``. A policy that acts in numpy goes to the actors
-    as its numpy form (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
+    (at ``version``) for it, and of ``snapshots`` (the learner's snapshot pool, if the run has one); restarts are
+    published to ``events``. A policy that acts in numpy goes to the actors as its numpy form
+    (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
     if spec.numpy_policy is None and isinstance(policy, StructuredPolicy):
         spec = replace(spec, numpy_policy=numpy_form_of(policy))
+    slots = snapshots.size if snapshots is not None else 0
     if runner.type == "dev":
-        weights = SharedWeights(policy, version=version)
+        weights = SharedWeights(policy, version=version, snapshot_slots=slots)
+        _publish_pool(weights, snapshots)
         return SequentialActors(spec, weights, algorithm.num_actors), weights
     restarts = RestartPolicy(
         max_restarts=runner.max_restarts,
@@ -110,13 +115,20 @@ def make_actors(
         from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
 
         ray_weights = RayWeights(policy, version=version)
+        _publish_pool(ray_weights, snapshots)
         pool = RayActors(spec, ray_weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
                          runner.num_cpus_per_actor, restarts, events)  # fmt: skip
         return pool, ray_weights
-    weights = SharedWeights(policy, version=version)
+    weights = SharedWeights(policy, version=version, snapshot_slots=slots)
+    _publish_pool(weights, snapshots)
     pool = SubprocessActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.start_method,
                             batch_size=algorithm.actors_batch_size, restarts=restarts, events=events)  # fmt: skip
     return pool, weights
+
+
+def _publish_pool(weights: WeightPublisher, snapshots: SnapshotPool | None) -> None:
+    if snapshots is not None:  # before any actor starts: its first game against the pool finds the pool
+        weights.publish_snapshots(snapshots.snapshots)
 
 
 def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
@@ -213,20 +225,23 @@ def _wire(
     hub = EventHub()
     train_stats = StatsAggregator("train")  # every interface: the learner's, the actors' and the env's own
     hub.listeners.append(train_stats)
-    state, version = TrainerState(), 0
+    snapshots = SnapshotPool(algorithm.opponent_pool) if algorithm.train_opponent == POOL else None
+    state, version = TrainerState(snapshots=snapshots), 0
     if checkpoint is not None:
         restore_modules(checkpoint, output_dir / LAST_MODEL, policy=policy, critic=critic)
-        state = TrainerState.from_checkpoint(checkpoint)  # the RNG state too
+        state = TrainerState.from_checkpoint(checkpoint, snapshots)  # the RNG state and the pool too
         state.history = continue_tables(output_dir, state.epoch)
         version = int(checkpoint["version"])
+    if snapshots is not None and not snapshots.snapshots:  # a new run; or a run of a release that saved no pool
+        snapshots.offer(policy, version)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
                      opponent=opponents.get(algorithm.train_opponent or "", algorithm.train_opponent),
-                     opponent_actors=algorithm.opponent_actors,
-                     opponent_pool=algorithm.opponent_pool)  # fmt: skip
-    pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents))
+                     opponent_actors=algorithm.opponent_actors)  # fmt: skip
+    pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents),
+                                snapshots)  # fmt: skip
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
     pool.start()

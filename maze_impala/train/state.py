@@ -8,6 +8,11 @@ from typing import Any
 
 import torch
 
+from maze_impala.train.snapshots import SnapshotPool
+
+SNAPSHOT_POOL = "snapshot_pool"
+"""The checkpoint key of the snapshot pool."""
+
 
 @dataclass
 class TrainerState:
@@ -22,6 +27,8 @@ class TrainerState:
     games against an opponent the mean of win + draw / 2 (see :attr:`RolloutEvaluator.score`)."""
     epochs_since_best: int = 0
     """Epochs since the best evaluation: the patience counter."""
+    snapshots: SnapshotPool | None = field(default=None, repr=False)
+    """The snapshot pool of self-play against past selves (``algorithm.train_opponent=pool``), if the run has one."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
     """One row of statistics per completed epoch. Not in the checkpoint: a resume reads it back from
     ``stats.csv``, the durable record, so that checkpoints do not grow with the run."""
@@ -48,16 +55,21 @@ class TrainerState:
             "best_eval_return": self.best_eval_return,
             "epochs_since_best": self.epochs_since_best,
             "torch_rng_state": torch.get_rng_state(),
-        }
+        } | ({SNAPSHOT_POOL: self.snapshots.state_dict()} if self.snapshots is not None else {})
 
     @classmethod
-    def from_checkpoint(cls, state: dict[str, Any]) -> TrainerState:
-        """The state a checkpoint saved; restores the torch RNG state too."""
+    def from_checkpoint(cls, state: dict[str, Any], snapshots: SnapshotPool | None = None) -> TrainerState:
+        """The state a checkpoint saved; restores the torch RNG state too, and into ``snapshots`` (the run's pool,
+        if it has one) the pool the checkpoint saved. A checkpoint of an earlier release, or of a run without a
+        pool, leaves ``snapshots`` empty."""
         if "torch_rng_state" in state:
             torch.set_rng_state(state["torch_rng_state"])
+        if snapshots is not None and SNAPSHOT_POOL in state:
+            snapshots.load_state_dict(state[SNAPSHOT_POOL])
         return cls(
             epoch=int(state["epoch"]),
             env_steps=int(state["env_steps"]),
             best_eval_return=float(state["best_eval_return"]),
             epochs_since_best=int(state.get("epochs_since_best", 0)),
+            snapshots=snapshots,
         )

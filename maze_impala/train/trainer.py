@@ -246,6 +246,9 @@ class ImpalaTrainer:
             started = time.perf_counter()
             self.learner.step(fresh, train_policy)
             self.publisher.publish(self.learner.policy, self.learner.version)
+            pool = self.state.snapshots
+            if pool is not None and pool.offer(self.learner.policy, self.learner.version):
+                self.publisher.publish_snapshots(pool.snapshots)
             whole = dequeue_seconds + time.perf_counter() - started
             percent = 100.0 * dequeue_seconds / whole if whole > 0 else 0.0
             self.queue_events.time_dequeuing_actors(time=dequeue_seconds, percent=percent)

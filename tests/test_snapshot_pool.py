@@ -1,0 +1,179 @@
+"""Self-play's snapshot pool: kept by the learner, published to every actor, found again by a restarted actor and
+by a resumed run."""
+
+import io
+import multiprocessing
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.restarts import RestartPolicy
+from maze_impala.actors.subprocess import SubprocessActors
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import OpponentPoolConfig
+from maze_impala.envs.factory import make_env
+from maze_impala.files import atomic_write_bytes
+from maze_impala.nn.acting import Acting
+from maze_impala.nn.models import make_policy
+from maze_impala.nn.seats import SNAPSHOT_STATE, PoolOpponent
+from maze_impala.testing import pool_a_new_actor_plays
+from maze_impala.train.checkpoint import read_checkpoint
+from maze_impala.train.snapshots import SnapshotPool
+from maze_impala.train.state import SNAPSHOT_POOL
+
+TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+             "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+FLAT = ModelConfig(image_encoder="flatten", hidden_units=[16])
+
+
+def test_the_learners_pool_takes_a_snapshot_at_each_multiple_keeps_the_newest_and_round_trips():
+    pool, net = SnapshotPool(OpponentPoolConfig(snapshot_every=10, size=2)), torch.nn.Linear(1, 1, bias=False)
+    taken = []
+    for version in range(0, 40, 3):
+        net.weight.data.fill_(version)
+        if pool.offer(net, version):
+            taken.append(version)
+    assert taken == [0, 12, 21, 30]  # the first weights at once, then the first version past each multiple
+    assert list(pool.snapshots) == [3, 4] and pool.versions == [21, 30] and pool.taken == 4
+    buffer = io.BytesIO()
+    torch.save(pool.state_dict(), buffer)
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)  # what a checkpoint reads back: no code unpickled
+    again = SnapshotPool(OpponentPoolConfig(snapshot_every=10, size=2))
+    again.load_state_dict(saved)
+    assert list(again.snapshots) == [3, 4] and again.versions == [21, 30] and again.taken == 4
+    assert [flat.tolist() for _, flat in again.snapshots.values()] == [[21.0], [30.0]]
+    smaller = SnapshotPool(OpponentPoolConfig(snapshot_every=10, size=1))
+    smaller.load_state_dict(saved)
+    assert list(smaller.snapshots) == [4] and smaller.taken == 4  # a smaller pool keeps the newest
+
+
+class Echo(Acting):
+    """Acts the one value of the weights it loaded."""
+
+    def state_shapes(self, step_key):
+        return {}
+
+    def act(self, step_key, obs, state, agent_ids, noise):
+        rows = len(agent_ids)
+        return {"a": np.full(rows, int(self.flat[0]))}, np.zeros(rows, np.float32), {}
+
+    def load(self, flat):
+        self.flat = flat
+
+
+def _snapshots(*versions):
+    return {number: (version, np.array([version], np.float32)) for number, version in versions}
+
+
+def _shared(snapshots):
+    weights = SharedWeights(torch.nn.Linear(1, 1, bias=False), snapshot_slots=2)
+    weights.publish_snapshots(snapshots)
+    return weights, weights.publish_snapshots
+
+
+def _received(snapshots):
+    from maze_impala.actors.ray_actors import ReceivedWeights
+
+    weights = ReceivedWeights()
+    weights.receive_pool(snapshots)
+    return weights, weights.receive_pool
+
+
+@pytest.mark.parametrize("transport", [_shared, _received], ids=["shared-memory", "ray"])
+def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent(transport):
+    if transport is _received:
+        pytest.importorskip("ray")
+    weights, publish = transport(_snapshots((1, 0), (2, 12)))
+    assert weights.snapshots() == {1: 0, 2: 12} and weights.read_snapshot(2).tolist() == [12.0]
+    opponent = PoolOpponent(Echo, weights, seed=0)
+    assert opponent.state_shapes("player") == {SNAPSHOT_STATE: (1,)}
+
+    def act(drawn):
+        actions, _, state = opponent.act("player", {"x": np.zeros((len(drawn), 1))}, {SNAPSHOT_STATE: drawn},
+                                         np.zeros(len(drawn), np.int64), None)  # fmt: skip
+        return actions["a"], state[SNAPSHOT_STATE]
+
+    playing, drawn = act(np.zeros((400, 1), np.float32))  # 400 episodes start
+    assert opponent.versions == [0, 12] and 150 < (playing == 12).sum() < 250  # drawn uniformly from the pool
+    again, _ = act(drawn)
+    assert (again == playing).all()  # an episode keeps its snapshot
+    publish(_snapshots((2, 12), (3, 25)))
+    assert weights.snapshots() == {2: 12, 3: 25}
+    with pytest.raises(KeyError, match="snapshot 1"):
+        weights.read_snapshot(1)
+    assert (act(drawn)[0] == playing).all() and opponent.versions == [0, 12]  # the pool is read when an episode starts
+    moved, _ = act(np.concatenate([drawn, np.zeros((1, 1), np.float32)]))
+    assert opponent.versions == [12, 25]  # snapshot 1 left: the episodes it played draw again
+    assert set(moved[:400][playing == 0].tolist()) <= {12, 25} and (moved[:400][playing == 12] == 12).all()
+    publish({})
+    with pytest.raises(RuntimeError, match="no snapshot pool"):
+        PoolOpponent(Echo, weights, seed=0).act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1))},
+                                                np.zeros(1, np.int64), None)  # fmt: skip
+
+
+def test_an_actor_killed_and_restarted_plays_the_learners_pool():
+    policy = make_policy(make_env(TICTACTOE), FLAT)
+    learner_pool = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=2))
+    for version in range(7):  # seven snapshots taken: the pool holds those of versions 5 and 6
+        torch.nn.init.normal_(next(policy.parameters()))
+        learner_pool.offer(policy, version)
+    weights = SharedWeights(policy, version=6, snapshot_slots=2)
+    weights.publish_snapshots(learner_pool.snapshots)
+    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=8, envs_per_actor=4, seed=0, opponent="pool", opponent_actors=1)
+    assert pool_a_new_actor_plays(spec, weights) == [5, 6]
+    context = multiprocessing.get_context("spawn")
+    answer = context.Queue()
+    process = context.Process(target=pool_a_new_actor_plays, args=(spec, weights, answer))  # as an actor process starts
+    process.start()
+    try:
+        assert answer.get(timeout=60) == [5, 6]
+    finally:
+        process.join(timeout=30)
+        process.kill()
+    pool = SubprocessActors(spec, weights, 1, queue_size_limit=2, restarts=RestartPolicy(max_restarts=1))
+    with pool:  # an actor without the pool would fail every game against it, and the run with it
+        pool.collect(2)
+        os.kill(pool.actors[0].process.pid, signal.SIGKILL)
+        for _ in range(4):
+            pool.collect(1)
+        assert pool.actors[0].generation == 1 and pool.actors[0].process.is_alive()
+
+
+ALGORITHM = dict(train_opponent="pool", train_opponent_share=0.5, opponent_pool=OpponentPoolConfig(snapshot_every=2,
+                 size=3), epoch_length=3, envs_per_actor=4, n_rollout_steps=8, num_actors=2)  # fmt: skip
+QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+
+
+def _train(out, n_epochs, resume=False):
+    algorithm = ImpalaAlgorithmConfig(n_epochs=n_epochs, **ALGORITHM)
+    algorithm.rollout_evaluator.n_episodes = 2
+    return train(TICTACTOE, algorithm, FLAT, RunnerConfig("dev"), seed=1, output=QUIET,
+                 **({"resume_from": out} if resume else {"output_dir": out}))  # fmt: skip
+
+
+def test_a_resumed_run_goes_on_with_the_pool_its_checkpoint_saved(tmp_path):
+    _train(tmp_path, n_epochs=2)  # 6 updates, a snapshot every 2: versions 0, 2, 4, 6; the newest 3 kept
+    saved = read_checkpoint(tmp_path / "model_last.pt")[SNAPSHOT_POOL]
+    assert saved["numbers"].tolist() == [2, 3, 4] and saved["versions"].tolist() == [2, 4, 6]
+    _train(tmp_path, n_epochs=3, resume=True)
+    resumed = read_checkpoint(tmp_path / "model_last.pt")[SNAPSHOT_POOL]
+    assert resumed["numbers"].tolist() == [3, 4, 5] and resumed["versions"].tolist() == [4, 6, 8]
+    assert torch.equal(resumed["weights"][:2], saved["weights"][1:])  # the snapshots it kept, exactly
+
+
+def test_a_run_of_a_release_without_a_saved_pool_resumes_with_a_pool_of_its_weights(tmp_path):
+    _train(tmp_path, n_epochs=1)
+    checkpoint = read_checkpoint(tmp_path / "model_last.pt")
+    del checkpoint[SNAPSHOT_POOL]
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    atomic_write_bytes(tmp_path / "model_last.pt", buffer.getvalue())
+    _train(tmp_path, n_epochs=2, resume=True)
+    resumed = read_checkpoint(tmp_path / "model_last.pt")[SNAPSHOT_POOL]
+    assert resumed["numbers"].tolist() == [1, 2, 3] and resumed["versions"].tolist() == [3, 4, 6]
