@@ -28,8 +28,10 @@ BUDGET = {
     "algorithm.n_rollout_steps": "8",
     "algorithm.rollout_evaluator.n_episodes": "1",
     "output.progress": "false",
+    "output.plot": "false",
 }
-"""A training command's budget in the tests (its own n_epochs counts where smaller)."""
+"""A training command's budget in the tests (its own n_epochs counts where smaller). No training_curves.png: drawing it
+takes a second of every run's few, and tests/test_cli.py checks it."""
 
 
 def snippets(path: Path, language: str = "python") -> list[str]:
@@ -113,7 +115,7 @@ def test_the_docs_have_examples():
     assert "class MyNet(nn.Module)" in files(ROOT / "docs" / "models.md")["my_networks.py"]
     assert budgeted("maze-run -cn conf_train algorithm.n_epochs=48 seed=7") == (
         "maze-run -cn conf_train seed=7 algorithm.n_epochs=2 algorithm.epoch_length=2 algorithm.envs_per_actor=4 "
-        "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=1 output.progress=false"
+        "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=1 output.progress=false output.plot=false"
     )
 
 

@@ -76,6 +76,7 @@ def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_ga
         rollout = actor.rollout()
         (trajectory,) = rollout.trajectories.values()
         assert set(trajectory.agent_ids.tolist()) == {1}  # the second seat's decisions only
+        assert trajectory.initial_state == {}  # the feed-forward policy's own state: none of the opponent's
         games = [r for r in rollout.events if r.interface == GameEvents.__name__ and r.event in ("win", "draw", "loss")]
         assert games and {r.values["seat"] for r in games} == {"player_2"}
         assert sum(r.values["value"] for r in games) == len(games) / 3  # one outcome per game
@@ -83,6 +84,21 @@ def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_ga
         actor.close()
     with pytest.raises(ConfigError, match="train_opponent=pool"):
         Games(TICTACTOE, "pool", 2, True, 0)
+
+
+def test_a_recurrent_policy_against_the_pool_hands_over_its_own_state_only():
+    model = ModelConfig(image_encoder="flatten", hidden_units=[8], recurrent="lstm")
+    policy = make_policy(make_env(TICTACTOE), model)
+    weights, snapshots = SharedWeights(policy, snapshot_slots=1), SnapshotPool(OpponentPoolConfig(size=1))
+    snapshots.offer(policy, 0)
+    weights.publish_snapshots(snapshots.snapshots)
+    actor = ActorSpec(TICTACTOE, model, 8, 2, seed=0, opponent="pool", opponent_actors=1).build(0, weights)
+    try:
+        assert any(name.startswith(OPPONENT_STATE) for name in actor.acting.state_shapes("player"))  # kept...
+        (trajectory,) = actor.rollout().trajectories.values()
+        assert set(trajectory.initial_state) == set(policy.state_shapes("player"))  # ...but not handed over
+    finally:
+        actor.close()
 
 
 def test_outcomes_compare_the_seat_with_the_best_other_seat():

@@ -50,7 +50,7 @@ def test_a_uint8_frame_takes_a_quarter_of_the_bytes_of_a_float_one():
     assert 3.5 < float_bytes / uint8_bytes < 4.0
 
 
-@pytest.mark.parametrize("kind", ["impala", "nature"])
+@pytest.mark.parametrize("kind", ["impala", "nature", "small"])
 def test_a_cnn_reads_hwc_and_chw_images_alike(kind):
     hwc, chw = gym.spaces.Box(0, 255, (40, 48, 4), np.uint8), gym.spaces.Box(0, 255, (4, 40, 48), np.uint8)
     assert not channels_first(hwc.shape) and channels_first(chw.shape)
@@ -72,6 +72,13 @@ def test_the_impala_cnn_has_the_papers_layers():
     convs = [m for m in encoder.modules() if isinstance(m, torch.nn.Conv2d)]
     assert [c.out_channels for c in convs] == [16] * 5 + [32] * 5 + [32] * 5
     assert encoder.cnn.linear.in_features == 32 * 11 * 11 and encoder.cnn.linear.out_features == 256
+
+
+def test_the_small_cnn_has_minatars_layers():
+    encoder = ImageEncoder("frame", gym.spaces.Box(0, 1, (10, 10, 4), np.bool_), "small", 128)
+    (conv,) = [m for m in encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert (conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride) == (4, 16, (3, 3), (1, 1))
+    assert encoder.cnn.linear.in_features == 16 * 8 * 8 and encoder.cnn.linear.out_features == 128
 
 
 def test_an_image_too_small_for_the_nature_cnn_names_the_fix():

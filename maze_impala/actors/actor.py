@@ -198,6 +198,7 @@ class RolloutActor(Actor):
                 ),
                 n_rollout_steps + 1,
                 columns=len(envs) * max(self.batch.agent_counts[key], 1),
+                learned=acting.learned_state(key),
             )
             for position, key in enumerate(self.order)
         }

@@ -48,8 +48,10 @@ def check_finite(trajectory: Trajectory, step_key: StepKey) -> None:
 class StepRecorder:
     """The buffers of one step key, for columns created as actors appear."""
 
-    def __init__(self, layout: DecisionLayout, rows: int, columns: int = 4):
+    def __init__(self, layout: DecisionLayout, rows: int, columns: int = 4, learned: tuple[str, ...] | None = None):
         self.layout = layout
+        self.learned = learned
+        """The state names a trajectory carries (:meth:`~maze_impala.nn.acting.Acting.learned_state`; None: all)."""
         self.capacity, self.n_columns = max(2, rows), 0
         self._columns: dict[tuple[int, int], int] = {}
         self.agent_ids = np.zeros(0, dtype=np.int64)
@@ -65,6 +67,9 @@ class StepRecorder:
         """Per column, the state its row 0 started from: where the learner unrolls the rollout from."""
         self._allocate(self.capacity, columns)
         self._allocate_states(columns)
+
+    def _learned_names(self) -> list[str]:
+        return [name for name in self._initial if self.learned is None or name in self.learned]
 
     def _allocate(self, rows: int, cols: int) -> None:
         self.buffers = self.layout.allocate(rows, cols)
@@ -242,5 +247,5 @@ class StepRecorder:
             truncated_index=index,
             mask=np.arange(T)[:, None] < lengths[None, :],
             agent_ids=self.agent_ids.copy(),
-            initial_state={name: initial[:n].copy() for name, initial in self._initial.items()},
+            initial_state={name: self._initial[name][:n].copy() for name in self._learned_names()},
         )

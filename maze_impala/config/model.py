@@ -11,7 +11,7 @@ from maze_impala.config.base import ConfigError, check, check_choice
 CRITIC_TYPES = ("step", "shared", "delta")
 ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 RECURRENT = ("none", "lstm", "gru")
-IMAGE_ENCODERS = ("auto", "impala", "nature", "flatten")
+IMAGE_ENCODERS = ("auto", "impala", "nature", "small", "flatten")
 INITS = ("orthogonal", "default")
 FLATTEN_BELOW_PIXELS = 36 * 36
 """``image_encoder=auto`` flattens images of fewer pixels (height x width) than this into the MLP: boards, MinAtar's
@@ -67,10 +67,10 @@ class ModelConfig:
 
     image_encoder: str = "auto"
     """How image observations (rank-3 Box keys, HWC or CHW, uint8 or float) are encoded: impala (IMPALA's residual
-    CNN), nature (the DQN Nature CNN, images of at least 36x36), flatten (into the MLP), or auto: flatten below
-    36x36 pixels, else nature for a CPU learner and impala for a GPU learner (:func:`auto_image_encoder`; a run
-    records what auto became). uint8 frames are scaled to [0, 1] on the model's device by each of them; other keys
-    of a Dict observation go through the MLP encoder."""
+    CNN), nature (the DQN Nature CNN, images of at least 36x36), small (MinAtar's one 3x3 convolution), flatten
+    (into the MLP), or auto: flatten below 36x36 pixels, else nature for a CPU learner and impala for a GPU learner
+    (:func:`auto_image_encoder`; a run records what auto became). uint8 frames are scaled to [0, 1] on the model's
+    device by each of them; other keys of a Dict observation go through the MLP encoder."""
     image_features: int = 256
     """Width of a CNN's output (its final linear layer), per image key."""
     critic_hidden_units: list[int] | None = None

@@ -86,6 +86,11 @@ class Acting(ABC):
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
         """The shape of one row of ``step_key``'s recurrent state, per name (empty: feed-forward)."""
 
+    def learned_state(self, step_key: StepKey) -> tuple[str, ...]:
+        """The names of the state that the learner re-unrolls from: the learned policy's own. They go to the learner
+        with each trajectory; any other state (an opponent's, which snapshot plays) stays with the actor."""
+        return tuple(self.state_shapes(step_key))
+
     @abstractmethod
     def act(
         self,

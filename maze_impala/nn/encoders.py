@@ -107,7 +107,20 @@ class NatureCNN(nn.Module):
         return F.relu(self.linear(self.convs(x).flatten(1)))
 
 
-CNNS: dict[str, type[nn.Module]] = {"impala": ImpalaCNN, "nature": NatureCNN}
+class SmallCNN(nn.Module):
+    """MinAtar's encoder (Young and Tian, 2019): one 3x3 convolution of 16 channels, stride 1, then a linear layer
+    to ``features``, each followed by ReLU. For small frames whose every pixel counts (MinAtar's 10x10)."""
+
+    def __init__(self, in_channels: int, features: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 16, 3, stride=1)
+        self.linear = nn.LazyLinear(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.linear(F.relu(self.conv(x)).flatten(1)))
+
+
+CNNS: dict[str, type[nn.Module]] = {"impala": ImpalaCNN, "nature": NatureCNN, "small": SmallCNN}
 
 
 class ImageEncoder(nn.Module):
@@ -127,7 +140,7 @@ class ImageEncoder(nn.Module):
         except RuntimeError:
             raise ValueError(
                 f"observation {key!r}: an image of shape {shape} is too small for model.image_encoder={kind} "
-                f"(it needs at least 36x36); use model.image_encoder=impala (any size) or flatten"
+                f"(it needs at least 36x36); use model.image_encoder=impala or small (any size) or flatten"
             ) from None
         # Channels-last convolutions: 1.45-1.65x faster updates of the IMPALA CNN on a CPU, 1.5x of the Nature CNN
         # on 84x84 frames (docs/benchmarks.md). The weights keep their logical shapes: state dicts do not change.

@@ -62,6 +62,9 @@ class SeatedActing(Acting):
         shapes.update({OPPONENT_STATE + k: v for k, v in self.opponent.state_shapes(step_key).items()})
         return shapes
 
+    def learned_state(self, step_key: StepKey) -> tuple[str, ...]:
+        return self.trained.learned_state(step_key)
+
     def load(self, flat: np.ndarray) -> None:
         self.trained.load(flat)
 
