@@ -12,6 +12,12 @@ win and draw rates over the seeds' games (mean and lowest seed), and the random 
 best response that searches every line (``tictactoe_reference.py``: perfect play draws). Runs that train against
 an opponent (``--set algorithm.train_opponent=pool``, or ``random``) also give the win rate of their last epoch's
 training games against it.
+
+Over training, a second table gives each seat's evaluation against random play (win or draw, the run's own
+evaluation games after each epoch) and the win rate of the training games against the pool, at fractions of the
+budget, as means over the seeds. With ``--earlier F`` each seed is also trained to the fraction F of the budget (the
+same seed and settings), and the final policy plays ``--games-per-seat`` games per seat against that earlier one
+(both sampling their moves): its win rate against its own past.
 """
 
 from __future__ import annotations
@@ -45,13 +51,41 @@ def maze_run(args: list[str], cwd: Path) -> None:
         raise RuntimeError(f"maze-run {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
-def rates(run: Path, cwd: Path, games: int, checkpoint: str | None, env: list[str]) -> pd.DataFrame:
-    """The games_summary of ``games`` games per seat against random."""
-    out = cwd / f"games_{run.name}"
+def rates(run: Path, cwd: Path, games: int, checkpoint: str | None, env: list[str], opponent: str = "random",
+          extra: tuple[str, ...] = ()) -> pd.DataFrame:  # fmt: skip
+    """The games_summary of ``games`` games per seat against ``opponent`` (random play, or a checkpoint)."""
+    out = cwd / f"games_{run.name}{'_vs_' + Path(opponent).parent.name if opponent != 'random' else ''}"
     source = [f"input_dir={run}", f"policy.checkpoint={checkpoint}"] if checkpoint else ["policy=random_policy", *env]
-    maze_run(["-cn", "conf_rollout", *source, "opponent=random", f"n_episodes={games}", "progress=false",
-              f"hydra.run.dir={out}"], cwd)  # fmt: skip
+    maze_run(["-cn", "conf_rollout", *source, f"opponent={opponent}", f"n_episodes={games}", "progress=false",
+              *extra, f"hydra.run.dir={out}"], cwd)  # fmt: skip
     return pd.read_csv(out / "games_summary.csv").set_index("seat")
+
+
+FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
+"""Where the curves over training are read: fractions of the budget."""
+
+
+def curves(runs: list[Path]) -> str:
+    """Each seat's evaluation win-or-draw rate against random, and the training games' win rate against the pool
+    (where the run plays one), at :data:`FRACTIONS` of the budget: means over ``runs`` (a markdown table)."""
+    tables = [pd.read_csv(run / "stats.csv") for run in runs]
+    seats = sorted({c.split("seat=")[1] for t in tables for c in t.columns if c.startswith("eval/GameEvents/win/")})
+    lines = ["| env steps | " + " | ".join(f"{s}: win or draw against random" for s in seats)
+             + " | " + " | ".join(f"{s}: training games won against the pool" for s in seats) + " |",
+             "|---" * (1 + 2 * len(seats)) + "|"]  # fmt: skip
+    for fraction in FRACTIONS:
+        rows = [t.iloc[max(0, round(fraction * len(t)) - 1)] for t in tables]
+        cells = []
+        for seat in seats:
+            judged = [StatKey.of(getattr(GameEvents, o), mean, "eval", group=f"seat={seat}").column() for o in
+                      ("win", "draw")]  # fmt: skip
+            cells.append(f"{sum(r[judged[0]] + r[judged[1]] for r in rows) / len(rows):.3f}")
+        for seat in seats:
+            trained = StatKey.of(GameEvents.win, mean, "train", group=f"seat={seat}").column()
+            won = [r[trained] for r in rows if trained in r and pd.notna(r[trained])]
+            cells.append(f"{sum(won) / len(won):.3f}" if won else "-")
+        lines.append(f"| {int(rows[0]['env_steps']):,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -62,10 +96,13 @@ def main() -> None:
     parser.add_argument("--games-per-seat", type=int, default=500)
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more maze-run overrides")
     parser.add_argument("--output", type=Path, help="keep the runs in this folder (default: a temporary one)")
+    earlier = "also play each final policy against its seed's policy trained to F of the budget"
+    parser.add_argument("--earlier", type=float, default=0.0, metavar="F", help=earlier)
     args = parser.parse_args()
     batch = next((int(s.split("=")[1]) for s in args.set if s.startswith("algorithm.actors_batch_size=")), 1)
     update = SHIPPED_ROLLOUT_STEPS * SHIPPED_ENVS * batch
-    rows = []
+    rows: list[dict] = []
+    runs: dict[str, list[Path]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         if args.output:
@@ -83,7 +120,16 @@ def main() -> None:
                 quiet = ["output.progress=false", "output.console=false", f"hydra.run.dir={run}"]
                 opponent = ["algorithm.rollout_evaluator.opponent=random"]
                 maze_run(["-cn", "conf_train", *env, *budgeted, *opponent, *quiet, *args.set], cwd)
+                runs.setdefault(game, []).append(run)
                 table = rates(run, cwd, args.games_per_seat, "model_last.pt", env)
+                against_past = None
+                if args.earlier:
+                    past = cwd / f"{game}_{seed}_earlier"
+                    shorter = [f"seed={seed}", f"algorithm.n_epochs={max(1, round(epochs * args.earlier))}",
+                               "algorithm.epoch_length=25", f"hydra.run.dir={past}"]  # fmt: skip
+                    maze_run(["-cn", "conf_train", *env, *shorter, *opponent, *quiet[:2], *args.set], cwd)
+                    against_past = rates(run, cwd, args.games_per_seat, "model_last.pt", env,
+                                         str(past / "model_last.pt"), ("deterministic=false",))  # fmt: skip
                 stats = pd.read_csv(run / "stats.csv")
                 exact = trained_policy(str(run / "model_last.pt")) if game == "tictactoe" else None
                 for seat, row in table.iterrows():
@@ -93,8 +139,11 @@ def main() -> None:
                                  "random_win": random.loc[seat, "win"], "random_draw": random.loc[seat, "draw"],
                                  "env_steps": int(stats["env_steps"].iloc[-1]), "train_win": train_win,
                                  "best_response": against_best_response(exact, MARKS[seat]) if exact else "-",
-                                 })  # fmt: skip
+                                 "past_win": against_past.loc[seat, "win"] if against_past is not None else
+                                 float("nan")})  # fmt: skip
                     print(f"{game} seed {seed} {seat}: win {row['win']:.3f}, draw {row['draw']:.3f}", flush=True)
+        for game, done in runs.items():
+            print(f"\n{game} over training (means over {len(done)} seeds):\n{curves(done)}")
     results = pd.DataFrame(rows)
     results["win_or_draw"] = results["win"] + results["draw"]
     print("\n| game, env steps | seat | win (mean, lowest seed) | win or draw (mean, lowest) | random player: win, "
@@ -105,6 +154,11 @@ def main() -> None:
               f"| {part['win_or_draw'].mean():.3f} ({part['win_or_draw'].min():.3f}) | "
               f"{part['random_win'].iloc[0]:.3f}, {part['random_draw'].iloc[0]:.3f} | "
               f"{part['train_win'].mean():.3f} | {', '.join(part['best_response'])} |")  # fmt: skip
+    if args.earlier:
+        print(f"\nAgainst the policy trained to {args.earlier:g} of the budget, both sampling: the final policy's wins "
+              "per seat (mean, lowest seed)")  # fmt: skip
+        for (game, seat), part in results.groupby(["game", "seat"], sort=False):
+            print(f"| {game} | {seat} | {part['past_win'].mean():.3f} ({part['past_win'].min():.3f}) |")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,9 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
     moved, _ = act(np.concatenate([drawn, np.zeros((1, 1), np.float32)]))
     assert opponent.versions == [12, 25]  # snapshot 1 left: the episodes it played draw again
     assert set(moved[:400][playing == 0].tolist()) <= {12, 25} and (moved[:400][playing == 12] == 12).all()
+    latest = PoolOpponent(Echo, weights, seed=0, draw="latest")
+    assert latest.act("player", {"x": np.zeros((50, 1))}, {SNAPSHOT_STATE: np.zeros((50, 1), np.float32)},
+                      np.zeros(50, np.int64), None)[0]["a"].tolist() == [25] * 50  # fmt: skip
     publish({})
     with pytest.raises(RuntimeError, match="no snapshot pool"):
         PoolOpponent(Echo, weights, seed=0).act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1))},

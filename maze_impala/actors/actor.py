@@ -68,6 +68,8 @@ class ActorSpec:
     opponent's :class:`~maze_impala.nn.policy_spec.PolicySpec`; a name (``random``, a checkpoint or a run dir) is
     resolved to its spec here, where the spec is made, so that no actor process reads a checkpoint."""
     opponent_actors: int = 0
+    opponent_draw: str = "uniform"
+    """How a game against ``opponent="pool"`` picks its snapshot: ``uniform`` or ``latest``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
@@ -83,7 +85,7 @@ class ActorSpec:
             from maze_impala.actors.opponents import seated
 
             acting, learned = seated(acting, lambda: self.acting(envs[0]), envs[0], self.opponent, index,
-                                     seed_for(self.seed, index, 1), weights)  # fmt: skip
+                                     seed_for(self.seed, index, 1), weights, self.opponent_draw)  # fmt: skip
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
                             record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
 

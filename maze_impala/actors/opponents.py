@@ -79,18 +79,19 @@ def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
 
 
 def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,
-           seed: int, weights: WeightSource) -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
+           seed: int, weights: WeightSource, draw: str = "uniform") -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
     ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
     (a :class:`~maze_impala.nn.policy_spec.PolicySpec`) acts in torch; ``"pool"`` plays the snapshots that
-    ``weights`` holds (the learner's pool) through actings that ``make`` builds."""
+    ``weights`` holds (the learner's pool) through actings that ``make`` builds, each game's snapshot drawn by the
+    rule ``draw`` names (``opponent_pool.draw``)."""
     from maze_impala.nn.seats import PoolOpponent, SeatedActing
     from maze_impala.nn.torch_acting import make_acting
 
     all_seats = list(seats(spec, env).values())
     seat = frozenset({all_seats[index % len(all_seats)]})
     if isinstance(spec, str):
-        opponent: Acting = PoolOpponent(make, weights, seed)
+        opponent: Acting = PoolOpponent(make, weights, seed, draw)
     else:
         opponent = make_acting(opponent_policy(spec, env, seed))
     return SeatedActing(acting, opponent, seat), seat

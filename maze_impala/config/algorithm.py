@@ -50,6 +50,10 @@ class RolloutEvaluatorConfig:
         )
 
 
+POOL_DRAWS = ("uniform", "latest")
+"""How a game against the snapshot pool picks its snapshot (``opponent_pool.draw``)."""
+
+
 @dataclass
 class OpponentPoolConfig:
     """Self-play against past selves (``train_opponent=pool``): the pool of snapshots of the trained policy."""
@@ -58,12 +62,15 @@ class OpponentPoolConfig:
     """Learner updates between two snapshots: the learner adds the weights to the pool at each multiple of this
     (the first weights at once); the pool goes to every actor and into every checkpoint."""
     size: int = 8
-    """Snapshots kept (the newest); each game against the pool is played by one of them, drawn uniformly."""
+    """Snapshots kept (the newest); each game against the pool is played by one of them (see ``draw``)."""
+    draw: str = "uniform"
+    """Which snapshot plays a game: uniform (any of the pool, with equal chances) or latest (the newest)."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "size"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, f"opponent_pool.{name}", value, "an int >= 1")
+        _check(self.draw in POOL_DRAWS, "opponent_pool.draw", self.draw, f"one of {POOL_DRAWS}")
 
 
 @dataclass

@@ -88,13 +88,14 @@ def _opponent_state(name: str) -> str | None:
 class PoolOpponent(Acting):
     """An opponent that plays with the learner's snapshot pool, past weights of the trained policy that ``weights``
     (the actor's weight source) publishes through :meth:`~maze_impala.core.WeightSource.snapshots`. Each agent's
-    episode is played by one snapshot, drawn uniformly (with ``seed``) at its first decision; if that snapshot left
-    the pool when the next episode starts, another one is drawn. ``make`` builds an acting of the trained policy's
-    kind, one per snapshot held. Its :meth:`load` does nothing: the snapshots' weights come from the pool, so an
-    actor that restarts finds the pool the learner keeps (and a resumed run the pool its checkpoint saved)."""
+    episode is played by one snapshot, drawn at its first decision: uniformly (with ``seed``), or the newest with
+    ``draw="latest"``; if that snapshot left the pool when the next episode starts, another one is drawn. ``make``
+    builds an acting of the trained policy's kind, one per snapshot held. Its :meth:`load` does nothing: the
+    snapshots' weights come from the pool, so an actor that restarts finds the pool the learner keeps (and a
+    resumed run the pool its checkpoint saved)."""
 
-    def __init__(self, make: Callable[[], Acting], weights: WeightSource, seed: int):
-        self.make, self.weights = make, weights
+    def __init__(self, make: Callable[[], Acting], weights: WeightSource, seed: int, draw: str = "uniform"):
+        self.make, self.weights, self.draw = make, weights, draw
         self.rng = np.random.default_rng(seed)
         self.snapshots: dict[int, tuple[int, Acting]] = {}
         """Per snapshot number: the weights' version, and the acting that holds them."""
@@ -120,7 +121,10 @@ class PoolOpponent(Acting):
         if not np.isin(drawn, self._numbers).all():  # an episode starts, or its snapshot left the pool
             self._sync()
             fresh = np.flatnonzero(~np.isin(drawn, self._numbers))
-            drawn[fresh] = self.rng.choice(self._numbers, size=len(fresh))
+            if self.draw == "latest":
+                drawn[fresh] = self._numbers[-1]
+            else:
+                drawn[fresh] = self.rng.choice(self._numbers, size=len(fresh))
         parts = [(self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state)
                  for number in np.unique(drawn)]  # fmt: skip
         actions, log_probs, state = act_in_parts(step_key, obs, state, agent_ids, noise, parts)

@@ -239,7 +239,8 @@ def _wire(
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
                      opponent=opponents.get(algorithm.train_opponent or "", algorithm.train_opponent),
-                     opponent_actors=algorithm.opponent_actors)  # fmt: skip
+                     opponent_actors=algorithm.opponent_actors,
+                     opponent_draw=algorithm.opponent_pool.draw)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents),
                                 snapshots)  # fmt: skip
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
