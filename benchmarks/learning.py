@@ -211,7 +211,7 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
         model = ModelConfig(**task.model)
         config = TrainingConfig(task.env, algorithm, model, RunnerConfig(runner), output=output, seed=seed)
         trainer = build_trainer(config, Path(out))
-        trainer.writers.append(watch)
+        trainer.outputs.writers.append(watch)
         try:
             trainer.train()
         except _Stopped:

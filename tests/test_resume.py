@@ -74,7 +74,8 @@ def test_a_run_of_an_earlier_release_resumes_when_the_keys_added_since_keep_thei
     earlier = to_record(TrainingConfig())
     del earlier["algorithm"]["entropy_schedule"], earlier["algorithm"]["opponent_pool"]  # keys it did not have
     assert set(check_resumable(earlier, current, tmp_path)) == {
-        "algorithm.entropy_schedule", "algorithm.opponent_pool.size", "algorithm.opponent_pool.snapshot_every"
+        "algorithm.entropy_schedule", "algorithm.opponent_pool.size", "algorithm.opponent_pool.snapshot_every",
+        "algorithm.opponent_pool.draw",
     }  # fmt: skip
     current["algorithm"]["entropy_schedule"] = "linear"  # a new key away from its default changes the run
     with pytest.raises(ConfigError, match=r"algorithm.entropy_schedule: absent in the run, 'linear' now"):

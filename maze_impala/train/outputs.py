@@ -49,3 +49,7 @@ class RunOutputs:
     """Film the evaluation every this many epochs (and the last); 0: never."""
     on_close: list[Callable[[], None]] = field(default_factory=list)
     """Called once when training ends, however it ends (e.g. releasing the run directory's lock)."""
+
+    def films(self, epoch: int, n_epochs: int) -> bool:
+        """Whether the evaluation after ``epoch`` (of ``n_epochs``) is filmed."""
+        return bool(self.video_every) and (epoch % self.video_every == 0 or epoch == n_epochs)

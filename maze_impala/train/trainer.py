@@ -96,18 +96,10 @@ class ImpalaTrainer:
         self.train_stats, self.eval_stats = stats.train, stats.eval
         self.outputs = outputs
         self.output_dir = outputs.output_dir
-        self.writers = outputs.writers
-        self.checkpoint_extras = outputs.checkpoint_extras
         self.state = state or TrainerState()
         self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
-        self.event_logs = outputs.event_logs
-        self.progress = outputs.progress
-        if self.progress is not None:
-            hub.listeners.append(self.progress)
-        self.plot = outputs.plot
-        self.checkpoint_every = outputs.checkpoint_every
-        self.video_every = outputs.video_every
-        self.on_close = outputs.on_close
+        if outputs.progress is not None:
+            hub.listeners.append(outputs.progress)
         self.saved_epoch: int | None = self.state.epoch or None
         """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
         self.started: float | None = None
@@ -134,7 +126,7 @@ class ImpalaTrainer:
                     while updates < cfg.epoch_length:
                         updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
                     update_seconds = time.perf_counter() - started
-                    filming = self.video_every and (epoch % self.video_every == 0 or epoch == cfg.n_epochs)
+                    filming = self.outputs.films(epoch, cfg.n_epochs)
                     results = self.evaluator.evaluate(self.learner.policy, f"epoch_{epoch}_" if filming else None)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
@@ -148,17 +140,17 @@ class ImpalaTrainer:
                 row = by_column(epoch_stats)
                 stats.append((epoch, state.env_steps, epoch_stats))
                 best = state.record(epoch, self.evaluator.score, row)
-                if self.progress is not None:
-                    self.progress.update(epoch, state.env_steps, force=True)
-                    self.progress.end_line()
-                for writer in self.writers:
+                if self.outputs.progress is not None:
+                    self.outputs.progress.update(epoch, state.env_steps, force=True)
+                    self.outputs.progress.end_line()
+                for writer in self.outputs.writers:
                     writer.write(epoch, state.env_steps, row)
                     if filming:
                         self._write_videos(writer, state.env_steps)
                 stopping = epoch == cfg.n_epochs or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
                 if best:  # first: once model_last.pt exists, model_best.pt does too, whenever the run is killed
                     self._save(BEST_MODEL)
-                if stopping or epoch % self.checkpoint_every == 0:
+                if stopping or epoch % self.outputs.checkpoint_every == 0:
                     self._save(LAST_MODEL)
                 if stopping:
                     break
@@ -188,11 +180,11 @@ class ImpalaTrainer:
     def _close(self) -> None:
         self.pool.close()
         self.evaluator.close()
-        if self.progress is not None:
-            self.progress.close()
-        for writer in self.writers:
+        if self.outputs.progress is not None:
+            self.outputs.progress.close()
+        for writer in self.outputs.writers:
             writer.close()
-        for callback in self.on_close:
+        for callback in self.outputs.on_close:
             callback()
 
     def _record_episodes(self, epoch: int, results: list[EpisodeResult]) -> None:
@@ -201,10 +193,10 @@ class ImpalaTrainer:
             {"epoch": epoch, **kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns)}
             for r in results
         )
-        if self.event_logs is not None:
+        if self.outputs.event_logs is not None:
             for result in results:
-                self.event_logs.add(result.episode_id, result.raw, epoch=epoch)
-            self.event_logs.flush()
+                self.outputs.event_logs.add(result.episode_id, result.raw, epoch=epoch)
+            self.outputs.event_logs.flush()
 
     def _finish(self, results: list[EpisodeResult]) -> None:
         """KPI summary of the last evaluation, hparams for TensorBoard, the PNG of the training curves."""
@@ -219,10 +211,10 @@ class ImpalaTrainer:
         if history:
             final = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
             metrics["hparam/final_train_return"] = history[-1].get(final, math.nan)
-        config = scalar_config(self.checkpoint_extras.get("config", {}))
-        for writer in self.writers:
+        config = scalar_config(self.outputs.checkpoint_extras.get("config", {}))
+        for writer in self.outputs.writers:
             writer.hparams(config, metrics)
-        if self.plot and history and (self.output_dir / STATS_CSV).is_file():
+        if self.outputs.plot and history and (self.output_dir / STATS_CSV).is_file():
             from maze_impala.train.plots import plot_training_curves  # matplotlib only when drawing
 
             plot_training_curves(self.output_dir / STATS_CSV, self.output_dir / CURVES_PNG)
@@ -252,8 +244,8 @@ class ImpalaTrainer:
             whole = dequeue_seconds + time.perf_counter() - started
             percent = 100.0 * dequeue_seconds / whole if whole > 0 else 0.0
             self.queue_events.time_dequeuing_actors(time=dequeue_seconds, percent=percent)
-        if self.progress is not None:
-            self.progress.update(epoch, self.state.env_steps)
+        if self.outputs.progress is not None:
+            self.outputs.progress.update(epoch, self.state.env_steps)
         return bool(fresh)
 
     def _save(self, name: str) -> None:
@@ -261,7 +253,7 @@ class ImpalaTrainer:
             **self.learner.state_dict(),
             **self.state.state_dict(),
             "policy_signature": model_signature(self.learner.policy),
-            **self.checkpoint_extras,
+            **self.outputs.checkpoint_extras,
         }
         save_checkpoint(self.output_dir / name, state)
         if name == LAST_MODEL:
