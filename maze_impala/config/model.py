@@ -29,7 +29,7 @@ def image_pixels(shape: tuple[int, ...]) -> int:
 def auto_image_encoder(image_shapes: list[tuple[int, ...]], device: str) -> str:
     """What ``image_encoder=auto`` becomes for a run whose image observations have ``image_shapes`` and whose learner
     runs on ``device``: ``flatten`` where every image has fewer than :data:`FLATTEN_BELOW_PIXELS` pixels; else the
-    Nature CNN for a CPU learner (about 13 times the IMPALA CNN's learner samples per second on 84x84x4 frames
+    Nature CNN for a CPU learner (about 10 times the IMPALA CNN's learner samples per second on 84x84x4 frames
     there) and the IMPALA CNN for a GPU learner (the paper's network, where its compute is cheap). Without images:
     ``flatten`` (nothing to encode)."""
     if not image_shapes or max(image_pixels(s) for s in image_shapes) < FLATTEN_BELOW_PIXELS:
