@@ -1,5 +1,5 @@
 """Self-play's snapshot pool: kept by the learner, published to every actor, found again by a restarted actor and
-by a resumed run."""
+by a resumed run; and the fixed opponents a checkpoint saves."""
 
 import io
 import multiprocessing
@@ -180,3 +180,23 @@ def test_a_run_of_a_release_without_a_saved_pool_resumes_with_a_pool_of_its_weig
     _train(tmp_path, n_epochs=2, resume=True)
     resumed = read_checkpoint(tmp_path / "model_last.pt")[SNAPSHOT_POOL]
     assert resumed["numbers"].tolist() == [1, 2, 3] and resumed["versions"].tolist() == [3, 4, 6]
+
+
+def test_a_resumed_run_plays_the_fixed_opponent_its_checkpoint_saved_even_if_its_file_is_gone(tmp_path):
+    import shutil
+
+    from maze_impala.train.checkpoint import OPPONENTS
+
+    _train(tmp_path / "opponent", n_epochs=1)
+    opponent = str(tmp_path / "opponent")
+    weights = read_checkpoint(tmp_path / "opponent" / "model_best.pt")["policy"]
+    algorithm = ImpalaAlgorithmConfig(n_epochs=1, **ALGORITHM | {"train_opponent": opponent})
+    algorithm.rollout_evaluator.n_episodes, algorithm.rollout_evaluator.opponent = 2, opponent
+    run = tmp_path / "run"
+    train(TICTACTOE, algorithm, FLAT, RunnerConfig("dev"), seed=1, output=QUIET, output_dir=run)
+    shutil.rmtree(tmp_path / "opponent")  # the opponent's run is gone: a resume still plays it
+    algorithm.n_epochs = 2
+    train(TICTACTOE, algorithm, FLAT, RunnerConfig("dev"), seed=1, output=QUIET, resume_from=run)
+    saved = read_checkpoint(run / "model_last.pt")
+    assert saved["epoch"] == 2 and set(saved[OPPONENTS]) == {opponent}
+    assert all(torch.equal(saved[OPPONENTS][opponent]["weights"][k], v) for k, v in weights.items())

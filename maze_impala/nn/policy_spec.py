@@ -113,6 +113,15 @@ class PolicySpec:
     def is_random(self) -> bool:
         return self.model is None
 
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data and tensors (what a checkpoint saves: a run's fixed opponents go into its checkpoints)."""
+        return {"model": self.model, "weights": self.weights, "source": self.source, "env": self.env}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> PolicySpec:
+        """The spec :meth:`state_dict` saved."""
+        return cls(state["model"], state["weights"], state["source"], state["env"])
+
     def policy(self, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
         """The policy for ``env``'s spaces, its weights loaded, in eval mode (``seed``: random play's draws)."""
         from maze_impala.nn.models import make_policy, make_random_policy

@@ -22,7 +22,12 @@ from maze_impala.nn.policy_spec import (  # reading lives at the policy seam, be
     restore_modules,
 )
 
+OPPONENTS = "opponents"
+"""The checkpoint key of a run's fixed opponents: name -> :meth:`~maze_impala.nn.policy_spec.PolicySpec.state_dict`,
+so that a resumed run plays the opponents it trained and was judged against, whatever happened to their files."""
+
 __all__ = [
+    "OPPONENTS",
     "CheckpointMismatchError",
     "UnsafeCheckpointError",
     "load_checkpoint",

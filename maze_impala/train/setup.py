@@ -40,7 +40,7 @@ from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.nn.torch_acting import numpy_form_of
-from maze_impala.train.checkpoint import read_checkpoint, restore_modules
+from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.games import Games
 from maze_impala.train.outputs import RunOutputs, RunStats
@@ -213,11 +213,14 @@ def _wire(
         policy = make_policy(probe, config.model)
         critic = make_critic(obs_spaces, probe.agent_counts_dict, config.model)
         opponents: dict[str, PolicySpec] = {}  # each fixed opponent, resolved once (its checkpoint read here)
+        saved = checkpoint.get(OPPONENTS, {}) if checkpoint is not None else {}
         for opponent, trains in ((algorithm.train_opponent, True), (algorithm.rollout_evaluator.opponent, False)):
             if opponent is not None:  # a bad opponent fails here, before any process starts
                 seats(opponent, probe)
                 if not (trains and opponent == POOL):  # the pool is the trained policy's
-                    opponents[opponent] = opponent_spec(opponent)
+                    # a resumed run plays the opponent its checkpoint saved, even if the file has changed or gone
+                    known = saved.get(opponent)
+                    opponents[opponent] = PolicySpec.from_state_dict(known) if known else opponent_spec(opponent)
                     opponent_policy(opponents[opponent], probe)
     except ValueError as error:
         raise ConfigError(str(error)) from error
@@ -250,7 +253,8 @@ def _wire(
         learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
         if checkpoint is not None:
             learner.load_state_dict(checkpoint)
-        extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)}}
+        extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
+                  OPPONENTS: {name: spec.state_dict() for name, spec in opponents.items()}}  # fmt: skip
         return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock, opponents)
     except BaseException:
         pool.close()
