@@ -91,6 +91,10 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
         pytest.importorskip("ray")
     weights, publish = transport(_snapshots((1, 0), (2, 12)))
     assert weights.snapshots() == {1: 0, 2: 12} and weights.read_snapshot(2).tolist() == [12.0]
+    if transport is _shared:
+        with pytest.raises(ValueError, match="layout"):
+            publish({3: (25, np.zeros(2, np.float32))})
+        assert weights.snapshots() == {1: 0, 2: 12}  # a refused pool leaves the published one readable
     opponent = PoolOpponent(Echo, weights, seed=0)
     assert opponent.state_shapes("player") == {SNAPSHOT_STATE: (1,)}
 

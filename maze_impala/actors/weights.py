@@ -103,6 +103,8 @@ class SharedWeights(WeightSource, WeightPublisher):
         if len(snapshots) > self._slots:
             raise ValueError(f"publish_snapshots: {len(snapshots)} snapshots, but these shared weights were made "
                              f"with snapshot_slots={self._slots}")  # fmt: skip
+        if any(flat.size != self._size for _, flat in snapshots.values()):  # checked before the counter goes odd
+            raise ValueError("publish_snapshots: a snapshot does not have the layout of these shared weights")
         pool, meta = self._arrays[2:]
         slots = meta[1:].reshape(self._slots, 2)
         kept = {int(number) for number in slots[:, 0] if int(number) in snapshots}
@@ -114,8 +116,6 @@ class SharedWeights(WeightSource, WeightPublisher):
         for number, (version, flat) in snapshots.items():
             if number in kept:
                 continue
-            if flat.size != self._size:
-                raise ValueError("publish_snapshots: a snapshot does not have the layout of these shared weights")
             slot = next(free)
             pool[slot * self._size : (slot + 1) * self._size] = flat
             slots[slot] = number, version
