@@ -100,10 +100,15 @@ def make_actors(
     (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
     if spec.numpy_policy is None and isinstance(policy, StructuredPolicy):
         spec = replace(spec, numpy_policy=numpy_form_of(policy))
-    slots = snapshots.size if snapshots is not None else 0
+    if runner.type == "ray":
+        from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
+
+        weights = RayWeights(policy, version=version)
+    else:
+        weights = SharedWeights(policy, version=version, snapshot_slots=snapshots.size if snapshots is not None else 0)
+    if snapshots is not None:  # before any actor starts: its first game against the pool finds the pool
+        weights.publish_snapshots(snapshots.snapshots)
     if runner.type == "dev":
-        weights = SharedWeights(policy, version=version, snapshot_slots=slots)
-        _publish_pool(weights, snapshots)
         return SequentialActors(spec, weights, algorithm.num_actors), weights
     restarts = RestartPolicy(
         max_restarts=runner.max_restarts,
@@ -112,23 +117,11 @@ def make_actors(
         startup_timeout_s=runner.failure_timeout,
     )
     if runner.type == "ray":
-        from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
-
-        ray_weights = RayWeights(policy, version=version)
-        _publish_pool(ray_weights, snapshots)
-        pool = RayActors(spec, ray_weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
-                         runner.num_cpus_per_actor, restarts, events)  # fmt: skip
-        return pool, ray_weights
-    weights = SharedWeights(policy, version=version, snapshot_slots=slots)
-    _publish_pool(weights, snapshots)
+        return RayActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
+                         runner.num_cpus_per_actor, restarts, events), weights  # fmt: skip
     pool = SubprocessActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.start_method,
                             batch_size=algorithm.actors_batch_size, restarts=restarts, events=events)  # fmt: skip
     return pool, weights
-
-
-def _publish_pool(weights: WeightPublisher, snapshots: SnapshotPool | None) -> None:
-    if snapshots is not None:  # before any actor starts: its first game against the pool finds the pool
-        weights.publish_snapshots(snapshots.snapshots)
 
 
 def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:

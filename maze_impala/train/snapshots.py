@@ -43,7 +43,8 @@ class SnapshotPool:
         the newest snapshot's version."""
         if not self.snapshots:
             return True
-        return version >= (self.versions[-1] // self.every + 1) * self.every
+        newest = next(reversed(self.snapshots.values()))[0]
+        return version >= (newest // self.every + 1) * self.every
 
     def offer(self, module: nn.Module, version: int) -> bool:
         """Take a snapshot of ``module``'s weights at ``version`` if one is due; True if the pool changed."""
@@ -55,6 +56,9 @@ class SnapshotPool:
     def add(self, version: int, flat: np.ndarray) -> None:
         self.taken += 1
         self.snapshots[self.taken] = (version, flat)
+        self._keep_newest()
+
+    def _keep_newest(self) -> None:
         while len(self.snapshots) > self.size:
             del self.snapshots[min(self.snapshots)]
 
@@ -74,5 +78,4 @@ class SnapshotPool:
         weights = state["weights"].numpy()
         self.snapshots = {n: (v, weights[i].copy()) for i, (n, v) in enumerate(zip(numbers, versions, strict=True))}
         self.taken = int(state["taken"])
-        while len(self.snapshots) > self.size:
-            del self.snapshots[min(self.snapshots)]
+        self._keep_newest()
