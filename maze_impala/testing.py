@@ -260,10 +260,12 @@ def read_weights_forever(weights: Any, model: Any, ready: Any) -> None:
 def pool_a_new_actor_plays(spec: Any, weights: Any, answer: Any = None) -> list[int]:
     """The versions of the snapshot pool that a new actor of ``spec`` (what a restart builds) plays against after
     one rollout; put on ``answer`` (a queue) where it runs as a process of its own, as an actor process does."""
+    from maze_impala.nn.seats import OPPONENT
+
     actor = spec.build(0, weights)
     try:
         actor.rollout()
-        versions = list(actor.acting.opponent.versions)
+        versions = list(actor.acting.policies[OPPONENT].versions)
     finally:
         actor.close()
     if answer is not None:

@@ -22,7 +22,7 @@ from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.events.tables import agent_return_column
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy, make_random_policy
-from maze_impala.nn.seats import OPPONENT_STATE, SeatedActing
+from maze_impala.nn.seats import OPPONENT_STATE, PolicyMapping, RoutedActing, seated
 from maze_impala.train.games import Games, outcome, summary
 from maze_impala.train.snapshots import SnapshotPool
 
@@ -50,7 +50,7 @@ class Constant(Acting):
 
 def test_seated_acting_routes_each_agent_to_its_policy_and_keeps_both_states_apart():
     trained, opponent = Constant(1), Constant(2)
-    acting = SeatedActing(trained, opponent, frozenset({ActorID("player", 1)}))
+    acting = seated(trained, opponent, frozenset({ActorID("player", 1)}))
     assert acting.state_shapes("player") == {"calls": (1,), OPPONENT_STATE + "calls": (1,)}
     agents = np.array([0, 1, 1, 0, 1])
     state = {"calls": np.zeros((5, 1), np.float32), OPPONENT_STATE + "calls": np.full((5, 1), 10, np.float32)}
@@ -61,6 +61,29 @@ def test_seated_acting_routes_each_agent_to_its_policy_and_keeps_both_states_apa
     assert state[OPPONENT_STATE + "calls"][:, 0].tolist() == [11, 10, 10, 11, 10]
     acting.load(np.ones(3))
     assert hasattr(trained, "loaded") and not hasattr(opponent, "loaded")  # the opponent keeps its own weights
+
+
+def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_state_and_games():
+    learner, ally, rival = Constant(1), Constant(2), Constant(3)
+    games = []
+    rival.game_over = lambda key, state, agent_ids, result: games.append((agent_ids.tolist(), state, result))
+    mapping = PolicyMapping({ActorID("p", 0): "learner", ActorID("p", 2): "learner", ActorID("p", 1): "ally"},
+                            default="rival", learned="learner")  # fmt: skip
+    assert mapping.learned_agents() == {ActorID("p", 0), ActorID("p", 2)}  # a group of two agents
+    acting = RoutedActing({"learner": learner, "ally": ally, "rival": rival}, mapping)
+    assert acting.state_shapes("p") == {"calls": (1,), "ally.calls": (1,), "rival.calls": (1,)}
+    assert acting.learned_state("p") == ("calls",)  # only the learned policy's state goes to the learner
+    agents = np.array([3, 2, 1, 0, 4])
+    state = {name: np.zeros((5, 1), np.float32) for name in acting.state_shapes("p")}
+    actions, _, state = acting.act("p", {"x": np.zeros((5, 2))}, state, agents, None)
+    assert actions["a"].tolist() == [3, 1, 2, 1, 3]
+    assert [state[n][:, 0].tolist() for n in ("calls", "ally.calls", "rival.calls")] == [
+        [0, 1, 0, 1, 0], [0, 0, 1, 0, 0], [1, 0, 0, 0, 1]]  # fmt: skip
+    acting.game_over("p", state, agents, "win")
+    ((ids, own, result),) = games  # the rival's agents, with its own state under its own names
+    assert ids == [3, 4] and list(own) == ["calls"] and own["calls"][:, 0].tolist() == [1, 1] and result == "win"
+    with pytest.raises(ValueError, match=r"policies \['coach'\]"):
+        RoutedActing({"learner": learner}, PolicyMapping({ActorID("p", 0): "coach"}, "learner", "learner"))
 
 
 def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_games():

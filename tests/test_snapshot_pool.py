@@ -17,7 +17,9 @@ from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import OpponentPoolConfig
 from maze_impala.envs.factory import make_env
+from maze_impala.events.interfaces import GameEvents
 from maze_impala.files import atomic_write_bytes
+from maze_impala.nn import seats
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.seats import SNAPSHOT_STATE, PoolOpponent
@@ -122,6 +124,53 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
     with pytest.raises(RuntimeError, match="no snapshot pool"):
         PoolOpponent(Echo, weights, seed=0).act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1))},
                                                 np.zeros(1, np.int64), None)  # fmt: skip
+
+
+def test_pfsp_draws_the_snapshots_the_policy_beats_least_most_often():
+    weights, _ = _shared(_snapshots((1, 0), (2, 12)))
+    opponent = PoolOpponent(Echo, weights, seed=0, draw="pfsp")
+    start = np.zeros((1000, 1), np.float32)
+    playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
+                           None)[0]["a"]  # fmt: skip
+    assert 400 < (playing == 12).sum() < 600  # no game played yet: equal chances
+    for _ in range(30):  # the trained policy beats snapshot 1, and wins 1 in 3 against snapshot 2
+        opponent.game_over("player", {SNAPSHOT_STATE: np.array([[1.0], [2.0], [0.0]])}, np.zeros(3, np.int64), "win")
+        opponent.game_over("player", {SNAPSHOT_STATE: np.array([[2.0]])}, np.zeros(1, np.int64), "loss")
+        opponent.game_over("player", {SNAPSHOT_STATE: np.array([[2.0]])}, np.zeros(1, np.int64), "loss")
+    assert opponent.score(1) > 0.95 and 0.3 < opponent.score(2) < 0.35  # 0: an agent that did not play
+    chances = opponent.chances()
+    assert chances[0] < 0.01 and abs(chances.sum() - 1) < 1e-9  # (1 - x)**2: 0.0006 against 0.45
+    playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
+                           None)[0]["a"]  # fmt: skip
+    assert (playing == 12).sum() > 980
+    weights.publish_snapshots(_snapshots((2, 12), (3, 25)))
+    opponent.act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: start[:1]}, np.zeros(1, np.int64), None)
+    assert set(opponent.results) == {2}  # a snapshot that left the pool is forgotten; a new one starts at 0.5
+    assert opponent.score(3) == 0.5
+
+
+def test_an_actor_attributes_each_game_against_the_pool_to_the_snapshot_that_played_it(monkeypatch):
+    monkeypatch.setattr(seats, "PFSP_WINDOW", 1e15)  # no decay: the counts are the games
+    policy = make_policy(make_env(TICTACTOE), FLAT)
+    weights, pool = SharedWeights(policy, snapshot_slots=2), SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=2))
+    pool.offer(policy, 0)
+    torch.nn.init.normal_(next(policy.parameters()))
+    pool.offer(policy, 1)
+    weights.publish_snapshots(pool.snapshots)
+    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=16, envs_per_actor=3, seed=0, opponent="pool",
+                     opponent_actors=2, opponent_draw="pfsp")  # fmt: skip
+    for index in range(2):  # the trained policy in the first seat, then in the second
+        actor = spec.build(index, weights)
+        try:
+            events = [r for _ in range(3) for r in actor.rollout().events if r.interface == GameEvents.__name__]
+            opponent = actor.acting.policies[seats.OPPONENT]
+        finally:
+            actor.close()
+        wins, draws, losses = (sum(r.values["value"] for r in events if r.event == name)
+                               for name in ("win", "draw", "loss"))  # fmt: skip
+        games, scores = (sum(result[i] for result in opponent.results.values()) for i in range(2))
+        assert wins + draws + losses > 5 and set(opponent.results) <= {1, 2}
+        assert games == pytest.approx(wins + draws + losses) and scores == pytest.approx(wins + 0.5 * draws)
 
 
 def test_an_actor_killed_and_restarted_plays_the_learners_pool():

@@ -69,7 +69,7 @@ class ActorSpec:
     resolved to its spec here, where the spec is made, so that no actor process reads a checkpoint."""
     opponent_actors: int = 0
     opponent_draw: str = "uniform"
-    """How a game against ``opponent="pool"`` picks its snapshot: ``uniform`` or ``latest``."""
+    """How a game against ``opponent="pool"`` picks its snapshot: ``uniform``, ``latest`` or ``pfsp``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
@@ -82,9 +82,9 @@ class ActorSpec:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
         acting, learned = self.acting(envs[0]), None
         if self.opponent is not None and index < self.opponent_actors:
-            from maze_impala.actors.opponents import seated
+            from maze_impala.actors.opponents import against_opponent
 
-            acting, learned = seated(acting, lambda: self.acting(envs[0]), envs[0], self.opponent, index,
+            acting, learned = against_opponent(acting, lambda: self.acting(envs[0]), envs[0], self.opponent, index,
                                      seed_for(self.seed, index, 1), weights, self.opponent_draw)  # fmt: skip
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
                             record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
@@ -302,7 +302,11 @@ class RolloutActor(Actor):
                                episode.summary.records, episode.summary.kpis)  # fmt: skip
         if self.seat is not None:  # a game against the training opponent, seen from the trained seat
             seat = self.agents[self.seat]
-            publish_game(self.game_events, self.seat, outcome(returns, seat, self.agents), returns.get(seat, 0.0))
+            result = outcome(returns, seat, self.agents)
+            publish_game(self.game_events, self.seat, result, returns.get(seat, 0.0))
+            for key, recorder in self.recorders.items():  # the opponent learns how its game ended
+                cols = recorder.columns_of(episode.env)
+                self.acting.game_over(key, recorder.take_closing_state(cols), recorder.agent_ids[cols], result)
 
     def close(self) -> None:
         self.batch.close()

@@ -2,7 +2,8 @@
 trained policy), which seats exist, and who won a game.
 
 Used by the games against an opponent (:mod:`maze_impala.train.games`) and by actors that train against one
-(``algorithm.train_opponent``), which wrap their acting in a :class:`~maze_impala.nn.seats.SeatedActing`.
+(``algorithm.train_opponent``), which route their agents to the trained policy and the opponent
+(:func:`~maze_impala.nn.seats.seated`).
 """
 
 from __future__ import annotations
@@ -78,14 +79,14 @@ def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
     return agents
 
 
-def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,
+def against_opponent(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,
            seed: int, weights: WeightSource, draw: str = "uniform") -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
     ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
     (a :class:`~maze_impala.nn.policy_spec.PolicySpec`) acts in torch; ``"pool"`` plays the snapshots that
     ``weights`` holds (the learner's pool) through actings that ``make`` builds, each game's snapshot drawn by the
     rule ``draw`` names (``opponent_pool.draw``)."""
-    from maze_impala.nn.seats import PoolOpponent, SeatedActing
+    from maze_impala.nn.seats import PoolOpponent, seated
     from maze_impala.nn.torch_acting import make_acting
 
     all_seats = list(seats(spec, env).values())
@@ -94,7 +95,8 @@ def seated(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec:
         opponent: Acting = PoolOpponent(make, weights, seed, draw)
     else:
         opponent = make_acting(opponent_policy(spec, env, seed))
-    return SeatedActing(acting, opponent, seat), seat
+    routed = seated(acting, opponent, seat)
+    return routed, routed.mapping.learned_agents()
 
 
 def publish_game(events: GameEvents, seat: str, result: str, seat_return: float) -> None:

@@ -65,6 +65,8 @@ class StepRecorder:
         """Per column, the state its open row's decision starts from."""
         self._initial: dict[str, np.ndarray] = {}
         """Per column, the state its row 0 started from: where the learner unrolls the rollout from."""
+        self._closing: dict[str, np.ndarray] = {}
+        """Per column, the state its last closed decision led to (:meth:`take_closing_state`)."""
         self._allocate(self.capacity, columns)
         self._allocate_states(columns)
 
@@ -83,7 +85,7 @@ class StepRecorder:
         return list(leaves(self.buffers))
 
     def _allocate_states(self, cols: int) -> None:
-        for states in (self.recurrent, self._open_state, self._initial):
+        for states in (self.recurrent, self._open_state, self._initial, self._closing):
             for name, shape in self.layout.state_shapes.items():
                 old = states.get(name)
                 states[name] = np.zeros((cols, *shape), dtype=np.float32)
@@ -150,6 +152,15 @@ class StepRecorder:
         """The recurrent state the next decisions of ``cols`` start from (a copy; empty: feed-forward)."""
         return {name: state[cols] for name, state in self.recurrent.items()}
 
+    def take_closing_state(self, cols: np.ndarray) -> NestedArrays:
+        """The state that the decisions of ``cols`` closed since the last take led to (zeros for a column that
+        closed none): how its actor's episode ended, e.g. which snapshot played it, although :meth:`close` zeroed
+        the state its next decision starts from."""
+        taken = {name: state[cols] for name, state in self._closing.items()}
+        for state in self._closing.values():
+            state[cols] = 0.0
+        return taken
+
     def decide(
         self,
         rows: np.ndarray,
@@ -192,7 +203,8 @@ class StepRecorder:
         else:
             self.terminated[row, col] = True
         self.state[col] = CLOSED
-        for now in self.recurrent.values():
+        for name, now in self.recurrent.items():
+            self._closing[name][col] = now[col]
             now[col] = 0.0
 
     def finish(self) -> Trajectory | None:

@@ -50,7 +50,7 @@ class RolloutEvaluatorConfig:
         )
 
 
-POOL_DRAWS = ("uniform", "latest")
+POOL_DRAWS = ("uniform", "latest", "pfsp")
 """How a game against the snapshot pool picks its snapshot (``opponent_pool.draw``)."""
 
 
@@ -64,7 +64,9 @@ class OpponentPoolConfig:
     size: int = 8
     """Snapshots kept (the newest); each game against the pool is played by one of them (see ``draw``)."""
     draw: str = "uniform"
-    """Which snapshot plays a game: uniform (any of the pool, with equal chances) or latest (the newest)."""
+    """Which snapshot plays a game: uniform (any of the pool, with equal chances), latest (the newest), or pfsp
+    (prioritised fictitious self-play: the snapshots that the trained policy beats least play most; see
+    :class:`~maze_impala.nn.seats.PoolOpponent`)."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "size"):

@@ -2,7 +2,7 @@
 (random, or a checkpoint of another run) plays the others; wins, draws and losses per seat.
 
 The games run through the actor's loop (:meth:`~maze_impala.actors.actor.RolloutActor.play`) with a
-:class:`~maze_impala.nn.seats.SeatedActing`, during training (``algorithm.rollout_evaluator.opponent``) and in the
+:func:`~maze_impala.nn.seats.seated` acting, during training (``algorithm.rollout_evaluator.opponent``) and in the
 rollout CLI (``maze-run -cn conf_rollout ... opponent=random``). In two-player zero-sum self-play the mean episode
 return is 0 by construction; these rates are what shows whether a policy learnt.
 """
@@ -21,7 +21,7 @@ from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.policy_spec import PolicySpec
-from maze_impala.nn.seats import SeatedActing
+from maze_impala.nn.seats import seated
 from maze_impala.nn.torch_acting import make_acting
 from maze_impala.train.evaluator import PLAY_CHUNK
 
@@ -73,7 +73,7 @@ class Games:
         results: list[GameResult] = []
         for seat, actor in self.agents.items():
             if seat not in self._players:
-                acting = SeatedActing(make_acting(policy), self._opponent_acting, frozenset({actor}))
+                acting = seated(make_acting(policy), self._opponent_acting, frozenset({actor}))
                 self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), acting, PLAY_CHUNK, seed=0,
                                                    deterministic=self.deterministic, stepping="general")  # fmt: skip
             for episode in self._players[seat].play(self.games):
