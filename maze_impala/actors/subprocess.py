@@ -30,7 +30,7 @@ from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
-from maze_impala.actors.worker import actor_main
+from maze_impala.actors.worker import actor_process
 from maze_impala.core import ActorPool, Rollout, WeightSource
 from maze_impala.envs.factory import make_env
 from maze_impala.events.interfaces import ActorEvents
@@ -127,7 +127,7 @@ class SubprocessActors(ActorPool):
         os.environ.update(ONE_THREAD)  # spawn reads the environment at start
         try:
             process = self.ctx.Process(
-                target=actor_main,
+                target=actor_process,
                 args=(spec, index, self.weights, self.slots, actor_end, self._stop, os.getpid()),
                 name=f"maze-actor-{index}",
                 daemon=True,
