@@ -1,10 +1,11 @@
 """Every Python example and every shell command of the README and the docs runs, so the docs cannot drift from the
 code: from a temporary directory, against the installed package, on small budgets.
 
-The commands of one page run in order in one directory, after a trained run (``outputs/train/first``) and an env
-of a user's (``my_env.py``, ``conf/env/my_env.yaml``) were put there; a placeholder (``<time>``, ``<a>``, ...)
-names the newest run of its kind. Training commands get a small budget in place of theirs. Not run: installs
-(CI runs them), the test suite itself, servers (TensorBoard, the docs site) and what needs a Ray cluster or a GPU.
+The commands of one page run in order in one directory, after an env of a user's (``my_env.py``,
+``conf/env/my_env.yaml``) and, where the page reads a run before it trains one, a trained run
+(``outputs/train/first``) were put there; a placeholder (``<time>``, ``<a>``, ...) names the newest run of its
+kind. Training commands get a small budget in place of theirs. Not run: installs (CI runs them), the test suite
+itself, servers (TensorBoard, the docs site) and what needs a Ray cluster or a GPU.
 """
 
 import re
@@ -98,12 +99,25 @@ def files(path: Path) -> dict[str, str]:
     return dict(re.findall(r'```python title="([\w./]+)"\n(.*?)```', path.read_text(), flags=re.S))
 
 
-def _prepare(cwd: Path, path: Path | None = None) -> None:
+def reads_a_run_first(steps: list[str]) -> bool:
+    """Whether a page's commands (or examples) read a run's outputs before they train one of their own."""
+    for step in steps:
+        if "outputs/" in step or "input_dir=" in step:
+            return True
+        if "conf_train" in step or "train(" in step:
+            return False
+    return False
+
+
+def _prepare(cwd: Path, path: Path | None = None, first_run: bool = True) -> None:
+    """The files a user would have: the page's files, an env of their own, and (``first_run``) a trained run."""
     for name, text in (files(path) if path else {}).items():
         (cwd / name).write_text(text)
     (cwd / "my_env.py").write_text(MY_ENV)
     (cwd / "conf" / "env").mkdir(parents=True)
     (cwd / "conf" / "env" / "my_env.yaml").write_text("_target_: my_env.MyEnv\nsize: 3\n")
+    if not first_run:
+        return
     first = ["-cn", "conf_train", "runner=dev", "hydra.run.dir=outputs/train/first"]
     proc = run_cli([*shlex.split(budgeted(shlex.join(first)))], cwd=cwd, command=("maze-run",))
     assert proc.returncode == 0, proc.stderr
@@ -113,6 +127,8 @@ def test_the_docs_have_examples():
     counts = {path.name: (len(snippets(path)), len(commands(path))) for path in DOCS}
     assert counts["README.md"][0] >= 1 and counts["getting_started.md"][1] >= 10, counts
     assert "class MyNet(nn.Module)" in files(ROOT / "docs" / "models.md")["my_networks.py"]
+    assert reads_a_run_first(commands(ROOT / "docs" / "events.md"))
+    assert not reads_a_run_first(commands(ROOT / "README.md"))
     assert budgeted("maze-run -cn conf_train algorithm.n_epochs=48 seed=7") == (
         "maze-run -cn conf_train seed=7 algorithm.n_epochs=2 algorithm.epoch_length=2 algorithm.envs_per_actor=4 "
         "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=1 output.progress=false output.plot=false"
@@ -125,7 +141,7 @@ def test_every_shell_command_of_a_page_runs(tmp_path, path):
     runnable = [c for c in commands(path) if not any(skip in c for skip in NOT_RUN)]
     if not runnable:
         pytest.skip(f"{path.name} has no command to run")
-    _prepare(tmp_path, path)
+    _prepare(tmp_path, path, first_run=reads_a_run_first(runnable))
     for command in runnable:
         line = continued(placed(budgeted(command), tmp_path), tmp_path)
         proc = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -139,7 +155,7 @@ def test_each_python_example_runs_as_a_script(tmp_path, path):
     earlier ones wrote, e.g. a run under outputs/)."""
     if not snippets(path):
         pytest.skip(f"{path.name} has no Python example")
-    _prepare(tmp_path)
+    _prepare(tmp_path, first_run=reads_a_run_first(snippets(path)))
     for i, code in enumerate(snippets(path)):
         for full, short in SHORTER.items():
             code = code.replace(full, short)
