@@ -91,7 +91,9 @@ def placed(command: str, cwd: Path) -> str:
                 command = command.replace(pattern, str(newest(cwd / "outputs" / kind, skip).relative_to(cwd)))
     if "multirun/train/<time>" in command:
         command = command.replace("multirun/train/<time>", str(newest(cwd / "multirun" / "train").relative_to(cwd)))
-    return command.replace("input_dir=...", f"input_dir={newest(cwd / 'outputs' / 'train').relative_to(cwd)}")
+    if "input_dir=..." in command:
+        command = command.replace("input_dir=...", f"input_dir={newest(cwd / 'outputs' / 'train').relative_to(cwd)}")
+    return command
 
 
 def files(path: Path) -> dict[str, str]:
