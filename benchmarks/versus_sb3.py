@@ -21,6 +21,12 @@ Tasks (maze_impala with the shipped settings of the task's env config; SB3 with 
   256, lr 2.5e-4 and clip range 0.1 annealed, entropy 0.01) and a small CNN (32 and 64 3x3 convolutions of stride
   2, a 256-wide layer): SB3's own Nature CNN needs images of 36x36 or more.
 * ``minatar``: ``env=minatar`` (MinAtar Breakout, 10x10x4) to 10; SB3 as for the pixel goal.
+* ``tictactoe``: PettingZoo tic-tac-toe until a greedy evaluation wins or draws at least 0.95 of 50 games per seat
+  against uniformly random play, in both seats. maze_impala: ``env=tictactoe`` (self-play, never against random
+  play; its own evaluation after every epoch of 25,600 env steps). SB3: sb3-contrib's ``MaskablePPO`` with a flat
+  MLP and the legal-move masks, trained against the random player in alternating seats (the setup of PettingZoo's
+  SB3 tutorials), 8 envs of 256 steps and otherwise its defaults, evaluated the same way every 24,576 of its
+  steps. Env steps are the trained policy's moves for both (SB3's env steps also make the random player's move).
 """
 
 from __future__ import annotations
@@ -37,14 +43,18 @@ import venv
 from collections import deque
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
+
 TASKS = {
     # name: (threshold, env-step budget)
     "cartpole": (475.0, 500_000),
     "pixel-goal": (0.85, 400_000),
     "pixel-goal-24": (0.85, 400_000),
     "minatar": (10.0, 2_000_000),
+    "tictactoe": (0.95, 1_000_000),
 }
-SB3 = "stable-baselines3==2.7.0"
+SB3 = ("stable-baselines3==2.7.0", "sb3-contrib==2.7.0")
 WINDOW = 100
 """Both tools are judged alike: the mean return of the latest 100 training episodes, checked as they end."""
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "sb3-venv"
@@ -55,9 +65,9 @@ def sb3_python(venv_dir: Path) -> Path:
     python = venv_dir / "bin" / "python"
     if not python.exists():
         venv.EnvBuilder(system_site_packages=True, with_pip=True).create(venv_dir)
-    check = subprocess.run([str(python), "-c", "import stable_baselines3"], capture_output=True)
+    check = subprocess.run([str(python), "-c", "import stable_baselines3, sb3_contrib"], capture_output=True)
     if check.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", SB3], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *SB3], check=True)
     return python
 
 
@@ -67,8 +77,10 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     from maze_impala import ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
     from maze_impala.cli import shipped_env, shipped_model
     from maze_impala.config import ImpalaAlgorithmConfig
-    from maze_impala.events.api import EventRecord, event_name
-    from maze_impala.events.interfaces import EpisodeEvents
+    from maze_impala.events.api import EventRecord, event_name, mean
+    from maze_impala.events.interfaces import EpisodeEvents, GameEvents
+    from maze_impala.events.stats import StatKey
+    from maze_impala.events.writers import StatsWriter
     from maze_impala.train.setup import build_trainer
     from maze_impala.train.trainer import TrainingError
 
@@ -78,11 +90,12 @@ def maze_run(task: str, seed: int, started: float) -> dict:
         "pixel-goal": shipped_env("pixel_goal"),
         "pixel-goal-24": ({**shipped_env("pixel_goal")[0], "cell_pixels": 4}, shipped_env("pixel_goal")[1]),
         "minatar": shipped_env("minatar"),
+        "tictactoe": shipped_env("tictactoe"),
     }[task]
     shipped = ImpalaAlgorithmConfig(**algorithm)
     updates = budget // shipped.env_steps_per_update
     epochs = max(1, updates // shipped.epoch_length)
-    shipped_config = {"cartpole": None, "minatar": "minatar"}.get(task, "pixel_goal")
+    shipped_config = {"cartpole": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(task, "pixel_goal")
     model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
     config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), model,
                             RunnerConfig(), OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
@@ -104,7 +117,19 @@ def maze_run(task: str, seed: int, started: float) -> dict:
                     result.update(reached=True, seconds=time.time() - started, env_steps=trainer.state.env_steps)
                     raise Reached
 
-        trainer.hub.listeners.append(watch)
+        class Judged(StatsWriter):  # every epoch's evaluation against random play, where the task is a game
+            def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
+                seats = ("player_1", "player_2")
+                rates = [sum(row.get(StatKey.of(e, mean, "eval", group=f"seat={seat}").column(), 0.0)
+                             for e in (GameEvents.win, GameEvents.draw)) for seat in seats]  # fmt: skip
+                if min(rates) >= threshold:
+                    result.update(reached=True, seconds=time.time() - started, env_steps=env_steps)
+                    raise Reached
+
+        if task == "tictactoe":
+            trainer.outputs.writers.append(Judged())
+        else:
+            trainer.hub.listeners.append(watch)
         try:
             trainer.train()
         except TrainingError as error:
@@ -116,8 +141,6 @@ def maze_run(task: str, seed: int, started: float) -> dict:
 
 def sb3_run(task: str, seed: int, started: float) -> dict:
     """SB3 PPO with the RL Zoo's settings for the task, stopped at the threshold."""
-    import gymnasium as gym
-    import numpy as np
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -145,6 +168,8 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.linear(self.convs(x))
 
+    if task == "tictactoe":
+        return sb3_tictactoe(seed, started)
     if task == "cartpole":
         env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
         model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
@@ -180,6 +205,92 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
                 self.model.num_timesteps = budget  # ends learn() after this update
 
     model.learn(total_timesteps=budget, callback=Watch())
+    return result
+
+
+class VersusRandom(gym.Env):
+    """PettingZoo tic-tac-toe as one player's Gymnasium env: the trained player takes the seats in turn, episode by
+    episode (or always ``seat``), and the other seat moves uniformly at random among the legal moves. Reward +1 for
+    a won game, -1 for a lost one, 0 for a draw; ``action_masks()`` gives the legal moves (for MaskablePPO)."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (18,), np.float32)
+    action_space = gym.spaces.Discrete(9)
+
+    def __init__(self, seed: int = 0, seat: int | None = None):
+        from pettingzoo.classic import tictactoe_v3
+
+        self.game, self.seat, self.episodes = tictactoe_v3.env(), seat, 0
+        self.rng = np.random.default_rng(seed)
+
+    def _observation(self) -> np.ndarray:
+        return self.game.observe(self.me)["observation"].astype(np.float32).ravel()
+
+    def _over(self) -> bool:
+        return any(self.game.terminations.values()) or any(self.game.truncations.values())
+
+    def _random_moves(self) -> None:
+        while not self._over() and self.game.agent_selection != self.me:
+            legal = np.flatnonzero(self.game.observe(self.game.agent_selection)["action_mask"])
+            self.game.step(int(self.rng.choice(legal)))
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.game.reset(seed=int(self.rng.integers(2**31)))
+        seat = self.seat if self.seat is not None else self.episodes % 2
+        self.me, self.episodes = self.game.agents[seat], self.episodes + 1
+        self._random_moves()
+        return self._observation(), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.game.step(int(action))
+        self._random_moves()
+        over = self._over()
+        return self._observation(), float(self.game.rewards[self.me]) if over else 0.0, over, False, {}
+
+    def action_masks(self) -> np.ndarray:
+        return self.game.observe(self.me)["action_mask"].astype(bool)
+
+
+def sb3_tictactoe(seed: int, started: float) -> dict:
+    """sb3-contrib's MaskablePPO against the random player, judged by greedy games against it in both seats."""
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    threshold, budget = TASKS["tictactoe"]
+    torch.set_num_threads(1)
+    env = make_vec_env(VersusRandom, n_envs=8, seed=seed)
+    model = MaskablePPO("MlpPolicy", env, n_steps=256, seed=seed)
+    judges = [VersusRandom(seed=seed + 1000 * seat, seat=seat) for seat in (0, 1)]
+    result = {"reached": None, "seconds": None, "env_steps": None}
+
+    def rate(judge) -> float:
+        """Win or draw in 50 greedy games in the judge's seat."""
+        kept = 0
+        for _ in range(50):
+            obs, _ = judge.reset()
+            while True:
+                action, _ = model.predict(obs, deterministic=True, action_masks=judge.action_masks())
+                obs, reward, over, _, _ = judge.step(action)
+                if over:
+                    kept += reward >= 0
+                    break
+        return kept / 50
+
+    class Judge(BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:
+            if self.num_timesteps % 24_576 == 0 and result["reached"] is None:
+                if min(rate(judge) for judge in judges) >= threshold:
+                    result.update(reached=True, seconds=time.time() - started, env_steps=self.num_timesteps)
+                    self.model.num_timesteps = budget  # ends learn() after this update
+
+    model.learn(total_timesteps=budget, callback=Judge())
     return result
 
 

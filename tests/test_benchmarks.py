@@ -157,6 +157,33 @@ def test_versus_sb3_judges_our_run_by_its_last_100_episodes_and_sums_up_the_seed
     assert line["sooner"] == 3.0 and line["env_steps_ratio"] == 4.0
 
 
+def test_versus_sb3s_tictactoe_against_random_play_gives_random_plays_known_rates():
+    """The env SB3 trains on: random moves in it (legal by its masks) against its random player win, draw and lose
+    as random play of tic-tac-toe does (first seat 0.585 wins and 0.127 draws, second seat 0.288 wins), seats in
+    turn."""
+    import numpy as np
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from versus_sb3 import VersusRandom
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    env, rng = VersusRandom(seed=1), np.random.default_rng(2)
+    results: dict[int, list[float]] = {0: [], 1: []}
+    env.reset(seed=3)
+    for game in range(3000):
+        if game:
+            env.reset()
+        while True:
+            _, reward, over, _, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+            if over:
+                results[game % 2].append(reward)
+                break
+    for seat, wins, draws in ((0, 0.585, 0.127), (1, 0.288, 0.127)):
+        outcomes = np.array(results[seat])
+        assert abs((outcomes == 1).mean() - wins) < 0.04 and abs((outcomes == 0).mean() - draws) < 0.03, seat
+
+
 def test_a_best_response_draws_against_perfect_play_and_beats_a_naive_policy(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import tictactoe_reference as ref

@@ -93,6 +93,8 @@ class RoutedActing(Acting):
                              f"{sorted(policies)}")  # fmt: skip
         self.policies, self.mapping = dict(policies), mapping
         self.names = list(self.policies)
+        self._owns = {name: self._own(name) for name in self.names}
+        """Per policy, which state names are its own, and under which name it knows each."""
         self._rows: dict[tuple[StepKey, int], int] = {}
         """Per step key and agent id, the index in ``names`` of the policy that acts for it."""
 
@@ -135,13 +137,13 @@ class RoutedActing(Acting):
 
     def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
             noise: Noise | None) -> Actions:  # fmt: skip
-        parts = [(self.policies[name], rows, self._own(name)) for name, rows in self._parts(step_key, agent_ids)]
+        parts = [(self.policies[name], rows, self._owns[name]) for name, rows in self._parts(step_key, agent_ids)]
         return act_in_parts(step_key, obs, state, agent_ids, noise, parts)
 
     def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> None:
         for name, rows in self._parts(step_key, agent_ids):
             if len(rows):
-                own = self._own(name)
+                own = self._owns[name]
                 mine = {m: state[k][rows] for k in state if (m := own(k)) is not None}
                 self.policies[name].game_over(step_key, mine, agent_ids[rows], result)
 
