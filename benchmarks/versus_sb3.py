@@ -132,7 +132,9 @@ def maze_run(task: str, seed: int, started: float) -> dict:
             trainer.hub.listeners.append(watch)
         try:
             trainer.train()
-        except TrainingError as error:
+        except Reached:  # from the epoch's writers
+            pass
+        except TrainingError as error:  # from the learner's update
             if not isinstance(error.__cause__, Reached):
                 raise
         result["encoder"] = (Path(out) / "config.yaml").read_text().split("image_encoder: ")[1].split()[0]
