@@ -1,3 +1,3 @@
-from maze_impala.cli import main
+from maze_impala.cli import run_command
 
-main()
+run_command()

@@ -395,5 +395,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()
 
 
+def run_command() -> None:
+    """The ``maze-run`` command: :func:`main`, then a fast exit with its code once the output is flushed. When
+    ``main`` returns, a run's files are written and closed and its actors stopped; the interpreter's teardown of
+    torch and the envs' libraries took another half second of every command. The usual exit is kept while Ray or
+    a thread of some library is still running (their exit hooks stop them), and for an uncaught exception."""
+    import logging
+    import threading
+
+    try:
+        main()
+        code = 0
+    except SystemExit as exit_:
+        if exit_.code is not None and not isinstance(exit_.code, int):
+            raise  # a message to print: the usual exit prints it
+        code = exit_.code or 0
+    ray = sys.modules.get("ray")
+    if (ray is not None and ray.is_initialized()) or any(
+        t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()
+    ):
+        sys.exit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    main()
+    run_command()

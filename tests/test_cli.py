@@ -153,3 +153,23 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
     # what there is of the run is summed up: the curves of its finished epochs and the last evaluation's KPIs
     assert (out / "training_curves.png").stat().st_size > 10_000
     assert (out / "kpis_summary.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "out"),
+    [
+        ("print('done', end='')", 0, "done"),  # unflushed output still comes out
+        ("import sys; print('failed', end=''); sys.exit(3)", 3, "failed"),
+        # a library's thread still writing: the usual exit, which waits for it
+        (
+            "import threading, time; threading.Thread(target=lambda: (time.sleep(0.3), print('late', end=''))).start()",
+            0,
+            "late",
+        ),
+    ],
+    ids=["returns", "exits", "thread"],
+)
+def test_the_command_exits_fast_with_mains_code_and_loses_no_output(tmp_path, body, code, out):
+    script = f"import maze_impala.cli as cli\ndef main():\n    {body}\ncli.main = main\ncli.run_command()\n"
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (code, out), proc.stderr

@@ -33,6 +33,9 @@ BUDGET = {
 }
 """A training command's budget in the tests (its own n_epochs counts where smaller). No training_curves.png: drawing it
 takes a second of every run's few, and tests/test_cli.py checks it."""
+HEAVY = {"env=butterfly": {"+env.max_cycles": "25", "algorithm.envs_per_actor": "1", "algorithm.n_rollout_steps": "4"}}
+"""Envs whose training commands get a smaller budget still: pistonball's 20 agents decide on images in every env step,
+and its 125 cycles took the budget's evaluation episode alone 7 s (the page's command took 54 s in all)."""
 
 
 def snippets(path: Path, language: str = "python") -> list[str]:
@@ -60,6 +63,9 @@ def budgeted(command: str) -> str:
     if "algorithm.n_epochs" in given:
         budget["algorithm.n_epochs"] = str(min(int(given["algorithm.n_epochs"]), 2))
 
+    for env, smaller in HEAVY.items():
+        if env in words:
+            budget.update(smaller)
     kept = [w for w in words if w.split("=", 1)[0] not in budget]
     return shlex.join([*kept, *(f"{k}={v}" for k, v in budget.items())])
 
