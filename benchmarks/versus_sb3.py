@@ -219,9 +219,9 @@ class VersusRandom(gym.Env):
     action_space = gym.spaces.Discrete(9)
 
     def __init__(self, seed: int = 0, seat: int | None = None):
-        from pettingzoo.classic import tictactoe_v3
+        from pettingzoo.classic.tictactoe.tictactoe import env  # tictactoe_v3, without its deprecation warning
 
-        self.game, self.seat, self.episodes = tictactoe_v3.env(), seat, 0
+        self.game, self.seat, self.episodes = env(), seat, 0
         self.rng = np.random.default_rng(seed)
 
     def _observation(self) -> np.ndarray:

@@ -87,6 +87,9 @@ def actor_process(*args: Any) -> None:
         actor_main(*args)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # actor_main reports its failures itself; anything before that, here
+        traceback.print_exc()
+        code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
