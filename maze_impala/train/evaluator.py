@@ -11,6 +11,7 @@ from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
 from maze_impala.events.api import EventHub
+from maze_impala.nn.seats import SCORES
 from maze_impala.train.video import Videos
 
 if TYPE_CHECKING:
@@ -111,5 +112,4 @@ def mean_return(results: list[EpisodeResult]) -> float:
 
 def game_score(results: list[GameResult]) -> float:
     """The mean over games (each seat plays as many) of 1 for a win, 0.5 for a draw, 0 for a loss."""
-    points = {"win": 1.0, "draw": 0.5, "loss": 0.0}
-    return sum(points[r.outcome] for r in results) / max(len(results), 1)
+    return sum(SCORES[r.outcome] for r in results) / max(len(results), 1)
