@@ -245,6 +245,9 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
         say(interrupted(output_dir, trainer.saved_epoch, overrides), error=True)
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
+        if trainer.saved_epoch is not None:  # what was learnt is kept: say how to go on once the cause is fixed
+            say(f"maze-run: {output_dir / 'model_last.pt'} holds epoch {trainer.saved_epoch}; continue the run "
+                f"with\n  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
         _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
     say(
         f"maze-run: done after {plural(result.epochs, 'epoch')}, {result.env_steps:,} env steps, "

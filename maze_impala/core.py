@@ -188,6 +188,9 @@ class Learner(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
 
+    def close(self) -> None:  # noqa: B027 (most learners hold nothing to release)
+        """Release what the learner started (other learners' processes); safe to call twice."""
+
 
 class Actor(ABC):
     """Steps environments with the newest policy it has and returns rollouts."""

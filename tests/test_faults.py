@@ -142,14 +142,15 @@ def _shm():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("whole_group", [False, True], ids=["main process", "process group"])
-def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind(tmp_path, whole_group):
+def test_sigkill_of_the_main_process_leaves_no_actor_no_learner_and_no_shared_memory_behind(tmp_path, whole_group):
     if not Path("/proc").is_dir():
         pytest.skip("needs /proc")
     before = _shm()
     out = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "maze_impala", "-cn", "conf_train", "runner=local", "algorithm.num_actors=3",
-         "algorithm.n_epochs=100", "algorithm.epoch_length=5", "output.tensorboard=false", f"hydra.run.dir={out}"],
+         "algorithm.num_learners=2", "algorithm.n_epochs=100", "algorithm.epoch_length=5",
+         "output.tensorboard=false", f"hydra.run.dir={out}"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
@@ -158,7 +159,7 @@ def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind
             time.sleep(0.1)
         actors = [pid for pid in children(proc.pid) if "maze-actor" in Path(f"/proc/{pid}/cmdline").read_text()
                   or "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]  # fmt: skip
-        assert len(actors) >= 3
+        assert len(actors) >= 4, "3 actors and a second learner"
         if whole_group:
             os.killpg(proc.pid, signal.SIGKILL)
         else:
@@ -167,7 +168,7 @@ def test_sigkill_of_the_main_process_leaves_no_actor_and_no_shared_memory_behind
         deadline = time.monotonic() + 5
         while alive(actors) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert alive(actors) == [], "actors die with their parent"
+        assert alive(actors) == [], "actors and learners die with their parent"
     finally:
         proc.kill()
     assert _shm() - before == set(), "nothing of the run is left in /dev/shm"

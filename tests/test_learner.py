@@ -242,9 +242,9 @@ def test_entropy_schedule_anneals_the_bonus_on_the_learning_rates_clock(monkeypa
     learner, actor, stats = _setup(entropy_coef=0.2, entropy_schedule=schedule, n_epochs=1, epoch_length=4)
     seen, real_loss = [], learner_module.impala_loss
 
-    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef):
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares):
         seen.append((entropy_coef, learner.optimizer.lr / config.lr))
-        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef)
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
     for _ in range(4):
@@ -426,9 +426,9 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     seen = []
     real_loss = learner_module.impala_loss
 
-    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef):
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares):
         seen.append((batches[0].mask.shape[1], anchors[0].clone()))
-        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef)
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
     learner.step([rollout])

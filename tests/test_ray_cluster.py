@@ -47,6 +47,26 @@ def test_a_run_joins_a_cluster_by_its_address_and_leaves_it_running(cluster, tmp
     assert all(node.remaining_processes_alive() for node in nodes), "and left the cluster running"
 
 
+def test_two_learners_train_with_the_second_in_a_placement_group_on_the_cluster(cluster, tmp_path):
+    cluster, _ = cluster
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4, num_learners=2)
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    result = train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
+                   output_dir=tmp_path / "run", seed=3)  # fmt: skip
+    assert result.env_steps >= algorithm.total_env_steps
+    ray.init(address=cluster.address)
+    try:
+        groups = ray.util.placement_group_table().values()
+        assert [g["bundles"] for g in groups] == [{0: {"CPU": 1.0}}], "one bundle: learner 1's"
+        assert all(g["state"] == "REMOVED" for g in groups), "and the run removed it"
+        deadline = time.monotonic() + 10
+        while ray.available_resources().get("CPU", 0) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray.available_resources().get("CPU", 0) == 4, "no learner or actor holds a CPU of the cluster"
+    finally:
+        ray.shutdown()
+
+
 def test_actors_spread_over_the_nodes_and_come_back_after_a_node_is_lost(cluster):
     cluster, nodes = cluster
     model = ModelConfig(hidden_units=[16])

@@ -123,6 +123,11 @@ class ImpalaAlgorithmConfig:
     """Clip each network's gradient to this norm; 0 disables clipping."""
     device: str = "cpu"
     """Where the learner runs: cpu or cuda (actors always act on the CPU)."""
+    num_learners: int = 1
+    """Data-parallel learners (rllte's num_learners): each takes a share of every minibatch's trajectories and
+    their gradients are summed (gloo on CPUs, NCCL on GPUs), which makes the update that of one learner on the
+    whole batch. Processes beside the training process (runner=local or dev), or Ray actors in a placement group
+    (runner=ray). Each minibatch needs at least num_learners trajectories of every step key."""
     queue_out_of_sync_factor: float = 1.0
     """The rollout queue holds at most max(1, factor x actors_batch_size) rollouts."""
     actors_batch_size: int = 1
@@ -216,6 +221,7 @@ class ImpalaAlgorithmConfig:
             "envs_per_actor",
             "n_sgd_passes",
             "n_sgd_minibatches",
+            "num_learners",
         ):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")
@@ -242,6 +248,14 @@ class ImpalaAlgorithmConfig:
             self.n_sgd_minibatches,
             f"at most the envs of the smallest batch (envs_per_actor x rollouts = {columns}): a minibatch holds whole "
             f"trajectories; set algorithm.n_sgd_minibatches={columns} or give the actors more envs",
+        )
+        _check(
+            self.num_learners * self.n_sgd_minibatches <= columns,
+            "num_learners",
+            self.num_learners,
+            f"at most the envs of the smallest batch over its minibatches ({columns} // n_sgd_minibatches="
+            f"{self.n_sgd_minibatches}): every learner takes whole trajectories of every minibatch; lower "
+            "num_learners or n_sgd_minibatches, or give the actors more envs",
         )
         _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
         _check(self.eps is None or (finite(self.eps) and self.eps > 0), "eps", self.eps, "None or a finite float > 0")

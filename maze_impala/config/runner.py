@@ -47,6 +47,9 @@ class RunnerConfig:
     actor_timeout_s: float | None = None
     """Seconds an actor may hold a granted slot without delivering a rollout before it counts as hung and is
     restarted; None: 10x its median rollout time, at least 3 s."""
+    learner_timeout_s: float = 300.0
+    """algorithm.num_learners > 1: seconds one learner may wait for another within an update (a gradient sum)
+    before the run fails; a learner that dies fails it at once."""
     address: str | None = None
     """runner=ray: None starts a Ray on this machine for the run (and stops it after); "auto" joins the cluster
     that `ray start` started on this machine, "ray://<head>:10001" one elsewhere (which keeps running after)."""
@@ -64,6 +67,7 @@ class RunnerConfig:
         check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
         check(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "runner.max_restarts",
               self.max_restarts, "an int >= 0")  # fmt: skip
+        check(self.learner_timeout_s > 0, "runner.learner_timeout_s", self.learner_timeout_s, "> 0 seconds")
         check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
         check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",
               self.actor_timeout_s, "None (derived) or > 0 seconds")  # fmt: skip

@@ -16,12 +16,10 @@ from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
 from maze_impala.impala.optim import make_optimizer
+from maze_impala.impala.parallel import MAX, MEAN, SPREAD, Metric, ProcessGroup, Shard
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
-
-Metric = tuple[Any, dict[str, Any], torch.Tensor]
-"""An event, its arguments other than ``value``, and the value still on the device."""
 
 
 class _PhaseClock:
@@ -55,14 +53,19 @@ class ImpalaLearner(Learner):
         critic: StructuredCritic,
         config: ImpalaAlgorithmConfig,
         events: MultiStepIMPALAEvents,
+        group: ProcessGroup | None = None,
     ):
+        """``group``: the other learners of a data-parallel learner (see :mod:`maze_impala.impala.parallel`);
+        None: this learner learns alone."""
         self.config = config
+        self.group = group
         self.device = torch.device(config.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu")
         self.policy = policy.to(self.device)
         self.critic = critic.to(self.device)
-        self.optimizer = make_optimizer([*policy.parameters(), *critic.parameters()], config)
+        self._params = [*self.policy.parameters(), *self.critic.parameters()]
+        self.optimizer = make_optimizer(self._params, config)
         # What "the policy of step key k" means for gradient norms and clipping: its network and its
         # action distribution's own parameters (e.g. a Gaussian's log-std).
         self._policy_parts = {
@@ -75,18 +78,38 @@ class ImpalaLearner(Learner):
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
         """One update on a batch of rollouts (``n_sgd_passes`` x ``n_sgd_minibatches`` optimizer steps); bumps
         :attr:`version`."""
-        cfg, ev = self.config, self.events
-        clock = _PhaseClock()
-        self.optimizer.lr = cfg.lr * self._schedule(cfg.lr_schedule)
-        entropy_coef = cfg.entropy_coef * self._schedule(cfg.entropy_schedule)
         for rollout in rollouts:
-            ev.policy_lag(value=self.version - rollout.policy_version)
+            self.events.policy_lag(value=self.version - rollout.policy_version)
+        clock = _PhaseClock()
+        shard = self.prepare(rollouts, train_policy)
+        clock.lap("stack")
+        self._update(shard, clock)
+
+    def prepare(self, rollouts: list[Rollout], train_policy: bool = True) -> Shard:
+        """The batch as the update reads it: each step key's trajectories stacked on the device, observations
+        normalised (the policy's statistics updated with the batch first), cut into ``n_sgd_minibatches``."""
         present = {k for r in rollouts for k in r.trajectories}
         keys = [k for k in self.policy.step_keys if k in present]
         batches = {k: self._normalized(k, stack_step(rollouts, k, self.device)) for k in keys}
-        minibatches = split_columns(batches, cfg.n_sgd_minibatches)
-        distributions = {key: self.policy.distribution(key) for key in keys}
-        clock.lap("stack")
+        statistics = dict(self.policy.normalizers.state_dict()) if self.policy.normalizes else {}
+        minibatches = split_columns(batches, self.config.n_sgd_minibatches)
+        return Shard(minibatches, train_policy, version=self.version, normalizers=statistics)
+
+    def update(self, shard: Shard) -> None:
+        """One update on ``shard``: the whole batch (:meth:`prepare`'s), or with :attr:`group` this learner's part
+        of it, whose gradients and metrics are summed with the other learners'."""
+        clock = _PhaseClock()
+        self.version = shard.version
+        if shard.normalizers and self.group is not None and self.group.rank > 0:
+            self.policy.normalizers.load_state_dict(shard.normalizers)
+        self._update(shard, clock)
+
+    def _update(self, shard: Shard, clock: _PhaseClock) -> None:
+        cfg, ev, train_policy = self.config, self.events, shard.train_policy
+        self.optimizer.lr = cfg.lr * self._schedule(cfg.lr_schedule)
+        entropy_coef = cfg.entropy_coef * self._schedule(cfg.entropy_schedule)
+        minibatches = shard.minibatches
+        distributions = {key: self.policy.distribution(key) for mb in minibatches for key in mb}
         # The trust region's anchor, pi_0: the policy before the batch's first optimizer step. With one minibatch,
         # the first pass's own log-probabilities; with several, a forward pass over them all before any step.
         anchors: list[dict[StepKey, torch.Tensor] | None] = (
@@ -97,16 +120,17 @@ class ImpalaLearner(Learner):
         metrics: list[Metric] = []
         for sgd_pass in range(cfg.n_sgd_passes):
             for index, minibatch in enumerate(minibatches):
+                shares = shard.shares(index)
                 forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
                 clock.lap("forward")
                 total, losses = impala_loss(
-                    minibatch, forward, distributions, cfg, train_policy, anchors[index], entropy_coef
+                    minibatch, forward, distributions, cfg, train_policy, anchors[index], entropy_coef, shares
                 )
                 if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
-                    metrics += self._loss_metrics(losses)
+                    metrics += self._loss_metrics(losses, shares)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
                 if sgd_pass == cfg.n_sgd_passes - 1:  # how far the batch moved the policy, what the region held back
-                    metrics += self._last_pass_metrics(losses)
+                    metrics += self._last_pass_metrics(losses, shares)
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
@@ -126,46 +150,53 @@ class ImpalaLearner(Learner):
         ev, norms = self.events, []
         self.optimizer.zero_grad()
         total.backward()
+        if self.group is not None:  # the joint minibatch's gradient, before any norm is measured
+            self.group.all_reduce_gradients(self._params)
         for critic_key, network in self.critic.networks_by_key().items():
             if any(p.grad is not None for p in network.parameters()):
-                norms.append((ev.critic_grad_norm, {"critic_key": critic_key}, self._clip(network)))
+                norms.append(Metric(ev.critic_grad_norm, {"critic_key": critic_key}, self._clip(network)))
         if train_policy:
-            norms += [(ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key])) for key in keys]
+            norms += [Metric(ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key]))
+                      for key in keys]  # fmt: skip
         self.optimizer.step()
         return norms
 
     def _publish(self, metrics: list[Metric]) -> None:
         """Record the update's metrics with one host transfer; a non-finite one stops training."""
-        on_host = torch.stack([value.detach().float().reshape(()) for _, _, value in metrics]).tolist()
-        for (event, args, _), value in zip(metrics, on_host):
+        values = self.group.pool(metrics) if self.group is not None else [m.value for m in metrics]
+        on_host = torch.stack([value.detach().float().reshape(()) for value in values]).tolist()
+        for (event, args, *_), value in zip(metrics, on_host):
             if not math.isfinite(value):
                 what = ", ".join(f"{k} {v!r}" for k, v in args.items())
                 raise NonFiniteError(f"update {self.version}: {event.__name__} is {value} ({what}); the weights are "
                                      "not published and the last checkpoint holds the last finite ones")  # fmt: skip
             event(**args, value=value)
 
-    def _loss_metrics(self, losses: dict[StepKey, StepLoss]) -> list[Metric]:
+    def _loss_metrics(self, losses: dict[StepKey, StepLoss], shares: dict[StepKey, float] | None) -> list[Metric]:
         ev, metrics = self.events, []
         for key, loss in losses.items():
-            critic = {"critic_key": self.critic.critic_key(key)}  # a shared critic's losses: under its one name
+            share = 1.0 if shares is None else shares[key]
+            step, critic = {"step_key": key}, {"critic_key": self.critic.critic_key(key)}  # a shared critic: one name
             metrics += [
-                (ev.policy_loss, {"step_key": key}, loss.policy_loss),
-                (ev.policy_entropy, {"step_key": key}, loss.entropy),
-                (ev.critic_value, critic, loss.mean_value),
-                (ev.critic_value_loss, critic, loss.value_loss),
-                (ev.policy_clipped_rho_fraction, {"step_key": key}, loss.clipped_rho_fraction),
-                (ev.policy_max_abs_logit, {"step_key": key}, loss.max_abs_logit),
-                (ev.policy_advantage_std, {"step_key": key}, loss.advantage_std),
-                (ev.policy_behaviour_kl, {"step_key": key}, loss.behaviour_kl),
+                Metric(ev.policy_loss, step, loss.policy_loss, MEAN, share),
+                Metric(ev.policy_entropy, step, loss.entropy, MEAN, share),
+                Metric(ev.critic_value, critic, loss.mean_value, MEAN, share),
+                Metric(ev.critic_value_loss, critic, loss.value_loss, MEAN, share),
+                Metric(ev.policy_clipped_rho_fraction, step, loss.clipped_rho_fraction, MEAN, share),
+                Metric(ev.policy_max_abs_logit, step, loss.max_abs_logit, MAX),
+                Metric(ev.policy_advantage_std, step, loss.advantage_std, SPREAD, share, loss.advantage_mean),
+                Metric(ev.policy_behaviour_kl, step, loss.behaviour_kl, MEAN, share),
             ]
         return metrics
 
-    def _last_pass_metrics(self, losses: dict[StepKey, StepLoss]) -> list[Metric]:
+    def _last_pass_metrics(self, losses: dict[StepKey, StepLoss], shares: dict[StepKey, float] | None) -> list[Metric]:
         ev, metrics = self.events, []
         for key, loss in losses.items():
-            metrics.append((ev.policy_update_kl, {"step_key": key}, loss.update_kl))
+            share = 1.0 if shares is None else shares[key]
+            metrics.append(Metric(ev.policy_update_kl, {"step_key": key}, loss.update_kl, MEAN, share))
             if self.config.clip_range is not None:
-                metrics.append((ev.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction))
+                metrics.append(Metric(ev.policy_clipped_ratio_fraction, {"step_key": key},
+                                      loss.clipped_ratio_fraction, MEAN, share))  # fmt: skip
         return metrics
 
     def _normalized(self, key: StepKey, batch: StepBatch) -> StepBatch:

@@ -48,6 +48,8 @@ class StepLoss(NamedTuple):
     """Largest |logit| of an allowed action (diagnostics: a saturating softmax has no gradient left)."""
     advantage_std: torch.Tensor
     """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
+    advantage_mean: torch.Tensor
+    """Their mean (what data-parallel learners pool their standard deviations around)."""
     clipped_ratio_fraction: torch.Tensor
     """Share of the surrogate's ratios (pi/mu or pi/pi_0, see ``trust_region``) outside ``1 +- clip_range``, where
     the surrogate passes no gradient (0 without)."""
@@ -166,6 +168,7 @@ def impala_step_loss(
         clipped_rho_fraction=average((log_rhos.exp() > rho_bar * (1.0 + RHO_NOISE)).to(values.dtype)),
         max_abs_logit=torch.where(allowed, logits.detach().abs(), 0.0).amax(),
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
+        advantage_mean=mean_advantage.detach(),
         clipped_ratio_fraction=clipped_ratios,
         log_probs=target_log_probs.detach(),
         behaviour_kl=average(ratios - 1.0 - log_ratios),
@@ -181,6 +184,7 @@ def impala_loss(
     train_policy: bool = True,
     anchor_log_probs: Mapping[StepKey, torch.Tensor] | None = None,
     entropy_coef: float | None = None,
+    shares: Mapping[StepKey, float] | None = None,
 ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
     """The loss of one update and its parts per step key.
 
@@ -191,6 +195,10 @@ def impala_loss(
     truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
     reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and
     ``config.clip_range``).
+
+    ``shares``: each step key's share of the decisions of the joint batch that ``batches`` is a part of
+    (data-parallel learners, :mod:`maze_impala.impala.parallel`): its terms are weighted by it, so that the
+    learners' gradients sum to the joint batch's. None: ``batches`` is the whole batch.
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
     entropy_coef = config.entropy_coef if entropy_coef is None else entropy_coef
@@ -216,8 +224,9 @@ def impala_loss(
             clip_c_threshold=config.vtrace_clip_c_threshold,
             importance_weights=config.vtrace,
         )
-        total = total + config.value_loss_coef * loss.value_loss
+        share = 1.0 if shares is None else shares[key]
+        total = total + share * config.value_loss_coef * loss.value_loss
         if train_policy:
-            total = total + config.policy_loss_coef * loss.policy_loss - entropy_coef * loss.entropy
+            total = total + share * config.policy_loss_coef * loss.policy_loss - share * entropy_coef * loss.entropy
         losses[key] = loss
     return total, losses

@@ -81,6 +81,7 @@ SAFE_TO_CHANGE = (
     "algorithm.n_epochs",
     "algorithm.patience",
     "algorithm.num_actors",
+    "algorithm.num_learners",
     "algorithm.device",
     "runner.",
     "output.",

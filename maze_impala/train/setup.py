@@ -23,7 +23,7 @@ from maze_impala.config import (
     TrainingConfig,
 )
 from maze_impala.config.base import to_record, to_yaml
-from maze_impala.core import ActorPool, WeightPublisher
+from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.envs.factory import env_record, make_env
 from maze_impala.envs.spaces import is_image_space
 from maze_impala.envs.structured import StructuredEnv
@@ -36,6 +36,7 @@ from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, Te
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
+from maze_impala.impala.replicas import DataParallelLearner, ReplicaProcesses, Replicas, threads_per_learner
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.policy_spec import PolicySpec
@@ -242,23 +243,39 @@ def _wire(
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
     pool.start()
+    learner: Learner | None = None
     try:
         learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
         if checkpoint is not None:
             learner.load_state_dict(checkpoint)
+        if algorithm.num_learners > 1:  # the others start from learner 0's state, a resumed run's included
+            learner = DataParallelLearner(learner, make_replicas(algorithm, config.runner, pool))
         extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
                   OPPONENTS: {name: spec.state_dict() for name, spec in opponents.items()}}  # fmt: skip
         return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock, opponents)
     except BaseException:
+        if learner is not None:
+            learner.close()
         pool.close()
         raise
+
+
+def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool: ActorPool) -> Replicas:
+    """Learners 1..``num_learners - 1`` for ``runner.type``: Ray actors with runner=ray, else processes here; a CPU
+    learner's threads are its share of those the actors leave."""
+    threads = threads_per_learner(pool.learner_threads(), algorithm.num_learners) if algorithm.device == "cpu" else None
+    if runner.type == "ray":
+        from maze_impala.impala.ray_replicas import RayReplicas  # Ray is an optional dependency
+
+        return RayReplicas(algorithm.num_learners, runner.learner_timeout_s, threads or 1, algorithm.device)
+    return ReplicaProcesses(algorithm.num_learners, runner.learner_timeout_s, threads, runner.start_method)
 
 
 def _trainer(
     config: TrainingConfig,
     output_dir: Path,
     state: TrainerState,
-    learner: ImpalaLearner,
+    learner: Learner,
     pool: ActorPool,
     weights: WeightPublisher,
     hub: EventHub,

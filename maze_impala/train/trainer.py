@@ -28,6 +28,7 @@ from maze_impala.events.tables import (
 )
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
+from maze_impala.impala.replicas import threads_per_learner
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.outputs import RunOutputs, RunStats
@@ -114,7 +115,9 @@ class ImpalaTrainer:
         first_epoch = state.epoch + 1
         training_started = time.perf_counter() if self.started is None else self.started
         threads = torch.get_num_threads()
-        learner_threads = self.pool.learner_threads() if cfg.device == "cpu" else None
+        learner_threads = (
+            threads_per_learner(self.pool.learner_threads(), cfg.num_learners) if cfg.device == "cpu" else None
+        )
         if learner_threads is not None:
             torch.set_num_threads(learner_threads)
         try:
@@ -178,6 +181,7 @@ class ImpalaTrainer:
                 writer.video(f"eval/video/episode_{index}", video.thumbnails, env_steps, videos.fps)
 
     def _close(self) -> None:
+        self.learner.close()
         self.pool.close()
         self.evaluator.close()
         if self.outputs.progress is not None:
