@@ -54,8 +54,9 @@ class Shard:
 
     minibatches: list[dict[StepKey, StepBatch]]
     train_policy: bool = True
-    decisions: list[dict[StepKey, float]] | None = None
-    """Per minibatch and step key, the decisions of the *joint* minibatch (None: this shard is the whole batch)."""
+    weights: list[dict[StepKey, float]] | None = None
+    """Per minibatch and step key, this shard's share of the joint minibatch's decisions (None: this shard is the
+    whole batch): what its losses are weighted by."""
     version: int = 0
     """The learner's version before this update (the schedules follow it)."""
     normalizers: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -63,20 +64,15 @@ class Shard:
 
     def shares(self, index: int) -> dict[StepKey, float] | None:
         """Each step key's share of minibatch ``index``'s decisions held here (None: the whole minibatch)."""
-        if self.decisions is None:
-            return None
-        joint = self.decisions[index]
-        return {key: float(batch.mask.sum()) / max(joint[key], 1.0) for key, batch in self.minibatches[index].items()}
+        return None if self.weights is None else self.weights[index]
 
     def split(self, parts: int) -> list[Shard]:
         """This shard (the whole batch) cut into ``parts`` shards, each with a contiguous run of every minibatch's
         columns of every step key; raises :class:`ValueError` if a minibatch has fewer columns of a key than
-        ``parts`` (every learner must hold every key, so that all run the same collectives)."""
-        decisions = [{key: float(batch.mask.sum()) for key, batch in mb.items()} for mb in self.minibatches]
-        shards = [
-            Shard([{} for _ in self.minibatches], self.train_policy, decisions, self.version, self.normalizers)
-            for _ in range(parts)
-        ]
+        ``parts`` (every learner must hold every key, so that all run the same collectives). The decisions are
+        counted here, once, so that no learner waits on its device for them during the update."""
+        shards = [Shard([{} for _ in self.minibatches], self.train_policy, [{} for _ in self.minibatches],
+                        self.version, self.normalizers) for _ in range(parts)]  # fmt: skip
         for index, minibatch in enumerate(self.minibatches):
             for key, batch in minibatch.items():
                 columns = batch.mask.shape[1]
@@ -86,9 +82,13 @@ class Shard:
                         f"{key!r} in each minibatch, but minibatch {index} holds {columns}: lower num_learners or "
                         "n_sgd_minibatches, or give the actors more envs (envs_per_actor)"
                     )
+                per_column = batch.mask.sum(0).tolist()
+                joint = max(float(sum(per_column)), 1.0)
                 bounds = np.linspace(0, columns, parts + 1).round().astype(int)
                 for shard, start, stop in zip(shards, bounds[:-1], bounds[1:]):
                     shard.minibatches[index][key] = batch.columns(int(start), int(stop))
+                    assert shard.weights is not None
+                    shard.weights[index][key] = sum(per_column[start:stop]) / joint
         return shards
 
 

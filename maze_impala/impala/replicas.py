@@ -245,7 +245,10 @@ class ReplicaProcesses(Replicas):
             while not conn.poll(POLL_SECONDS):
                 if not self.processes[rank - 1].is_alive() or time.monotonic() > deadline:
                     raise self._failed(rank, f"did not start within {STARTUP_TIMEOUT_S:.0f} s")
-            kind, payload = pickle.loads(conn.recv_bytes())
+            try:
+                kind, payload = pickle.loads(conn.recv_bytes())
+            except (OSError, EOFError) as error:  # it exited before its report (e.g. it could not import)
+                raise self._failed(rank, "failed to start") from error
             if kind != "ready":
                 raise LearnerFailedError(f"learner {rank} failed to start: {payload}")
 
