@@ -1,6 +1,7 @@
 """What a new user does in the first hour, from a directory of their own, with the installed package."""
 
 import functools
+import re
 import subprocess
 import sys
 import tempfile
@@ -180,6 +181,25 @@ def test_a_failing_env_ends_the_cli_with_one_line_and_the_traceback_in_the_log(t
     log = (out / "train.log").read_text()
     assert "Traceback" in log and "NonFiniteError" in log
     assert (out / "FAILED").read_text().startswith("training failed in epoch 1"), "marked failed: no epoch ended"
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_after_a_checkpoint_says_how_to_resume_it(tmp_path):
+    # Each env breaks at its 101st step, in its actor's 4th rollout of 32 steps: after the first update's epoch (an
+    # actor makes at most 3 rollouts before the learner takes a second one).
+    out = tmp_path / "run"
+    proc = run_cli(["-cn", "conf_train", "env._target_=maze_impala.testing.FaultyEnv", "+env.fault=nan_reward",
+                    "+env.after=100", "runner=local", "runner.max_restarts=0",
+                    "algorithm.n_epochs=20", "algorithm.epoch_length=1", "algorithm.envs_per_actor=2",
+                    "algorithm.rollout_evaluator.n_episodes=1", "output.tensorboard=false",
+                    f"hydra.run.dir={out}"], cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1
+    assert "training failed in epoch" in proc.stderr and "non-finite reward" in proc.stderr
+    holds = re.search(r"model_last.pt holds epoch (\d+); continue the run with\n  (maze-run .*)", proc.stderr)
+    assert holds is not None, proc.stderr
+    assert f"resume={out}" in holds.group(2) and "+env.after=100" in holds.group(2)
+    assert read_checkpoint(out / "model_last.pt")["epoch"] == int(holds.group(1)) >= 1
+    assert not (out / "FAILED").exists(), "its epochs are results"
 
 
 def test_a_configuration_error_leaves_no_run_directory(tmp_path):
