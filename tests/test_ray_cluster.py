@@ -67,6 +67,31 @@ def test_two_learners_train_with_the_second_in_a_placement_group_on_the_cluster(
         ray.shutdown()
 
 
+def test_a_ray_learner_that_dies_fails_the_run_by_name_with_its_checkpoint_kept(cluster, tmp_path, monkeypatch):
+    from maze_impala.impala.replicas import DataParallelLearner
+    from maze_impala.train.checkpoint import read_checkpoint
+    from maze_impala.train.trainer import TrainingError
+
+    cluster, _ = cluster
+    updates, real_step = [], DataParallelLearner.step
+
+    def step(self, rollouts, train_policy=True):
+        updates.append(self.version)
+        if len(updates) == 7:  # in epoch 2 of 5 updates each, after epoch 1's checkpoint
+            ray.kill(self.replicas.actors[0])
+        return real_step(self, rollouts, train_policy)
+
+    monkeypatch.setattr(DataParallelLearner, "step", step)
+    algorithm = ImpalaAlgorithmConfig(n_epochs=3, epoch_length=5, envs_per_actor=4, num_learners=2)
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    started = time.monotonic()
+    with pytest.raises(TrainingError, match=r"epoch 2: LearnerFailedError: learner 1 failed: "):
+        train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
+              output_dir=tmp_path / "run", seed=3)  # fmt: skip
+    assert time.monotonic() - started < 60, "no wait for the learner's timeout"
+    assert read_checkpoint(tmp_path / "run" / "model_last.pt")["epoch"] == 1
+
+
 def test_actors_spread_over_the_nodes_and_come_back_after_a_node_is_lost(cluster):
     cluster, nodes = cluster
     model = ModelConfig(hidden_units=[16])
