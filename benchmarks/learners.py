@@ -37,7 +37,8 @@ from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
-from maze_impala.impala.replicas import DataParallelLearner, ReplicaProcesses
+from maze_impala.impala.replica_processes import ReplicaProcesses
+from maze_impala.impala.replicas import DataParallelLearner
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 

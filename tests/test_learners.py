@@ -24,7 +24,8 @@ from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.parallel import ProcessGroup, host_store
-from maze_impala.impala.replicas import DataParallelLearner, LearnerFailedError, ReplicaProcesses
+from maze_impala.impala.replica_processes import ReplicaProcesses
+from maze_impala.impala.replicas import DataParallelLearner, LearnerFailedError
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 from maze_impala.testing import TwoStepEnv

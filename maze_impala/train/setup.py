@@ -36,7 +36,8 @@ from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, Te
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
-from maze_impala.impala.replicas import DataParallelLearner, ReplicaProcesses, Replicas, threads_per_learner
+from maze_impala.impala.replica_processes import ReplicaProcesses
+from maze_impala.impala.replicas import DataParallelLearner, Replicas, threads_per_learner
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.policy_spec import PolicySpec
