@@ -159,3 +159,24 @@ def test_a_value_of_the_wrong_type_names_its_key():
         _compose("algorithm.n_epochs=many")
     with pytest.raises(ConfigError, match=r"algorithm\.n_epochs: Value 'many' of type 'str' could not be converted"):
         from_mapping(TrainingConfig, {"algorithm": {"n_epochs": "many"}})
+
+
+def test_learner_cores_choose_the_learners_threads_beside_local_actors(monkeypatch):
+    import os
+
+    from maze_impala.actors.subprocess import SubprocessActors
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    pools = {cores: SubprocessActors(None, None, num_actors=6, queue_size_limit=1, learner_cores=cores)
+             for cores in ("leftover", "all")}  # fmt: skip
+    assert pools["leftover"].learner_threads() == 2 and pools["all"].learner_threads() == 8
+    with pytest.raises(ConfigError, match=r"runner\.learner_cores must be one of"):
+        RunnerConfig(learner_cores="some")
+
+
+def test_the_families_whose_cnn_learner_sets_the_pace_ship_every_core_for_it():
+    register_schemas()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        for env, cores in (("minatar", "all"), ("atari", "all"), ("pixel_goal", "leftover"), ("gym_env", "leftover")):
+            cfg = compose(config_name="conf_train", overrides=[f"env={env}"])
+            assert to_training_config(cfg).runner.learner_cores == cores, env

@@ -13,6 +13,7 @@ ray: one Ray actor per actor, on this machine or a Ray cluster (training only)."
 BACKEND_ALIASES = {"sequential": "dev", "subprocess": "local", "parallel": "local"}
 """Other names of the backends, accepted everywhere (Maze-RL's rollout runners and the class names)."""
 START_METHODS = ("spawn", "forkserver", "fork")
+LEARNER_CORES = ("leftover", "all")
 EVENT_LOG_FORMATS = ("none", "csv", "parquet")
 VIDEO_FORMATS = ("mp4", "gif")
 
@@ -47,6 +48,11 @@ class RunnerConfig:
     actor_timeout_s: float | None = None
     """Seconds an actor may hold a granted slot without delivering a rollout before it counts as hung and is
     restarted; None: 10x its median rollout time, at least 3 s."""
+    learner_cores: str = "leftover"
+    """The cores of this machine a CPU learner computes on (its torch threads; runner=local and a local ray):
+    leftover: those the actor processes leave, at least one, for workloads whose actors keep their cores busy (a
+    learner thread that waits for a busy core stalls the update); all: every core, shared with the actors, for a
+    learner that sets the pace while its actors wait (a CNN's: env=minatar ships it)."""
     learner_timeout_s: float = 300.0
     """algorithm.num_learners > 1: seconds one learner may wait for another within an update (a gradient sum)
     before the run fails; a learner that dies fails it at once."""
@@ -67,6 +73,7 @@ class RunnerConfig:
         check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
         check(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "runner.max_restarts",
               self.max_restarts, "an int >= 0")  # fmt: skip
+        check_choice("runner.learner_cores", self.learner_cores, LEARNER_CORES)
         check(self.learner_timeout_s > 0, "runner.learner_timeout_s", self.learner_timeout_s, "> 0 seconds")
         check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
         check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",

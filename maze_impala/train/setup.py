@@ -120,9 +120,11 @@ def make_actors(
     )
     if runner.type == "ray":
         return RayActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
-                         runner.num_cpus_per_actor, restarts, events), weights  # fmt: skip
+                         runner.num_cpus_per_actor, restarts, events,
+                         learner_cores=runner.learner_cores), weights  # fmt: skip
     pool = SubprocessActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.start_method,
-                            batch_size=algorithm.actors_batch_size, restarts=restarts, events=events)  # fmt: skip
+                            batch_size=algorithm.actors_batch_size, restarts=restarts, events=events,
+                            learner_cores=runner.learner_cores)  # fmt: skip
     return pool, weights
 
 
