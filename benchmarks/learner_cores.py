@@ -1,0 +1,48 @@
+"""The learner's cores beside local actors: ``runner.learner_cores=leftover`` against ``all``, alternating.
+
+    python benchmarks/learner_cores.py minatar 3 3 10     # env family, rounds, epochs, updates per epoch
+    python benchmarks/learner_cores.py atari 2 3 8
+
+Each round trains the shipped ``env=<family>`` config (``runner=local``, one evaluation episode per epoch) once
+with each setting, in alternating order, and takes the median training env steps/s of the epochs after the first;
+the medians over the rounds and their ratio (all / leftover) are printed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala.cli import shipped_env, shipped_model
+from maze_impala.events.interfaces import RunEvents
+from maze_impala.events.stats import StatKey
+
+RATE = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
+QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+
+
+def run(cores: str, family: str, epochs: int, length: int) -> float:
+    env, algorithm = shipped_env(family)
+    settings = {**algorithm, "n_epochs": epochs, "epoch_length": length, "rollout_evaluator": {"n_episodes": 1}}
+    with tempfile.TemporaryDirectory() as out:
+        result = train(env, ImpalaAlgorithmConfig(**settings), ModelConfig(**shipped_model(family)),
+                       RunnerConfig("local", learner_cores=cores), output=QUIET, output_dir=out, seed=1)  # fmt: skip
+    return statistics.median(result.column(RATE)[1:])
+
+
+def main() -> None:
+    family, rounds, epochs, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    rates: dict[str, list[float]] = {"leftover": [], "all": []}
+    for index in range(rounds):
+        for cores in ("leftover", "all") if index % 2 == 0 else ("all", "leftover"):
+            rates[cores].append(run(cores, family, epochs, length))
+            print(f"{family} round {index + 1}: learner_cores={cores} {rates[cores][-1]:,.0f} env steps/s", flush=True)
+    leftover, every = statistics.median(rates["leftover"]), statistics.median(rates["all"])
+    print(f"{family}: leftover {leftover:,.0f}, all {every:,.0f} env steps/s (medians), "
+          f"all / leftover {every / leftover:.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
