@@ -79,6 +79,8 @@ class Task:
     """The greedy evaluation of the final policy must reach this too."""
     algorithm: dict[str, Any] = field(default_factory=dict)
     """Algorithm settings of the task: those its shipped env config sets (``env=minigrid``), nothing else."""
+    runner: dict[str, Any] = field(default_factory=dict)
+    """Runner settings its shipped env config sets (``env=minatar``: the learner's cores), nothing else."""
 
 
 def _example(name: str) -> dict[str, str]:
@@ -87,10 +89,11 @@ def _example(name: str) -> dict[str, str]:
 
 def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: Any) -> Task:
     """The task of the shipped ``env=<name>`` config: its env and the algorithm settings it sets, if any."""
-    from maze_impala.cli import shipped_env, shipped_model
+    from maze_impala.cli import shipped_env, shipped_model, shipped_runner
 
     env, algorithm = shipped_env(name)
-    return Task(env, threshold, floor, budget=budget, algorithm=algorithm, model=shipped_model(name), **changes)
+    return Task(env, threshold, floor, budget=budget, algorithm=algorithm, model=shipped_model(name),
+                runner=shipped_runner(name), **changes)  # fmt: skip
 
 
 SUITE: dict[str, Task] = {
@@ -209,7 +212,8 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
     watch = Watch(task.threshold, stop_after=window if stop else None)
     with tempfile.TemporaryDirectory() as out:
         model = ModelConfig(**task.model)
-        config = TrainingConfig(task.env, algorithm, model, RunnerConfig(runner), output=output, seed=seed)
+        config = TrainingConfig(task.env, algorithm, model, RunnerConfig(runner, **task.runner), output=output,
+                                seed=seed)  # fmt: skip
         trainer = build_trainer(config, Path(out))
         trainer.outputs.writers.append(watch)
         try:

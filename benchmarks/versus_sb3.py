@@ -75,7 +75,7 @@ def sb3_python(venv_dir: Path) -> Path:
 def maze_run(task: str, seed: int, started: float) -> dict:
     """maze_impala with the task's shipped settings, stopped at the threshold."""
     from maze_impala import ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
-    from maze_impala.cli import shipped_env, shipped_model
+    from maze_impala.cli import shipped_env, shipped_model, shipped_runner
     from maze_impala.config import ImpalaAlgorithmConfig
     from maze_impala.events.api import EventRecord, event_name, mean
     from maze_impala.events.interfaces import EpisodeEvents, GameEvents
@@ -97,8 +97,9 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     epochs = max(1, updates // shipped.epoch_length)
     shipped_config = {"cartpole": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(task, "pixel_goal")
     model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
+    runner = RunnerConfig(**(shipped_runner(shipped_config) if shipped_config else {}))
     config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), model,
-                            RunnerConfig(), OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+                            runner, OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
                             seed=seed)  # fmt: skip
     result = {"reached": None, "seconds": None, "env_steps": None}
     returns: deque[float] = deque(maxlen=WINDOW)

@@ -53,6 +53,12 @@ def shipped_model(name: str) -> dict[str, Any]:
     return dict(config.get("model", {})) if "env" in config else {}
 
 
+def shipped_runner(name: str) -> dict[str, Any]:
+    """The runner settings the shipped ``env=<name>`` config sets (``env=minatar``: its learner's cores), if any."""
+    config = _shipped(name)
+    return dict(config.get("runner", {})) if "env" in config else {}
+
+
 def _shipped(name: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
