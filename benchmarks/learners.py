@@ -38,7 +38,7 @@ from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.replica_processes import ReplicaProcesses
-from maze_impala.impala.replicas import DataParallelLearner
+from maze_impala.impala.replicas import DataParallelLearner, shards_of
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 
@@ -97,7 +97,7 @@ def serial_part(parts, algorithm, rollouts, learners: int) -> dict[str, float]:
     policy, critic = parts
     learner = ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents))
     started = time.perf_counter()
-    shards = learner.prepare(rollouts).split(learners)
+    shards = shards_of(learner, rollouts, True, learners)
     sent = [pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL) for s in shards[1:]]
     return {"serial_seconds": time.perf_counter() - started, "bytes_per_learner": len(sent[0]) if sent else 0}
 

@@ -25,7 +25,7 @@ from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.parallel import ProcessGroup, host_store
 from maze_impala.impala.replica_processes import ReplicaProcesses
-from maze_impala.impala.replicas import DataParallelLearner, LearnerFailedError
+from maze_impala.impala.replicas import DataParallelLearner, LearnerFailedError, shards_of
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 from maze_impala.testing import TwoStepEnv
@@ -106,7 +106,7 @@ def test_two_learners_on_a_split_batch_make_the_update_of_one_on_the_whole(env_f
         rollouts = [actor.rollout(), actor.rollout()]  # 10 columns a step key, 5 per minibatch
         one_seen.clear(), first_seen.clear()
         one.step(rollouts)
-        shards = first.prepare(rollouts).split(2)
+        shards = shards_of(first, rollouts, True, 2)
         assert all(mb[key].mask.shape[1] < 10 for shard in shards for mb in shard.minibatches for key in mb)
         _in_threads(functools.partial(first.update, shards[0]), functools.partial(second.update, shards[1]))
         for name, p in one.policy.state_dict().items():  # weights, and the normalisers' statistics

@@ -78,12 +78,16 @@ class ImpalaLearner(Learner):
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
         """One update on a batch of rollouts (``n_sgd_passes`` x ``n_sgd_minibatches`` optimizer steps); bumps
         :attr:`version`."""
-        for rollout in rollouts:
-            self.events.policy_lag(value=self.version - rollout.policy_version)
+        self.record_lag(rollouts)
         clock = _PhaseClock()
         shard = self.prepare(rollouts, train_policy)
         clock.lap("stack")
         self._update(shard, clock)
+
+    def record_lag(self, rollouts: list[Rollout]) -> None:
+        """Each rollout's policy lag: this learner's version minus the version that made it."""
+        for rollout in rollouts:
+            self.events.policy_lag(value=self.version - rollout.policy_version)
 
     def prepare(self, rollouts: list[Rollout], train_policy: bool = True) -> Shard:
         """The batch as the update reads it: each step key's trajectories stacked on the device, observations
@@ -91,9 +95,12 @@ class ImpalaLearner(Learner):
         present = {k for r in rollouts for k in r.trajectories}
         keys = [k for k in self.policy.step_keys if k in present]
         batches = {k: self._normalized(k, stack_step(rollouts, k, self.device)) for k in keys}
-        statistics = dict(self.policy.normalizers.state_dict()) if self.policy.normalizes else {}
         minibatches = split_columns(batches, self.config.n_sgd_minibatches)
-        return Shard(minibatches, train_policy, version=self.version, normalizers=statistics)
+        return Shard(minibatches, train_policy, version=self.version)
+
+    def normalizer_statistics(self) -> dict[str, torch.Tensor]:
+        """The policy's observation statistics (empty: it does not normalise), for the other learners."""
+        return dict(self.policy.normalizers.state_dict()) if self.policy.normalizes else {}
 
     def update(self, shard: Shard) -> None:
         """One update on ``shard``: the whole batch (:meth:`prepare`'s), or with :attr:`group` this learner's part

@@ -60,7 +60,8 @@ class Shard:
     version: int = 0
     """The learner's version before this update (the schedules follow it)."""
     normalizers: dict[str, torch.Tensor] = field(default_factory=dict)
-    """The policy's observation statistics after the batch updated them (empty: none), for the other learners."""
+    """The policy's observation statistics after the batch updated them, for the other learners (empty: none, or
+    a shard that one learner learns from alone)."""
 
     def shares(self, index: int) -> dict[StepKey, float] | None:
         """Each step key's share of minibatch ``index``'s decisions held here (None: the whole minibatch)."""

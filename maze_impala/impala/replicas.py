@@ -104,6 +104,14 @@ def threads_per_learner(threads: int | None, num_learners: int) -> int | None:
     return max(1, threads // num_learners)
 
 
+def shards_of(learner: ImpalaLearner, rollouts: list[Rollout], train_policy: bool, parts: int) -> list[Shard]:
+    """The batch ``learner`` (learner 0) prepares from ``rollouts``, cut into one shard per learner, with the
+    observation statistics as the batch left them (the others normalise nothing themselves)."""
+    whole = learner.prepare(rollouts, train_policy)
+    whole.normalizers = learner.normalizer_statistics()
+    return whole.split(parts)
+
+
 class DataParallelLearner(Learner):
     """``replicas.size`` learners as one: ``learner`` (learner 0, which the training loop publishes and saves)
     and the others, each updating on its share of every batch."""
@@ -111,7 +119,6 @@ class DataParallelLearner(Learner):
     def __init__(self, learner: ImpalaLearner, replicas: Replicas):
         self.learner, self.replicas = learner, replicas
         self.policy = learner.policy
-        self.events = learner.events
         try:
             learner.group = replicas.start((learner.policy, learner.critic, learner.config))
             replicas.load(learner.state_dict())
@@ -124,9 +131,8 @@ class DataParallelLearner(Learner):
         return self.learner.version
 
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
-        for rollout in rollouts:
-            self.events.policy_lag(value=self.learner.version - rollout.policy_version)
-        shards = self.learner.prepare(rollouts, train_policy).split(self.replicas.size)
+        self.learner.record_lag(rollouts)
+        shards = shards_of(self.learner, rollouts, train_policy, self.replicas.size)
         self.replicas.submit(shards[1:])
         try:
             self.learner.update(shards[0])
