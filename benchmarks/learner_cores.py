@@ -2,6 +2,7 @@
 
     python benchmarks/learner_cores.py minatar 3 3 10     # env family, rounds, epochs, updates per epoch
     python benchmarks/learner_cores.py atari 2 3 8
+    python benchmarks/learner_cores.py gym_env 3 3 25 recurrent=lstm   # model settings after the numbers
 
 Each round trains the shipped ``env=<family>`` config (``runner=local``, one evaluation episode per epoch) once
 with each setting, in alternating order, and takes the median training env steps/s of the epochs after the first;
@@ -23,21 +24,24 @@ RATE = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
-def run(cores: str, family: str, epochs: int, length: int) -> float:
+def run(cores: str, family: str, epochs: int, length: int, model: dict[str, str]) -> float:
     env, algorithm = shipped_env(family)
     settings = {**algorithm, "n_epochs": epochs, "epoch_length": length, "rollout_evaluator": {"n_episodes": 1}}
     with tempfile.TemporaryDirectory() as out:
-        result = train(env, ImpalaAlgorithmConfig(**settings), ModelConfig(**shipped_model(family)),
+        result = train(env, ImpalaAlgorithmConfig(**settings), ModelConfig(**{**shipped_model(family), **model}),
                        RunnerConfig("local", learner_cores=cores), output=QUIET, output_dir=out, seed=1)  # fmt: skip
     return statistics.median(result.column(RATE)[1:])
 
 
 def main() -> None:
     family, rounds, epochs, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    model = dict(change.split("=", 1) for change in sys.argv[5:])
+    if "recurrent_units" in model:
+        model["recurrent_units"] = int(model["recurrent_units"])
     rates: dict[str, list[float]] = {"leftover": [], "all": []}
     for index in range(rounds):
         for cores in ("leftover", "all") if index % 2 == 0 else ("all", "leftover"):
-            rates[cores].append(run(cores, family, epochs, length))
+            rates[cores].append(run(cores, family, epochs, length, model))
             print(f"{family} round {index + 1}: learner_cores={cores} {rates[cores][-1]:,.0f} env steps/s", flush=True)
     leftover, every = statistics.median(rates["leftover"]), statistics.median(rates["all"])
     print(f"{family}: leftover {leftover:,.0f}, all {every:,.0f} env steps/s (medians), "

@@ -2,6 +2,8 @@
 
     python benchmarks/versus_sb3.py                                  # every task, seeds 1-3
     python benchmarks/versus_sb3.py --tasks cartpole --seeds 1 2 3 --json out.json
+    python benchmarks/versus_sb3.py --tasks minatar --sb3-budget 1000000   # SB3 stops (and anneals) sooner
+    python benchmarks/versus_sb3.py --tasks cartpole --tools maze_impala --set envs_per_actor=16   # other settings
 
 SB3 is never a dependency of maze_impala: this script installs it into a virtual environment of its own
 (``--venv``, default ``~/.cache/maze_impala/sb3-venv``), which sees this Python's packages (torch, gymnasium and
@@ -45,6 +47,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import yaml
 
 TASKS = {
     # name: (threshold, env-step budget)
@@ -92,6 +95,7 @@ def maze_run(task: str, seed: int, started: float) -> dict:
         "minatar": shipped_env("minatar"),
         "tictactoe": shipped_env("tictactoe"),
     }[task]
+    algorithm = {**algorithm, **json.loads(os.environ.get("MAZE_SETTINGS") or "{}")}
     shipped = ImpalaAlgorithmConfig(**algorithm)
     updates = budget // shipped.env_steps_per_update
     epochs = max(1, updates // shipped.epoch_length)
@@ -143,7 +147,8 @@ def maze_run(task: str, seed: int, started: float) -> dict:
 
 
 def sb3_run(task: str, seed: int, started: float) -> dict:
-    """SB3 PPO with the RL Zoo's settings for the task, stopped at the threshold."""
+    """SB3 PPO with the RL Zoo's settings for the task, stopped at the threshold (or ``SB3_BUDGET`` env steps,
+    over which its schedules anneal, where set)."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -152,6 +157,7 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
     from torch import nn
 
     threshold, budget = TASKS[task]
+    budget = int(os.environ.get("SB3_BUDGET") or budget)
     torch.set_num_threads(1)  # as each of maze_impala's processes: the other core runs the envs
 
     def linear(start: float):
@@ -264,6 +270,7 @@ def sb3_tictactoe(seed: int, started: float) -> dict:
     from stable_baselines3.common.env_util import make_vec_env
 
     threshold, budget = TASKS["tictactoe"]
+    budget = int(os.environ.get("SB3_BUDGET") or budget)
     torch.set_num_threads(1)
     env = make_vec_env(VersusRandom, n_envs=8, seed=seed)
     model = MaskablePPO("MlpPolicy", env, n_steps=256, seed=seed)
@@ -298,12 +305,13 @@ def sb3_tictactoe(seed: int, started: float) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- the driver
-def run(tool: str, task: str, seed: int, python: Path) -> dict:
+def run(tool: str, task: str, seed: int, python: Path, sb3_budget: int | None = None, settings: str = "") -> dict:
     """One run in a fresh process; its time counts from just before the process starts."""
     with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
         started = time.time()
         command = [str(python), __file__, "--worker", tool, task, str(seed), repr(started), out.name]
-        subprocess.run(command, check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        extra = {"SB3_BUDGET": str(sb3_budget or ""), "MAZE_SETTINGS": settings}
+        subprocess.run(command, check=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **extra})
         row = json.loads(Path(out.name).read_text())
     return {"tool": tool, "task": task, "seed": seed, **row}
 
@@ -339,14 +347,20 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="SB3's virtual environment")
+    parser.add_argument("--sb3-budget", type=int, help="SB3's env-step budget (default: the task's)")
+    parser.add_argument("--tools", nargs="+", default=["maze_impala", "sb3"], choices=["maze_impala", "sb3"])
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="maze_impala's algorithm settings to change (values as YAML)")  # fmt: skip
     parser.add_argument("--json", help="also write every run and the table to this file")
     args = parser.parse_args()
-    python = sb3_python(args.venv)
+    python = sb3_python(args.venv) if "sb3" in args.tools else Path(sys.executable)
+    settings = json.dumps({k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)})
     rows = []
     for task in args.tasks:
         for seed in args.seeds:
-            for tool in ("maze_impala", "sb3"):
-                rows.append(run(tool, task, seed, Path(sys.executable) if tool == "maze_impala" else python))
+            for tool in args.tools:
+                python_of = Path(sys.executable) if tool == "maze_impala" else python
+                rows.append(run(tool, task, seed, python_of, args.sb3_budget, settings))
                 print(json.dumps(rows[-1]), flush=True)
     table = summary(rows)
     print("| task | maze_impala: reached, median s, median env steps | SB3 PPO: reached, median s, median env steps "

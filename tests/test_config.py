@@ -174,9 +174,27 @@ def test_learner_cores_choose_the_learners_threads_beside_local_actors(monkeypat
         RunnerConfig(learner_cores="some")
 
 
-def test_the_families_whose_cnn_learner_sets_the_pace_ship_every_core_for_it():
+def test_learner_cores_auto_give_every_core_to_a_learner_that_sets_the_pace():
+    from maze_impala.envs.factory import make_env
+    from maze_impala.train.setup import with_image_encoder, with_learner_cores
+
     register_schemas()
+    cases = (
+        ("minatar", [], "all"),  # the IMPALA CNN
+        ("pixel_goal", [], "leftover"),  # a 6x6 image, flattened into the MLP
+        ("pixel_goal", ["model.image_encoder=small"], "all"),
+        ("gym_env", [], "leftover"),
+        ("gym_env", ["model.image_encoder=impala"], "leftover"),  # no images to encode
+        ("gym_env", ["model.recurrent=lstm"], "all"),
+        ("minatar", ["runner.learner_cores=leftover"], "leftover"),
+    )
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-        for env, cores in (("minatar", "all"), ("atari", "all"), ("pixel_goal", "leftover"), ("gym_env", "leftover")):
-            cfg = compose(config_name="conf_train", overrides=[f"env={env}"])
-            assert to_training_config(cfg).runner.learner_cores == cores, env
+        for env, overrides, cores in cases:
+            config = to_training_config(compose(config_name="conf_train", overrides=[f"env={env}", *overrides]))
+            chosen = "leftover" if "runner.learner_cores=leftover" in overrides else "auto"
+            assert config.runner.learner_cores == chosen
+            probe = make_env(config.env)
+            try:
+                assert with_learner_cores(with_image_encoder(config, probe), probe).runner.learner_cores == cores
+            finally:
+                probe.close()

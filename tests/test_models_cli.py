@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 import torch
 from clitools import run_cli, train_tiny
+from omegaconf import OmegaConf
 
 from maze_impala import ModelConfig, Player, load_policy
 from maze_impala.actors.actor import seed_for
@@ -33,6 +34,8 @@ def test_the_checkpoint_holds_the_statistics_and_load_policy_plays_with_the_stat
     for _ in range(3):
         obs, *_ = env.step(player(obs, env.actor_id()))
     assert set(player.states) == {(0, 0)} and player.states[(0, 0)]["h"].shape == (1, 16)
+    recorded = OmegaConf.load(trained / "config.yaml")
+    assert recorded.runner.learner_cores == "all", "what learner_cores=auto became for the LSTM's learner"
 
 
 def test_the_rollout_cli_plays_each_env_with_its_own_state_on_both_runners(trained, tmp_path):
@@ -56,8 +59,6 @@ def test_the_rollout_cli_plays_each_env_with_its_own_state_on_both_runners(train
 
 
 def test_a_resumed_run_restores_the_statistics_exactly(trained, tmp_path, monkeypatch):
-    from omegaconf import OmegaConf
-
     from maze_impala.config import from_mapping
     from maze_impala.train.setup import build_trainer
 

@@ -13,7 +13,7 @@ ray: one Ray actor per actor, on this machine or a Ray cluster (training only)."
 BACKEND_ALIASES = {"sequential": "dev", "subprocess": "local", "parallel": "local"}
 """Other names of the backends, accepted everywhere (Maze-RL's rollout runners and the class names)."""
 START_METHODS = ("spawn", "forkserver", "fork")
-LEARNER_CORES = ("leftover", "all")
+LEARNER_CORES = ("auto", "leftover", "all")
 EVENT_LOG_FORMATS = ("none", "csv", "parquet")
 VIDEO_FORMATS = ("mp4", "gif")
 
@@ -23,6 +23,14 @@ def backend(name: str, field: str = "runner.type") -> str:
     name = BACKEND_ALIASES.get(name, name)
     check_choice(field, name, BACKENDS)
     return name
+
+
+def auto_learner_cores(cnn: bool, recurrent: bool) -> str:
+    """What ``runner.learner_cores=auto`` becomes: ``all`` for a learner that sets the pace while its actors wait
+    (one with a CNN encoding images, ``cnn``, or a recurrent core, ``recurrent``, which it re-unrolls in every
+    pass), ``leftover`` for an MLP's learner, whose actors keep their cores busy. Measured per shipped family in
+    docs/benchmarks.md ("the learner's cores beside local actors")."""
+    return "all" if cnn or recurrent else "leftover"
 
 
 @dataclass
@@ -48,11 +56,12 @@ class RunnerConfig:
     actor_timeout_s: float | None = None
     """Seconds an actor may hold a granted slot without delivering a rollout before it counts as hung and is
     restarted; None: 10x its median rollout time, at least 3 s."""
-    learner_cores: str = "leftover"
+    learner_cores: str = "auto"
     """The cores of this machine a CPU learner computes on (its torch threads; runner=local and a local ray):
     leftover: those the actor processes leave, at least one, for workloads whose actors keep their cores busy (a
     learner thread that waits for a busy core stalls the update); all: every core, shared with the actors, for a
-    learner that sets the pace while its actors wait (a CNN's: env=minatar ships it)."""
+    learner that sets the pace while its actors wait; auto: what :func:`auto_learner_cores` chooses for the model
+    (a run records what it became)."""
     learner_timeout_s: float = 300.0
     """algorithm.num_learners > 1: seconds one learner may wait for another within an update (a gradient sum)
     before the run fails; a learner that dies fails it at once."""

@@ -23,6 +23,7 @@ from maze_impala.config import (
     TrainingConfig,
 )
 from maze_impala.config.base import to_record, to_yaml
+from maze_impala.config.runner import auto_learner_cores
 from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.envs.factory import env_record, make_env
 from maze_impala.envs.spaces import is_image_space
@@ -148,7 +149,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         checkpoint = read_checkpoint(output_dir / LAST_MODEL)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
-        config = with_image_encoder(config, probe, checkpoint)
+        config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()
         try:
@@ -178,9 +179,23 @@ def with_image_encoder(
     if checkpoint is not None:
         recorded = checkpoint["config"].get("model", {}).get("image_encoder", "impala")
         return replace(config, model=replace(config.model, image_encoder=recorded))
+    return replace(config, model=config.model.resolved(image_shapes(probe), config.algorithm.device))
+
+
+def with_learner_cores(config: TrainingConfig, probe: StructuredEnv) -> TrainingConfig:
+    """``config`` with ``runner.learner_cores=auto`` replaced by what it becomes for its model (after
+    :func:`with_image_encoder`) on the env (``probe``), so that the run records it."""
+    if config.runner.learner_cores != "auto":
+        return config
+    cnn = bool(image_shapes(probe)) and config.model.image_encoder != "flatten"
+    cores = auto_learner_cores(cnn=cnn, recurrent=config.model.recurrent != "none")
+    return replace(config, runner=replace(config.runner, learner_cores=cores))
+
+
+def image_shapes(probe: StructuredEnv) -> list[tuple[int, ...]]:
+    """The shapes of the env's image observations (rank-3 Box keys), every step key's."""
     spaces = [sub for space in probe.observation_spaces_dict.values() for sub in space.spaces.values()]
-    images = [tuple(sub.shape) for sub in spaces if is_image_space(sub)]
-    return replace(config, model=config.model.resolved(images, config.algorithm.device))
+    return [tuple(sub.shape) for sub in spaces if is_image_space(sub)]
 
 
 def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, Any], n_epochs: int) -> None:
