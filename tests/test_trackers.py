@@ -1,6 +1,7 @@
 """Experiment trackers behind the stats-writer seam, tested offline by reading back what a run logged."""
 
 import struct
+import time
 
 import pandas as pd
 import pytest
@@ -51,7 +52,10 @@ def test_weights_and_biases_gets_every_rows_statistics_offline(tmp_path, monkeyp
     quiet = OutputConfig(console=False, progress=False, tensorboard=False, plot=False, wandb=True)
     train("CartPole-v1", SMALL, runner=RunnerConfig("dev"), output=quiet, output_dir=tmp_path)
     stats = pd.read_csv(tmp_path / "stats.csv")
-    history = _wandb_history(tmp_path)
+    history, deadline = _wandb_history(tmp_path), time.monotonic() + 30
+    while len(history) < len(stats) and time.monotonic() < deadline:  # W&B's service may still be writing its file
+        time.sleep(0.5)
+        history = _wandb_history(tmp_path)
     assert [row["_step"] for row in history] == stats["env_steps"].tolist()
     assert [row[LOSS] for row in history] == pytest.approx(stats[LOSS].tolist())
     assert [row.get(RETURN) for row in history][-1] == pytest.approx(stats[RETURN].iloc[-1])

@@ -76,10 +76,10 @@ def test_slots_are_reused_batch_after_batch():
     with _pool(batch_size=2, failure_timeout=20) as pool:
         assert pool.slots.n_slots == 5
         seen, last_row, batches, started = set(), {}, 0, time.monotonic()
-        # 60 batches, and on until every actor has delivered (one may still be starting while another
-        # delivers dozens: an actor's slot comes back only with its rollout)
-        while batches < 60 or any(a.delivered == 0 for a in pool.actors):
-            assert time.monotonic() - started < 60, "an actor never delivered its first rollout"
+        # 60 batches, and on until every slot has been held by a batch (one actor may still be starting while
+        # another delivers dozens: an actor's slot comes back only with its rollout, held once a batch takes it)
+        while batches < 60 or seen != set(range(5)):
+            assert time.monotonic() - started < 60, f"slots {set(range(5)) - seen} never came back"
             batches += 1
             batch = pool.collect(2)
             seen.update(pool._held)
