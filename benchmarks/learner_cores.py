@@ -14,6 +14,9 @@ from __future__ import annotations
 import statistics
 import sys
 import tempfile
+from typing import Any
+
+import yaml
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.cli import shipped_env, shipped_model
@@ -24,7 +27,7 @@ RATE = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
-def run(cores: str, family: str, epochs: int, length: int, model: dict[str, str]) -> float:
+def run(cores: str, family: str, epochs: int, length: int, model: dict[str, Any]) -> float:
     env, algorithm = shipped_env(family)
     settings = {**algorithm, "n_epochs": epochs, "epoch_length": length, "rollout_evaluator": {"n_episodes": 1}}
     with tempfile.TemporaryDirectory() as out:
@@ -35,9 +38,7 @@ def run(cores: str, family: str, epochs: int, length: int, model: dict[str, str]
 
 def main() -> None:
     family, rounds, epochs, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    model = dict(change.split("=", 1) for change in sys.argv[5:])
-    if "recurrent_units" in model:
-        model["recurrent_units"] = int(model["recurrent_units"])
+    model = {k: yaml.safe_load(v) for k, v in (change.split("=", 1) for change in sys.argv[5:])}  # values as YAML
     rates: dict[str, list[float]] = {"leftover": [], "all": []}
     for index in range(rounds):
         for cores in ("leftover", "all") if index % 2 == 0 else ("all", "leftover"):
