@@ -3,6 +3,7 @@
 import copy
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -106,10 +107,33 @@ def test_rmsprop_is_torchs_rmsprop_and_its_state_loads_both_ways():
 def test_each_optimizer_has_its_own_epsilon_unless_one_is_given():
     params = _params()
     assert ImpalaAlgorithmConfig().optimizer_eps == 1e-5
-    rmsprop = make_optimizer(params, ImpalaAlgorithmConfig(optimizer="rmsprop"))
-    assert isinstance(rmsprop, RMSProp) and rmsprop.eps == 0.01 and rmsprop.alpha == 0.99
+    # the IMPALA paper's 0.01 for a loss summed over an update's env steps, here a mean over them
+    config = ImpalaAlgorithmConfig(optimizer="rmsprop", actors_batch_size=2, envs_per_actor=16, n_rollout_steps=20)
+    rmsprop = make_optimizer(params, config)
+    assert isinstance(rmsprop, RMSProp) and rmsprop.eps == pytest.approx(0.01 / 640) and rmsprop.alpha == 0.99
+    assert make_optimizer(params, replace(config, eps=0.01)).eps == 0.01
     adam = make_optimizer(params, ImpalaAlgorithmConfig(eps=1e-3))
     assert isinstance(adam, Adam) and adam.eps == 1e-3 and adam.betas == (0.9, 0.99)
+
+
+def test_rmsprops_own_epsilon_on_a_mean_loss_takes_the_papers_steps_on_a_summed_loss():
+    """The IMPALA paper's RMSProp (epsilon 0.01) on a loss summed over an update's steps, and ours on their mean."""
+    config = ImpalaAlgorithmConfig(optimizer="rmsprop", actors_batch_size=1, envs_per_actor=8, n_rollout_steps=4)
+    n = config.env_steps_per_update
+    x, y = torch.randn(n, 5, generator=torch.Generator().manual_seed(0)), torch.randn(n)
+    summed, mean = torch.nn.Linear(5, 1), torch.nn.Linear(5, 1)
+    mean.load_state_dict(summed.state_dict())
+    paper = RMSProp(summed.parameters(), lr=6e-4, alpha=0.99, eps=0.01)
+    ours = make_optimizer(mean.parameters(), replace(config, lr=6e-4))
+    for _ in range(5):
+        for net, optimizer, reduce in ((summed, paper, torch.sum), (mean, ours, torch.mean)):
+            optimizer.zero_grad()
+            reduce((net(x).squeeze(-1) - y) ** 2).backward()
+            optimizer.step()
+    for a, b in zip(summed.parameters(), mean.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    changed = make_optimizer(torch.nn.Linear(5, 1).parameters(), replace(config, eps=0.01))
+    assert changed.eps == 0.01  # an explicit epsilon is kept as given
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])

@@ -105,6 +105,10 @@ def test_the_shipped_butterfly_config_reduces_every_pistons_frames_for_the_cnn()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
         config = to_training_config(compose(config_name="conf_train", overrides=["env=butterfly"]))
     assert config.algorithm.envs_per_actor == 4 and config.env["wrappers"][1]["_target_"] == "supersuit.resize_v1"
+    algorithm = config.algorithm  # env=atari's settings, the IMPALA paper's for frames
+    settings = (algorithm.optimizer, algorithm.lr, algorithm.entropy_coef, algorithm.n_sgd_passes)
+    assert settings == ("rmsprop", 6e-4, 0.01, 1)
+    assert algorithm.env_steps_per_update == 2 * 4 * 20 and algorithm.optimizer_eps == 0.01 / 160
     env = make_env(config.env)
     assert env.agent_counts_dict == {"piston": 20}
     assert env.observation_spaces_dict["piston"]["observation"] == gym.spaces.Box(0, 255, (84, 84, 3), np.uint8)

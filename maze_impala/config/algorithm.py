@@ -14,8 +14,9 @@ LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
 OPTIMIZERS = ("adam", "rmsprop")
 OPTIMIZER_EPS = {"adam": 1e-5, "rmsprop": 0.01}
-"""Each optimizer's epsilon where ``eps`` is None: Adam's as in PPO's implementations, RMSProp's as in the IMPALA
-paper's settings and torchbeast's."""
+"""Each optimizer's epsilon where ``eps`` is None: Adam's as in PPO's implementations (for a loss that is a mean over
+the batch, as maze_impala's are); RMSProp's as in the IMPALA paper's settings and torchbeast's, for a loss summed
+over the batch's steps (see :attr:`ImpalaAlgorithmConfig.optimizer_eps`)."""
 
 
 def _check(ok: bool, name: str, value: object, requirement: str) -> None:
@@ -99,8 +100,10 @@ class ImpalaAlgorithmConfig:
     eps: float | None = None
     """The optimizer's epsilon, a floor under each parameter's gradient scale; None: the optimizer's own, 1e-5 for
     Adam (as in PPO's implementations: once a task is solved a parameter's gradient is about 1e-5, noise, and with
-    a smaller floor Adam scales that noise up to steps of about lr; see docs/benchmarks.md) and 0.01 for RMSProp
-    (the IMPALA paper's). ``algorithm=impala_cartpole`` sets 1e-3, which the one-pass IMPALA loss needed."""
+    a smaller floor Adam scales that noise up to steps of about lr; see docs/benchmarks.md) and for RMSProp the
+    IMPALA paper's 0.01 divided by the env steps of an update (the paper's loss is a sum over them, maze_impala's
+    a mean; see :attr:`optimizer_eps`). ``algorithm=impala_cartpole`` sets 1e-3, which the one-pass IMPALA loss
+    needed."""
     gamma: float = 0.98
     """Discount factor."""
     reward_clip: float | None = None
@@ -310,8 +313,18 @@ class ImpalaAlgorithmConfig:
 
     @property
     def optimizer_eps(self) -> float:
-        """The optimizer's epsilon: ``eps``, or the optimizer's own where that is None."""
-        return OPTIMIZER_EPS[self.optimizer] if self.eps is None else self.eps
+        """The optimizer's epsilon: ``eps``, or the optimizer's own where that is None.
+
+        RMSProp's own is the IMPALA paper's (and torchbeast's) 0.01 in the units of a mean loss. Their loss sums over
+        the T x B steps of an update; RMSProp's step does not depend on the scale of the loss except through
+        epsilon, so a mean loss with epsilon 0.01 / (T x B) takes the paper's steps. With 0.01 itself the floor
+        swamps a mean loss's gradients (about 1e-4 per parameter) and the policy barely moves (docs/benchmarks.md).
+        """
+        if self.eps is not None:
+            return self.eps
+        if self.optimizer == "rmsprop":
+            return OPTIMIZER_EPS["rmsprop"] / self.env_steps_per_update
+        return OPTIMIZER_EPS[self.optimizer]
 
     @property
     def batch_bounds(self) -> tuple[int, int]:
