@@ -87,16 +87,11 @@ def _example(name: str) -> dict[str, str]:
     return {"_target_": f"maze_impala.envs.examples.{name}"}
 
 
-def _shipped(
-    name: str, budget: int, threshold: float, floor: float, env_name: str | None = None, **changes: Any
-) -> Task:
-    """The task of the shipped ``env=<name>`` config: its env (another ``env.name``, if given) and the algorithm
-    settings it sets, if any."""
+def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: Any) -> Task:
+    """The task of the shipped ``env=<name>`` config: its env and the algorithm settings it sets, if any."""
     from maze_impala.cli import shipped_env, shipped_model, shipped_runner
 
     env, algorithm = shipped_env(name)
-    if env_name is not None:
-        env = {**env, "name": env_name}
     return Task(env, threshold, floor, budget=budget, algorithm=algorithm, model=shipped_model(name),
                 runner=shipped_runner(name), **changes)  # fmt: skip
 
@@ -146,10 +141,6 @@ SUITE: dict[str, Task] = {
     "minigrid-doorkey": _shipped("minigrid", 500_000, 0.9, 0.7),
     # MinAtar Breakout (env=minatar; pip install minatar): 10x10 frames, 2M steps
     "minatar-breakout": _shipped("minatar", 2_000_000, 10.0, 5.0),
-    # PettingZoo's cooperative pong through env=butterfly's frames (pip install "maze_impala[butterfly]"): 2 paddles
-    # keep a ball in play, each step in play pays both, a lost ball ends the game at -10 each (random play: about -12,
-    # a whole game of 900 steps: 200)
-    "butterfly-pong": _shipped("butterfly", 1_000_000, 0.0, -8.0, env_name="pettingzoo.butterfly.cooperative_pong_v6"),
 }
 
 
