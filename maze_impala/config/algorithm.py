@@ -318,7 +318,7 @@ class ImpalaAlgorithmConfig:
         RMSProp's own is the IMPALA paper's (and torchbeast's) 0.01 in the units of a mean loss. Their loss sums over
         the T x B steps of an update; RMSProp's step does not depend on the scale of the loss except through
         epsilon, so a mean loss with epsilon 0.01 / (T x B) takes the paper's steps. With 0.01 itself the floor
-        swamps a mean loss's gradients (about 1e-4 per parameter) and the policy barely moves (docs/benchmarks.md).
+        swamps a mean loss's small gradients: on cooperative pong the policy stayed uniform (docs/benchmarks.md).
         """
         if self.eps is not None:
             return self.eps
