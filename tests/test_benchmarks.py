@@ -43,6 +43,15 @@ def test_throughput_measures_the_learner_alone_by_batch_size(tmp_path):
     assert all(float(row[3].rstrip(" |").replace(",", "")) > 0 for row in rows)
 
 
+def test_the_one_node_lstm_unroll_that_was_measured_is_exact(tmp_path):
+    # docs/benchmarks.md reports its speed; the figures mean something only if it computes what the shipped unroll does
+    stdout = run_script("lstm_unroll.py", "check", cwd=tmp_path)
+    lines = dict(line.split(": ", 1) for line in stdout.splitlines())
+    assert float(lines["largest difference in value"]) < 1e-12
+    assert float(lines["largest difference in gradient"]) < 1e-12
+    assert lines["gradcheck"] == "True"
+
+
 def test_calibration_runs_alone(tmp_path):
     stdout = run_script("calibration.py", cwd=tmp_path)
     assert "ms per update" in stdout and "env steps per batch" in stdout
