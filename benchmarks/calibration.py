@@ -11,8 +11,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+
+
+def learner_and_batch(
+    env_id: str = "CartPole-v1",
+    algorithm: ImpalaAlgorithmConfig | None = None,
+    model: ModelConfig | None = None,
+    batch_size: int | None = None,
+) -> tuple[Any, list[Any]]:
+    """The learner of ``algorithm`` and ``model`` (default the shipped ones) for ``env_id``, seeded, and one batch of
+    ``batch_size`` rollouts (default ``algorithm.actors_batch_size``) that its policy collected."""
+    import torch  # here, not at the top: the actor processes of a benchmark re-import its script
+
+    from maze_impala.actors.actor import ActorSpec
+    from maze_impala.actors.weights import SharedWeights
+    from maze_impala.envs.factory import make_env
+    from maze_impala.events.api import EventHub
+    from maze_impala.impala.events import MultiStepIMPALAEvents
+    from maze_impala.impala.learner import ImpalaLearner
+    from maze_impala.nn.critics import make_critic
+    from maze_impala.nn.models import make_policy
+
+    algorithm = algorithm or ImpalaAlgorithmConfig()
+    model = model or ModelConfig()
+    env = make_env(env_id)
+    torch.manual_seed(0)
+    policy = make_policy(env, model)
+    critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
+    spec = ActorSpec(env_id, model, algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
+    actor = spec.build(0, SharedWeights(policy))
+    batch = [actor.rollout() for _ in range(batch_size or algorithm.actors_batch_size)]
+    return ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents)), batch
 
 
 def learner_updates_per_second(
@@ -29,29 +61,11 @@ def learner_updates_per_second(
     ``threads``: torch's CPU threads during the measurement (None: torch's setting); the caller's is restored."""
     import torch  # here, not at the top: the actor processes of a benchmark re-import its script
 
-    from maze_impala.actors.actor import ActorSpec
-    from maze_impala.actors.weights import SharedWeights
-    from maze_impala.envs.factory import make_env
-    from maze_impala.events.api import EventHub
-    from maze_impala.impala.events import MultiStepIMPALAEvents
-    from maze_impala.impala.learner import ImpalaLearner
-    from maze_impala.nn.critics import make_critic
-    from maze_impala.nn.models import make_policy
-
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        algorithm = algorithm or ImpalaAlgorithmConfig()
-        model = model or ModelConfig()
-        env = make_env(env_id)
-        torch.manual_seed(0)
-        policy = make_policy(env, model)
-        critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
-        spec = ActorSpec(env_id, model, algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
-        actor = spec.build(0, SharedWeights(policy))
-        batch = [actor.rollout() for _ in range(batch_size or algorithm.actors_batch_size)]
-        learner = ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents))
+        learner, batch = learner_and_batch(env_id, algorithm, model, batch_size)
         for _ in range(3):  # warm-up: allocations, the optimizer's state
             learner.step(batch)
         updates, started = 0, time.perf_counter()

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import torch
+from calibration import learner_and_batch
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.events.interfaces import RunEvents
@@ -138,23 +139,8 @@ def check() -> None:
 
 
 def learner_rates(rounds: int, threads: int) -> dict[str, list[float]]:
-    from maze_impala.actors.actor import ActorSpec
-    from maze_impala.actors.weights import SharedWeights
-    from maze_impala.envs.factory import make_env
-    from maze_impala.events.api import EventHub
-    from maze_impala.impala.events import MultiStepIMPALAEvents
-    from maze_impala.impala.learner import ImpalaLearner
-    from maze_impala.nn.critics import make_critic
-    from maze_impala.nn.models import make_policy
-
     torch.set_num_threads(threads)
-    algorithm, env = ImpalaAlgorithmConfig(), make_env("CartPole-v1")
-    torch.manual_seed(0)
-    policy = make_policy(env, MODEL)
-    critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, MODEL)
-    spec = ActorSpec("CartPole-v1", MODEL, algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
-    batch = [spec.build(0, SharedWeights(policy)).rollout() for _ in range(algorithm.actors_batch_size)]
-    learner = ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents))
+    learner, batch = learner_and_batch(model=MODEL)
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for round_ in range(rounds):
         for name in list(VARIANTS)[:: 1 if round_ % 2 == 0 else -1]:

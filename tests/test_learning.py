@@ -121,7 +121,7 @@ class _Rows(StatsWriter):
 
 def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False):
     """``updates`` updates in epochs of 10 (``runner=local``), stopped at the first epoch where ``reached(rows)``:
-    the algorithm, the rows, and per epoch the mean training return (rounded) and the mean greedy evaluation."""
+    the algorithm, and per epoch the mean training return (rounded) and the mean greedy evaluation."""
     algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=updates // 10)
     config = TrainingConfig(env, algorithm, model, RunnerConfig(type="local"), output=QUIET, seed=seed)
     rows = _Rows(reached)
@@ -130,20 +130,23 @@ def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False):
     with contextlib.suppress(_Reached):
         trainer.train()
     assert rows.column(STEPS)[-1] <= algorithm.total_env_steps
-    return algorithm, rows, [round(r, 2) for r in rows.column(RETURN)], rows.column(EVAL)
+    return algorithm, [round(r, 2) for r in rows.column(RETURN)], rows.column(EVAL)
 
 
-def _return_reaches(threshold):
-    return lambda rows: rows.best(RETURN) >= threshold
+def _reaches(**thresholds):
+    """Passed once every column named (``train``: the mean training return, ``eval``: the mean greedy evaluation)
+    has reached its threshold in some epoch."""
+    columns = {"train": RETURN, "eval": EVAL}
+    return lambda rows: all(rows.best(columns[name]) >= value for name, value in thresholds.items())
 
 
 def test_a_recurrent_policy_recalls_the_cue_that_an_mlp_cannot(tmp_path):
     # MemoryEnv: the cue is shown at the first step and must be named at the tenth (optimum 1, chance 0.25).
     lstm = ModelConfig(recurrent="lstm")
-    algorithm, _, returns, _ = _train(MEMORY, lstm, 150, 2, tmp_path / "lstm", _return_reaches(0.9))
+    algorithm, returns, _ = _train(MEMORY, lstm, 150, 2, tmp_path / "lstm", _reaches(train=0.9))
     assert algorithm.total_env_steps == 153_600
     assert max(returns) >= 0.9, f"the LSTM never named 90% of the cues: {returns}"
-    _, _, returns, _ = _train(MEMORY, ModelConfig(), 100, 2, tmp_path / "mlp")
+    _, returns, _ = _train(MEMORY, ModelConfig(), 100, 2, tmp_path / "mlp")
     assert max(returns) < 0.4, f"an MLP cannot know the cue, yet it named it: {returns}"
 
 
@@ -151,8 +154,8 @@ def test_a_recurrent_policy_balances_cartpole_without_its_velocities(tmp_path):
     # An MLP reaches about 50 on it (benchmarks/learning.py, stateless-cartpole-mlp); the full 1M-step target (400
     # in training, 475 greedy, 3 of 3 seeds) is the benchmark's.
     env = {"_target_": "maze_impala.envs.examples.StatelessCartPole"}
-    both = lambda rows: rows.best(RETURN) >= 300 and rows.best(EVAL) >= 475  # noqa: E731
-    algorithm, _, returns, evaluations = _train(env, ModelConfig(recurrent="lstm"), 200, 1, tmp_path, both)
+    both = _reaches(train=300, eval=475)
+    algorithm, returns, evaluations = _train(env, ModelConfig(recurrent="lstm"), 200, 1, tmp_path, both)
     assert algorithm.total_env_steps == 204_800
     assert max(returns) >= 300, f"mean training return per epoch: {returns}"
     assert max(evaluations) >= 475, f"greedy evaluations: {evaluations}"
@@ -161,10 +164,10 @@ def test_a_recurrent_policy_balances_cartpole_without_its_velocities(tmp_path):
 def test_normalised_observations_learn_a_badly_scaled_cartpole_that_raw_ones_do_not(tmp_path):
     env = {"_target_": "maze_impala.envs.examples.ScaledCartPole"}  # observations x 1e3 .. 1e-3, plus offsets
     normalized = ModelConfig(normalize_observations=True)
-    algorithm, _, returns, _ = _train(env, normalized, 100, 1, tmp_path / "normalized", _return_reaches(475))
+    algorithm, returns, _ = _train(env, normalized, 100, 1, tmp_path / "normalized", _reaches(train=475))
     assert algorithm.total_env_steps == 102_400
     assert max(returns) >= 475, f"mean training return per epoch: {returns}"
-    _, _, raw, _ = _train(env, ModelConfig(), 100, 1, tmp_path / "raw")
+    _, raw, _ = _train(env, ModelConfig(), 100, 1, tmp_path / "raw")
     assert max(raw) < 150, f"the raw observations learnt after all: {raw}"
 
 
@@ -172,29 +175,27 @@ def test_two_step_keys_beat_flat_heads_when_the_second_sub_action_depends_on_the
     # CorrelatedPairsEnv: pick a slot, then name its value (10 steps, optimum 10); the flat MultiDiscrete twin's
     # independent heads cannot know which slot was taken (slip 0.2): at most 8.5 per episode
     steps = tmp_path / "steps"
-    algorithm, _, returns, _ = _train(_example("CorrelatedPairsEnv"), ModelConfig(), 100, 1, steps, _return_reaches(9))
+    algorithm, returns, _ = _train(_example("CorrelatedPairsEnv"), ModelConfig(), 100, 1, steps, _reaches(train=9))
     assert algorithm.total_env_steps == 102_400
     assert max(returns) >= 9.0, f"two step keys: {returns}"
-    _, _, flat, _ = _train(_example("FlatCorrelatedPairsEnv"), ModelConfig(), 100, 1, tmp_path / "flat")
+    _, flat, _ = _train(_example("FlatCorrelatedPairsEnv"), ModelConfig(), 100, 1, tmp_path / "flat")
     assert max(flat) < 9.0, f"flat heads beat their ceiling of 8.5: {flat}"
 
 
 def test_a_parametrized_action_as_a_discrete_then_a_continuous_step_key_beats_flat_heads(tmp_path):
     # ParametrizedActionEnv: an available action type, then its continuous parameter (10 steps, optimum 10); greedy
-    greedy_9 = lambda rows: rows.best(EVAL) >= 9.0  # noqa: E731
-    algorithm, _, _, steps = _train(
-        _example("ParametrizedActionEnv"), ModelConfig(), 200, 1, tmp_path / "steps", greedy_9
-    )
+    greedy_9 = _reaches(eval=9.0)
+    algorithm, _, steps = _train(_example("ParametrizedActionEnv"), ModelConfig(), 200, 1, tmp_path / "steps", greedy_9)
     assert algorithm.total_env_steps == 204_800
     assert max(steps) >= 9.0, f"greedy evaluations, two step keys: {steps}"
-    _, _, _, flat = _train(_example("FlatParametrizedActionEnv"), ModelConfig(), 200, 1, tmp_path / "flat")
+    _, _, flat = _train(_example("FlatParametrizedActionEnv"), ModelConfig(), 200, 1, tmp_path / "flat")
     assert max(flat) < 8.0, f"greedy evaluations, flat heads: {flat}"
 
 
 def test_the_impala_cnn_learns_to_reach_a_goal_seen_only_as_pixels(tmp_path):
     # PixelGoalEnv: a 6x6 uint8 image of the agent, the goal and the walls (optimum 0.90, random 0.35)
     env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv"}
-    algorithm, _, returns, _ = _train(env, ModelConfig(image_encoder="impala"), 60, 1, tmp_path, _return_reaches(0.85))
+    algorithm, returns, _ = _train(env, ModelConfig(image_encoder="impala"), 60, 1, tmp_path, _reaches(train=0.85))
     assert algorithm.total_env_steps == 61_440
     assert max(returns) >= 0.85, f"mean training return per epoch: {returns}"
 
@@ -202,7 +203,7 @@ def test_the_impala_cnn_learns_to_reach_a_goal_seen_only_as_pixels(tmp_path):
 def test_the_default_model_learns_a_small_image_through_the_mlp(tmp_path):
     """image_encoder=auto puts a 24x24 image (the pixel goal, 4 pixels a cell) into the MLP, and it learns."""
     env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv", "cell_pixels": 4}
-    algorithm, _, returns, _ = _train(env, ModelConfig(), 60, 1, tmp_path, _return_reaches(0.85))
+    algorithm, returns, _ = _train(env, ModelConfig(), 60, 1, tmp_path, _reaches(train=0.85))
     assert "image_encoder: flatten" in (tmp_path / "config.yaml").read_text()
     assert algorithm.total_env_steps == 61_440
     assert max(returns) >= 0.85, f"mean training return per epoch: {returns}"
