@@ -144,6 +144,9 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
         if config_name == "conf_rollout" and key == "runner" and override.split("=", 1)[1] == "ray":
             raise ConfigError("runner=ray runs training's actors only; a rollout runs with runner=dev (in this "
                               "process) or runner=local (worker processes on this machine)")  # fmt: skip
+        if config_name == "conf_rollout" and key.split(".")[0] in ("algorithm", "model"):
+            raise ConfigError(f"{key} is a training setting and a rollout trains nothing: its policy plays the model "
+                              "of the run in input_dir (train with maze-run -cn conf_train to change it)")  # fmt: skip
         if "=" not in override or key.startswith("hydra.") or "@" in key or "/" in key:
             continue
         nested: Any = None

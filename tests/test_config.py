@@ -42,6 +42,8 @@ def test_has_every_maze_field_plus_vtrace_lambda():
         ("vtrace_lambda", 0.0),
         ("vtrace_lambda", 1.1),
         ("patience", -1),
+        ("target_score", float("nan")),
+        ("target_score", "high"),
         ("n_sgd_minibatches", 0),
     ],
 )

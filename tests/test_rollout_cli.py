@@ -92,10 +92,20 @@ def test_random_policy_rollout_on_any_env(tmp_path):
     assert len(kpis) == 4 and kpis["cover_rate"].between(0, 1).all()
 
 
+def test_a_random_policy_plays_an_env_family_whose_config_carries_training_settings(tmp_path):
+    """``env=tictactoe`` sets algorithm keys beside its env (and ``env=minatar`` model keys): a rollout composes
+    them and trains nothing, so the random baseline of every shipped family is one command."""
+    args = ["-cn", "conf_rollout", "policy=random_policy", "env=tictactoe", "n_episodes=4", "progress=false"]
+    proc = run_cli([*args, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_csv(tmp_path / "kpis.csv")) == 4
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["policy=torch_policy"], "needs input_dir"),
+        (["policy=random_policy", "env=cutting", "algorithm.lr=0.1"], "algorithm.lr is a training setting"),
         (["policy=random_policy"], "needs an env"),
         (["policy=random_policy", "env=cutting", "n_episodes=0"], "n_episodes must be an int >= 1"),
     ],

@@ -34,6 +34,22 @@ def test_patience_stops_early_on_ties_and_the_best_model_is_the_newest_tie(tmp_p
     assert {"policy", "critic", "optimizer", "config"} <= set(last)
 
 
+def test_a_target_score_stops_at_the_first_evaluation_that_reaches_it_and_saves_it(tmp_path):
+    # The same frozen policy as above scores the same every epoch: a target at its score stops after epoch 1, a
+    # target just above it never stops the run.
+    frozen = dict(n_epochs=3, lr=1e-12, **SMALL)
+    first = train("CartPole-v1", ImpalaAlgorithmConfig(**frozen), runner=DEV, output=QUIET, seed=3,
+                  output_dir=tmp_path / "all")  # fmt: skip
+    score = first.best_eval_return
+    reached = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score, **frozen), runner=DEV, output=QUIET,
+                    seed=3, output_dir=tmp_path / "reached")  # fmt: skip
+    assert reached.epochs == 1 and reached.stopped_early and reached.best_eval_return == score
+    assert read_checkpoint(tmp_path / "reached" / "model_last.pt")["epoch"] == 1
+    above = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score + 0.5, **frozen), runner=DEV,
+                  output=QUIET, seed=3, output_dir=tmp_path / "above")  # fmt: skip
+    assert above.epochs == 3 and not above.stopped_early
+
+
 def test_every_epoch_is_evaluated_and_counted(tmp_path):
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, **SMALL)
     result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=0, output_dir=tmp_path)

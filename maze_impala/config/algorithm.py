@@ -86,6 +86,9 @@ class ImpalaAlgorithmConfig:
     """Number of learner updates per epoch."""
     patience: int = 0
     """Stop after this many epochs without a better evaluation; 0 never stops early."""
+    target_score: float | None = None
+    """Stop at the first evaluation that scores at least this: the score that selects ``model_best.pt`` (the mean
+    greedy evaluation return, or in games against an opponent the mean win-plus-half-draw rate); null: never."""
     critic_burn_in_epochs: int = 0
     """Number of first epochs in which only the critics are trained."""
     n_rollout_steps: int = 32
@@ -228,6 +231,8 @@ class ImpalaAlgorithmConfig:
         ):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")
+        _check(self.target_score is None or finite(self.target_score), "target_score", self.target_score,
+               "a finite number, or null to train all n_epochs")  # fmt: skip
         for name in ("patience", "critic_burn_in_epochs"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, name, value, "an int >= 0")

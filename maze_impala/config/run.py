@@ -68,6 +68,12 @@ class RolloutConfig:
     """none, csv or parquet: every event of every episode, one table per event type."""
     video: VideoConfig = field(default_factory=VideoConfig)
     """Videos of the first ``video.episodes`` episodes, into videos/ of the output directory."""
+    algorithm: Any = None
+    """Unused: the training settings an env family's config carries beside its env (``env=minatar``'s learning
+    rate), here so that ``env=<family>`` composes for a rollout too. A rollout trains nothing."""
+    model: Any = None
+    """Unused likewise: the model settings an env family's config carries; a rollout plays its policy's own model
+    (``input_dir``'s run, or none for a random policy)."""
     opponent: str | None = None
     """Multi-agent games: instead of episodes, play ``n_episodes`` games in every seat against this fixed
     opponent (``random``, a checkpoint, or a training output dir), in this process; writes games.csv and

@@ -80,6 +80,7 @@ def check_more_epochs(run_dir: Path, done: int, n_epochs: int) -> None:
 SAFE_TO_CHANGE = (
     "algorithm.n_epochs",
     "algorithm.patience",
+    "algorithm.target_score",
     "algorithm.num_actors",
     "algorithm.num_learners",
     "algorithm.device",

@@ -108,7 +108,8 @@ class ImpalaTrainer:
         ``elapsed_seconds`` counts; None: from the call of ``train``."""
 
     def train(self) -> TrainingResult:
-        """Train until ``n_epochs`` (or until ``patience`` runs out); always stops the actors."""
+        """Train until ``n_epochs``, or until ``patience`` runs out or an evaluation reaches ``target_score``;
+        always stops the actors."""
         cfg, state = self.config, self.state
         stats: list[StatsRow] = []
         results: list[EpisodeResult] = []
@@ -150,7 +151,11 @@ class ImpalaTrainer:
                     writer.write(epoch, state.env_steps, row)
                     if filming:
                         self._write_videos(writer, state.env_steps)
-                stopping = epoch == cfg.n_epochs or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
+                stopping = (
+                    epoch == cfg.n_epochs
+                    or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
+                    or (cfg.target_score is not None and self.evaluator.score >= cfg.target_score)
+                )
                 if best:  # first: once model_last.pt exists, model_best.pt does too, whenever the run is killed
                     self._save(BEST_MODEL)
                 if stopping or epoch % self.outputs.checkpoint_every == 0:
