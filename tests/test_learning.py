@@ -2,7 +2,6 @@
 
 import ast
 import contextlib
-import dataclasses
 import runpy
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig, train
+from maze_impala.cli import shipped_env, shipped_model, shipped_runner
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
@@ -121,11 +121,13 @@ class _Rows(StatsWriter):
         return max((v for v in self.column(name) if v == v), default=float("-inf"))
 
 
-def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False):
-    """``updates`` updates in epochs of 10 (``runner=local``), stopped at the first epoch where ``reached(rows)``:
-    the algorithm, and per epoch the mean training return (rounded) and the mean greedy evaluation."""
-    algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=updates // 10)
-    config = TrainingConfig(env, algorithm, model, RunnerConfig(type="local"), output=QUIET, seed=seed)
+def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False, runner=None, **settings):
+    """``updates`` updates in epochs of 10 (``runner=local`` unless ``runner`` says otherwise; ``settings``: algorithm
+    fields), stopped at the first epoch where ``reached(rows)``: the algorithm, and per epoch the mean training
+    return (rounded) and the mean greedy evaluation."""
+    algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=updates // 10, **settings)
+    runner = runner or RunnerConfig(type="local")
+    config = TrainingConfig(env, algorithm, model, runner, output=QUIET, seed=seed)
     rows = _Rows(reached)
     trainer = build_trainer(config, tmp_path)
     trainer.outputs.writers.append(rows)
@@ -135,24 +137,12 @@ def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False):
     return algorithm, [round(r, 2) for r in rows.column(RETURN)], rows.column(EVAL)
 
 
-def _shipped(env, updates, seed, tmp_path, reached):
-    """:func:`_train` with ``maze-run -cn conf_train env=<env>``'s config as shipped (the family's algorithm and model
-    settings), ``updates`` updates in epochs of 10: per epoch the mean training return and greedy evaluation."""
-    from hydra import compose, initialize_config_dir
-
-    from maze_impala.cli import config_dir, register_schemas, to_training_config
-
-    register_schemas()
-    overrides = [f"env={env}", "runner=local", f"seed={seed}", "algorithm.epoch_length=10"]
-    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-        shipped = compose(config_name="conf_train", overrides=[*overrides, f"algorithm.n_epochs={updates // 10}"])
-    config = dataclasses.replace(to_training_config(shipped), output=QUIET)
-    rows = _Rows(reached)
-    trainer = build_trainer(config, tmp_path)
-    trainer.outputs.writers.append(rows)
-    with contextlib.suppress(_Reached):
-        trainer.train()
-    return config.algorithm, [round(r, 2) for r in rows.column(RETURN)], rows.column(EVAL)
+def _shipped(name, updates, seed, tmp_path, reached):
+    """:func:`_train` on what ``maze-run -cn conf_train env=<name>`` trains: the family's env and the algorithm,
+    model and runner settings its config sets."""
+    env, settings = shipped_env(name)
+    model, runner = ModelConfig(**shipped_model(name)), RunnerConfig(**{"type": "local", **shipped_runner(name)})
+    return _train(env, model, updates, seed, tmp_path, reached, runner, **settings)
 
 
 def _reaches(**thresholds):
