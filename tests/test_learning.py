@@ -7,19 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from columns import EVAL, RETURN, STEPS
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig, train
 from maze_impala.cli import shipped_env, shipped_model, shipped_runner
-from maze_impala.events.api import mean
-from maze_impala.events.interfaces import EpisodeEvents, RunEvents
-from maze_impala.events.stats import StatKey
 from maze_impala.events.writers import StatsWriter
 from maze_impala.train.setup import build_trainer
 
 pytestmark = pytest.mark.slow
-RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
-EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
-STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 QUIET = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
 MEMORY = {"_target_": "maze_impala.envs.examples.MemoryEnv"}
 

@@ -11,18 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from clitools import alive, run_cli
+from columns import EVAL, RETURN, STEPS
 
 from maze_impala.actors.reaper import raylet_processes
-from maze_impala.events.api import mean
-from maze_impala.events.interfaces import EpisodeEvents, RunEvents
-from maze_impala.events.stats import StatKey
 
 pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
 
 pytestmark = pytest.mark.slow
-RETURN = StatKey.of(EpisodeEvents.episode_return, mean, "train").column()
-EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
-STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 
 
 def ray_processes():

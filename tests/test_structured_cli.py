@@ -3,16 +3,14 @@
 import pandas as pd
 import pytest
 from clitools import TINY, run_cli
+from columns import EVAL
 
 from maze_impala.envs.factory import make_env
-from maze_impala.events.api import EventHub, mean
-from maze_impala.events.interfaces import EpisodeEvents
-from maze_impala.events.stats import StatKey
+from maze_impala.events.api import EventHub
 from maze_impala.nn.models import make_random_policy
 from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
 pytestmark = pytest.mark.slow
-EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
 
 
 def _random_return(target: str) -> float:
