@@ -7,12 +7,14 @@
 
 SB3 is never a dependency of maze_impala: this script installs it into a virtual environment of its own
 (``--venv``, default ``~/.cache/maze_impala/sb3-venv``), which sees this Python's packages (torch, gymnasium and
-maze_impala's example envs) but not the reverse. Each run is a fresh process; the time to the threshold counts from
-the moment that process is started (imports, env and actor start-up included) to the moment the mean return of the
-latest 100 training episodes first reaches the task's threshold: for maze_impala as the learner takes the rollout
-that ended them, for SB3 (its ``ep_info_buffer``) after every rollout. A run stops there, or at its budget. The
-runs of a seed go one after the other, maze_impala first, then SB3, so that a slow period of a shared machine hits
-both.
+maze_impala's example envs; those of the venv this script runs in) but not the reverse, and installs SB3 pinned to
+this Python's torch, gymnasium and numpy: both tools run on the same builds, a CPU torch on a CPU machine.
+
+Each run is a fresh process; the time to the threshold counts from the moment that process is started (imports, env
+and actor start-up included) to the moment the mean return of the latest 100 training episodes first reaches the
+task's threshold: for maze_impala as the learner takes the rollout that ended them, for SB3 (its ``ep_info_buffer``)
+after every rollout. A run stops there, or at its budget. The runs of a seed go one after the other, maze_impala
+first, then SB3, so that a slow period of a shared machine hits both.
 
 Tasks (maze_impala with the shipped settings of the task's env config; SB3 with the RL Zoo's settings):
 
@@ -63,14 +65,37 @@ WINDOW = 100
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "sb3-venv"
 
 
-def sb3_python(venv_dir: Path) -> Path:
-    """The Python of a virtual environment with SB3 (made and filled on first use), seeing this one's packages."""
+SHARED = ("torch", "gymnasium", "numpy")
+"""What both tools must run on: this Python's own builds (a CPU torch stays the CPU torch)."""
+
+
+def sb3_venv(venv_dir: Path) -> Path:
+    """A virtual environment whose Python sees this one's packages, those of the venv this script runs in included
+    (``system_site_packages`` would give the base interpreter's instead): a ``.pth`` file names this Python's
+    site-packages folders. Returns the file of constraints that pins :data:`SHARED` at this Python's versions, so
+    that installing SB3 takes no other torch (a CUDA build of several GB) and no other gymnasium."""
     python = venv_dir / "bin" / "python"
     if not python.exists():
-        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(venv_dir)
+        venv.EnvBuilder(system_site_packages=False, with_pip=True).create(venv_dir)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = [p for p in dict.fromkeys(sys.path) if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+    (Path(site) / "maze_impala_parent.pth").write_text("".join(f"{p}\n" for p in ours))
+    from importlib.metadata import version
+
+    constraints = venv_dir / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version(name)}\n" for name in SHARED))
+    return constraints
+
+
+def sb3_python(venv_dir: Path) -> Path:
+    """The Python of a virtual environment with SB3 (made and filled on first use), on this one's torch, gymnasium
+    and numpy (:func:`sb3_venv`)."""
+    python = venv_dir / "bin" / "python"
+    constraints = sb3_venv(venv_dir)
     check = subprocess.run([str(python), "-c", "import stable_baselines3, sb3_contrib"], capture_output=True)
     if check.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *SB3], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), *SB3], check=True)
     return python
 
 

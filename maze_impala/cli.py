@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from maze_impala.cli_dirs import RESULTS, detach_log, discard_started_run, keep_existing_dirs, listing, owned
+from maze_impala.cli_dirs import (
+    RESULTS,
+    detach_log,
+    discard_started_run,
+    keep_existing_dirs,
+    listing,
+    override_value,
+    owned,
+)
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys, import_hint
 from maze_impala.files import RunDirInUseError, atomic_write_text
@@ -176,9 +184,10 @@ def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> N
     refused = run_dir is not None and code == 2 and not owned(run_dir)
     if refused:  # a directory of before this command, refused: left exactly as it was, its log included
         detach_log(run_dir)
-    log.error("%s", message, exc_info=error)
-    first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
     log_file = _log_file()
+    if log_file is not None:  # the traceback into the run's log; a refusal detached it (and prints no traceback)
+        log.error("%s", message, exc_info=error, extra={"printed": True})
+    first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
     where = f" (the traceback is in {log_file})" if log_file and not isinstance(error, ConfigError) else ""
     if refused:
         where = f" ({run_dir} is left as it was)"
@@ -197,28 +206,43 @@ def _log_file() -> Path | None:
     return None
 
 
-def say(message: str, error: bool = False) -> None:
-    """Print a line for the user and keep it in the run's log."""
-    log.log(logging.ERROR if error else logging.INFO, "%s", message)
+def say(message: str, error: bool = False, interrupt: bool = False) -> None:
+    """Print a line for the user (an ``error`` or ``interrupt`` to stderr) and keep it in the run's log, where a
+    user's interrupt is a warning, not an error."""
+    level = logging.WARNING if interrupt else logging.ERROR if error else logging.INFO
+    log.log(level, "%s", message, extra={"printed": True})
+    error = error or interrupt
     print(message, file=sys.stderr if error else sys.stdout, flush=True)
+
+
+class ConsoleWarnings(logging.Handler):
+    """The run's warnings (an actor restarted, training starved) on the console as well as in its log, as
+    ``maze-run: ...`` lines; what :func:`say` printed already is not printed again."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not getattr(record, "printed", False):
+            print(f"maze-run: {record.getMessage()}", file=sys.stderr, flush=True)
 
 
 def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     from hydra.errors import InstantiationException
 
-    from maze_impala.train.rollout import rollout
-
     try:
         config = to_rollout_config(cfg, overrides)
     except (ConfigError, ValueError, TypeError) as error:
         _fail(error, run_dir=output_dir)
-    what = f"{config.n_episodes} episodes" if config.opponent is None else (
-        f"{config.n_episodes} games per seat against {config.opponent}")  # fmt: skip
+    what = plural(config.n_episodes, "episode") if config.opponent is None else (
+        f"{plural(config.n_episodes, 'game')} per seat against {config.opponent}")  # fmt: skip
     say(f"maze-run: rollout of {what}; outputs go to {output_dir}")
     try:
+        from maze_impala.train.rollout import rollout  # torch: seconds, in which a Ctrl-C is handled below
+
         rollout(config, output_dir)
     except KeyboardInterrupt as interrupt:
-        say("maze-run: interrupted", error=True)
+        say("maze-run: interrupted", interrupt=True)
         sys.exit(_exit_code(interrupt))
     except (InstantiationException, ConfigError) as error:
         _fail(error, run_dir=output_dir)
@@ -227,23 +251,25 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
     say(f"maze-run: outputs in {output_dir} ({listing(output_dir)})")
 
 
-def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
+def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: tuple[Path, int] | None = None) -> None:
+    """Train, saying how a run that stops can go on (``sweep``: the sweep's folder and this job's number, if it is
+    one)."""
     from hydra.errors import InstantiationException
-
-    from maze_impala.train.setup import build_trainer
 
     try:
         config = to_training_config(cfg, overrides)
+        from maze_impala.train.setup import build_trainer  # torch: seconds, in which a Ctrl-C is handled below
+
         trainer = build_trainer(config, output_dir)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
         _fail(error, run_dir=output_dir)
     except RunDirInUseError as error:  # another live run's directory: left as it is, its log included
         detach_log(output_dir)
-        _fail(error, 1)
+        _fail(error, 2)  # a refusal: nothing ran, nothing changed
     except KeyboardInterrupt as interrupt:  # the build starts the actors; it stops them before this
         removed = discard_started_run(output_dir)
         say(f"maze-run: interrupted before training started{f' ({output_dir} was removed)' if removed else ''}",
-            error=True)  # fmt: skip
+            interrupt=True)  # fmt: skip
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # e.g. a Ray cluster that cannot be joined
         _fail(error, 1, run_dir=output_dir)
@@ -251,7 +277,9 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption
     except KeyboardInterrupt as interrupt:
-        say(interrupted(output_dir, trainer.saved_epoch, overrides), error=True)
+        say(interrupted(output_dir, trainer.saved_epoch, overrides), interrupt=True)
+        if sweep is not None:
+            say(sweep_rest(*sweep, sys.argv[1:]), interrupt=True)
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
         if trainer.saved_epoch is not None:  # what was learnt is kept: say how to go on once the cause is fixed
@@ -259,10 +287,21 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
                 f"with\n  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
         _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
     say(
-        f"maze-run: done after {plural(result.epochs, 'epoch')}, {result.env_steps:,} env steps, "
+        f"maze-run: done after {plural(result.epochs, 'epoch')}{_why_stopped(config, result)}, "
+        f"{result.env_steps:,} env steps, "
         f"best evaluation {_score_name(config)} {result.best_eval_return:.2f}.\n"
         f"maze-run: outputs in {output_dir} ({listing(output_dir)})"
     )
+
+
+def _why_stopped(config: TrainingConfig, result: Any) -> str:
+    """Why a run ended before its ``n_epochs``: `` (early: ...)``, or nothing for a run that trained them all."""
+    algorithm = config.algorithm
+    if not result.stopped_early:
+        return ""
+    if algorithm.target_score is not None and result.best_eval_return >= algorithm.target_score:
+        return f" (early: an evaluation reached algorithm.target_score={algorithm.target_score:g})"
+    return f" (early: no better evaluation in algorithm.patience={algorithm.patience} epochs)"
 
 
 def plural(count: int, noun: str) -> str:
@@ -287,9 +326,43 @@ def _score_name(config: TrainingConfig) -> str:
 
 
 def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:
-    """The command that continues the run in ``output_dir``: its own overrides, and ``resume=`` the directory."""
+    """The command that continues the run in ``output_dir``: its own overrides, and ``resume=`` the directory
+    (quoted for Hydra where its name holds ``=`` or ``,``, as a sweep job's does, and for the shell)."""
     kept = [o for o in overrides if not _key(o).startswith(("hydra.", "resume"))]
-    return _command([*kept, f"resume={output_dir}"])
+    return _command([*kept, f"resume={hydra_value(str(output_dir))}"])
+
+
+def hydra_value(text: str) -> str:
+    """``text`` as a value Hydra's override grammar reads back as ``text``: as it is, or quoted where it holds
+    characters the grammar gives a meaning (``=`` and ``,`` in a sweep job's folder name, spaces, brackets)."""
+    if re.fullmatch(r"[\w./\-+:~@%]+", text):
+        return text
+    quote = '"' if '"' not in text else "'"  # double: the shell's single quotes then wrap it cleanly
+    return quote + text.replace(quote, "\\" + quote) + quote
+
+
+def sweep_rest(sweep_dir: Path, job: int, argv: Sequence[str]) -> str:
+    """What an interrupted sweep (``argv``: its command line) says about the jobs after ``job``: a command for each,
+    into the sweep's folder, and how to sum the sweep up."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweep = [
+        a for a in argv if "=" in a and not a.startswith("-") and not _key(a).startswith(("hydra.sweep", "resume"))
+    ]
+    jobs = [j for batch in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(sweep), None)
+            for j in batch]  # fmt: skip
+    rest = jobs[job + 1 :]
+    folder = f"hydra.sweep.dir={hydra_value(str(sweep_dir))}"
+    lines = [f"maze-run: the sweep in {sweep_dir} stopped in job {job + 1} of {len(jobs)}."]
+    if rest:
+        lines.append(f"maze-run: the {plural(len(rest), 'job')} after it did not run; each runs into the sweep's "
+                     "folder with (the summary is written again after each):")  # fmt: skip
+        lines += ["  " + _command(["-m", *j, folder]) for j in rest[:10]]
+        if len(rest) > 10:
+            lines.append(f"  ... and {len(rest) - 10} more, likewise")
+    lines.append(f"maze-run: a summary of the jobs that finished: maze-plot {shlex.quote(str(sweep_dir))} --summary")
+    return "\n".join(lines)
 
 
 def _command(overrides: Sequence[str]) -> str:
@@ -310,14 +383,18 @@ def _config_dirs(argv: Sequence[str]) -> list[str]:
 
 def _run(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
+    if not any(isinstance(handler, ConsoleWarnings) for handler in log.handlers):
+        log.addHandler(ConsoleWarnings())
     overrides = list(hydra_cfg.overrides.task)
     if hydra_cfg.job.config_name == "conf_rollout":
         _rollout(cfg, output_dir, overrides)
     else:
-        _train(cfg, output_dir, overrides)
+        sweep = (Path(hydra_cfg.sweep.dir), hydra_cfg.job.num) if hydra_cfg.mode == RunMode.MULTIRUN else None
+        _train(cfg, output_dir, overrides, sweep)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -386,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # ignored, and Python then installs no KeyboardInterrupt handler of its own.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
-    resume = [a.split("=", 1)[1] for a in argv if a.startswith("resume=")]
+    resume = [override_value(a) for a in argv if a.startswith("resume=")]
     if resume and name == "conf_train":
         from maze_impala.train.rundir import check_resumable_dir
 
@@ -397,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(2)
         argv = [a for a in argv if not a.startswith("hydra.run.dir=")]
         # the run's log and outputs continue in its directory; its .hydra/ keeps the record of how it was started
-        argv += [f"hydra.run.dir={resume[-1]}", "hydra.output_subdir=null"]
+        argv += [f"hydra.run.dir={hydra_value(resume[-1])}", "hydra.output_subdir=null"]
     keep_existing_dirs(argv)
     register_schemas()
     from omegaconf import OmegaConf

@@ -24,6 +24,10 @@ STARTED_ONLY = {".hydra", "train.log", "rollout.log", LOCK_FILE, CONFIG_YAML, TE
 start leaves no such directory."""
 
 
+DEFAULT_PARENTS = {"train", "rollout", "outputs"}
+"""The folders of Hydra's default run directories (``outputs/train/<time>``): removed with a failed start's
+directory when it leaves them empty."""
+
 KEPT: set[Path] = set()
 """Directories that existed before this command started: a resumed run's, an explicit ``hydra.run.dir`` (and the
 runs already in an explicit ``hydra.sweep.dir``). This command never removes them, and a refusal leaves them as they
@@ -39,10 +43,21 @@ def keep_existing_dirs(argv: Sequence[str]) -> None:
     """Remember the directories named on the command line that exist already (see :data:`KEPT`)."""
     for arg in argv:
         key, _, value = arg.partition("=")
+        value = override_value(arg) if value else value
         if key in ("resume", "hydra.run.dir") and value and Path(value).is_dir():
             KEPT.add(Path(value).resolve())
         elif key == "hydra.sweep.dir" and value and Path(value).is_dir():
             KEPT.update(p.resolve() for p in Path(value).iterdir() if p.is_dir())
+
+
+def override_value(override: str) -> str:
+    """The value of ``key=value`` as Hydra reads it (its quotes removed); the raw text if Hydra cannot parse it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return str(OverridesParser.create().parse_override(override).value())
+    except Exception:  # Hydra itself reports the override's error when it composes
+        return override.split("=", 1)[1]
 
 
 def detach_log(run_dir: Path) -> None:
@@ -61,6 +76,13 @@ def discard_started_run(run_dir: Path) -> bool:
         return False
     detach_log(run_dir)  # the run's log file goes with its directory
     shutil.rmtree(run_dir, ignore_errors=True)
+    for parent in list(run_dir.resolve().parents)[:2]:  # outputs/rollout/ and outputs/, if the start made them empty
+        if parent.name not in DEFAULT_PARENTS:
+            break
+        try:
+            parent.rmdir()  # only an empty one
+        except OSError:
+            break
     return True
 
 

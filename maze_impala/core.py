@@ -232,9 +232,11 @@ class ActorPool(ABC):
     def close(self) -> None:
         """Stop every actor and release every resource; safe to call twice."""
 
-    def learner_threads(self) -> int | None:
-        """How many threads a CPU learner should use beside these actors (None: leave torch's default)."""
-        return None
+    def actor_cores(self) -> float:
+        """The cores these actors keep busy on the learner's machine (0: none; they take turns with the learner, or
+        run elsewhere): the learner's threads are counted from the cores they leave
+        (:mod:`maze_impala.impala.threads`)."""
+        return 0.0
 
     def __enter__(self) -> ActorPool:
         self.start()

@@ -10,3 +10,5 @@ EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
 """The mean return of the epoch's greedy evaluation."""
 STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 """The env steps trained on by the end of the epoch."""
+ENV_STEPS_PER_SECOND = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
+"""The training env steps per second of the epoch's updates."""

@@ -2,7 +2,8 @@
 
     python interrupting.py STAGE [maze-run arguments]
 
-STAGE: ``actors`` (before the actors start), ``update:N`` (at the N-th learner update) or ``checkpoint:N`` (in the
+STAGE: ``import`` (while the training modules, torch among them, are imported), ``actors`` (before the actors
+start), ``update:N`` (at the N-th learner update) or ``checkpoint:N`` (in the
 middle of writing the N-th ``model_last.pt``, after half of its bytes). The test suite runs it on the installed
 package, to check what every stage leaves behind and what a resume of it does.
 """
@@ -56,7 +57,20 @@ def half_written_model(path, write):
 
 stage, _, number = sys.argv.pop(1).partition(":")
 original_atomic_write = files.atomic_write
-if stage == "actors":
+if stage == "import":
+
+    class InterruptImport:
+        """Ctrl-C in the seconds in which ``maze-run`` imports torch, before any actor starts."""
+
+        def find_spec(self, name, path=None, target=None):
+            if name == "maze_impala.train.setup":
+                interrupt()
+            return None
+
+    for module in [m for m in sys.modules if m == "maze_impala.train.setup"]:
+        del sys.modules[module]
+    sys.meta_path.insert(0, InterruptImport())
+elif stage == "actors":
     SequentialActors.start = at_call(SequentialActors.start, 1, lambda self: interrupt())
 elif stage == "update":
     ImpalaLearner.step = at_call(ImpalaLearner.step, int(number), lambda *args: interrupt())

@@ -123,6 +123,19 @@ def test_a_mask_that_allows_nothing_is_named():
         check_env(GymStructuredEnv(Masked()))
 
 
+def test_a_mask_of_the_wrong_size_names_the_sizes_as_plain_numbers():
+    class Masked(gym.Env):
+        observation_space = gym.spaces.Dict({"x": gym.spaces.Box(0, 1, (1,)), "action_mask": gym.spaces.MultiBinary(3)})
+        action_space = gym.spaces.Dict({"action": gym.spaces.Discrete(np.int64(2))})
+
+        def reset(self, *, seed=None, options=None):
+            return {"x": np.zeros(1, np.float32), "action_mask": np.ones(3, np.int8)}, {}
+
+    with pytest.raises(EnvCheckError, match=r"must have shape \(2,\) \(one entry") as error:
+        check_env(GymStructuredEnv(Masked()))
+    assert "np.int64" not in str(error.value)
+
+
 def test_reset_with_a_seed_must_repeat_the_first_observation():
     class Unseeded(gym.Env):
         observation_space = gym.spaces.Box(0, 1, (1,), np.float32)

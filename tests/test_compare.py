@@ -75,12 +75,14 @@ def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path)
     # maze-plot draws the folder again, and two of its runs side by side
     first, second = (tmp_path / "sweep" / name for name in runs[:2])
     two = [str(first), str(second), "--output", str(tmp_path / "two.png")]
-    for args, png in (([str(tmp_path / "sweep")], tmp_path / "sweep" / "comparison.png"), (two, tmp_path / "two.png")):
+    sweep_png = tmp_path / "sweep" / "comparison.png"
+    for args, png in (([str(tmp_path / "sweep")], sweep_png), (two, tmp_path / "two.png"), (two[:2], sweep_png)):
         png.unlink(missing_ok=True)
         done = subprocess.run([sys.executable, "-m", "maze_impala.train.plots", *args], capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+                              text=True, timeout=120, cwd=tmp_path)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert png.stat().st_size > 10_000
+    assert not (tmp_path / "comparison.png").exists(), "two runs are drawn beside them, not where the command ran"
 
 
 def test_runs_in_which_no_training_episode_ended_yet_are_drawn_without_that_curve(tmp_path):

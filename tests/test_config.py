@@ -111,6 +111,12 @@ def test_an_unknown_key_is_refused_naming_it_and_the_valid_ones(override):
         check_overrides("conf_train", [override.lstrip("+")])
 
 
+@pytest.mark.parametrize(("override", "meant"), [("algorithm.lrr=0.1", "algorithm.lr"), ("seeed=2", "seed")])
+def test_a_mistyped_key_is_answered_with_the_key_it_resembles(override, meant):
+    with pytest.raises(ConfigError, match=rf"Did you mean '{meant}'\?"):
+        check_overrides("conf_train", [override])
+
+
 def test_every_shipped_option_of_every_group_validates():
     groups = {p.name: sorted(f.stem for f in p.glob("*.yaml")) for p in config_dir().iterdir() if p.is_dir()}
     assert {"algorithm", "env", "model", "runner", "policy"} <= set(groups)
@@ -163,17 +169,12 @@ def test_a_value_of_the_wrong_type_names_its_key():
         from_mapping(TrainingConfig, {"algorithm": {"n_epochs": "many"}})
 
 
-def test_learner_cores_choose_the_learners_threads_beside_local_actors(monkeypatch):
-    import os
-
-    from maze_impala.actors.subprocess import SubprocessActors
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    pools = {cores: SubprocessActors(None, None, num_actors=6, queue_size_limit=1, learner_cores=cores)
-             for cores in ("leftover", "all")}  # fmt: skip
-    assert pools["leftover"].learner_threads() == 2 and pools["all"].learner_threads() == 8
-    with pytest.raises(ConfigError, match=r"runner\.learner_cores must be one of"):
+def test_learner_cores_accept_a_number_of_threads_and_refuse_anything_else():
+    assert RunnerConfig(learner_cores=3).learner_cores == "3"  # a pin, as the command line's learner_cores=3
+    with pytest.raises(ConfigError, match=r"runner\.learner_cores must be auto, leftover, all or a number"):
         RunnerConfig(learner_cores="some")
+    with pytest.raises(ConfigError, match=r"runner\.learner_cores"):
+        RunnerConfig(learner_cores="0")
 
 
 def test_learner_cores_auto_give_every_core_to_a_learner_that_sets_the_pace():

@@ -180,6 +180,8 @@ def test_progress_prints_status_lines_when_not_a_terminal():
     progress.update(2, 5000)
     line = stream.getvalue().strip()
     assert line.startswith("epoch 2/5 | 5,000 env steps |") and line.endswith("return 15 (mean of the last 2 episodes)")
+    progress.update(3, 6000, part="update 20/50")  # in the middle of an epoch: not taken for its end
+    assert stream.getvalue().strip().splitlines()[-1].startswith("epoch 3/5, update 20/50 | 6,000 env steps |")
 
 
 def test_in_a_terminal_the_status_line_ends_before_other_output():
@@ -258,12 +260,18 @@ def test_the_status_line_says_when_no_episode_finished_and_shows_the_games_rates
             progress.add_return(0.0)
             for name in ("win", "draw", "loss"):
                 progress(EventRecord("GameEvents", name, {"seat": seat, "value": float(name == result)}))
-    progress.evaluation_games(EventRecord("GameEvents", "win", {"seat": "player_1", "value": 1.0}))
     progress.update(2, 200)
     line = stream.getvalue().strip().splitlines()[-1]
-    # the training games' rates (not the evaluation's, while training plays games)
-    assert line.endswith("return 0 (mean of the last 5 episodes) | win/draw/loss player_1 0.50/0.25/0.25, "
-                         "player_2 0.00/0.00/1.00"), line  # fmt: skip
+    # before an evaluation: the training games' rates, labelled, and no zero-sum "return 0"
+    assert line.endswith("| win/draw/loss in training games player_1 0.50/0.25/0.25, player_2 0.00/0.00/1.00"), line
+    assert "return" not in line
+    for seat, result in (("player_1", "win"), ("player_2", "draw")):
+        for name in ("win", "draw", "loss"):
+            progress.evaluation_games(EventRecord("GameEvents", name, {"seat": seat, "value": float(name == result)}))
+    progress.update(2, 300)
+    line = stream.getvalue().strip().splitlines()[-1]
+    # then the evaluation's rates against its fixed opponent, what the docs judge a policy by
+    assert line.endswith("| win/draw/loss in evaluation player_1 1.00/0.00/0.00, player_2 0.00/1.00/0.00"), line
 
 
 def test_training_and_evaluation_episodes_publish_the_same_statistics(tmp_path):

@@ -36,6 +36,16 @@ def resume(out, *extra):
     return run_cli([*RUN, *extra, f"resume={out}"], cwd=out.parent)
 
 
+def test_an_interrupt_while_torch_is_imported_exits_130_in_one_line_and_leaves_no_directory(tmp_path):
+    out = tmp_path / "outputs" / "train" / "run"
+    proc = subprocess.run([sys.executable, str(INTERRUPTING), "import", *RUN, f"hydra.run.dir={out}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    stderr = proc.stderr
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and f"interrupted before training started ({out} was removed)" in stderr, stderr
+    assert not (tmp_path / "outputs").exists(), "nor the folders the run's directory was made in"
+
+
 def test_an_interrupt_before_the_actors_start_removes_the_new_directory_and_says_so(tmp_path):
     out = tmp_path / "run"
     stderr = interrupted_run("actors", out)
@@ -74,6 +84,7 @@ def test_an_interrupt_after_a_checkpoint_resumes_from_it(tmp_path, stage):
     assert "done after 3 epochs" in proc.stdout
     log = (out / "train.log").read_text()
     assert f"resuming {out} after epoch 1" in log
+    assert "[WARNING] maze-run: interrupted;" in log and "[ERROR]" not in log, "a user's Ctrl-C is no error"
     assert [line.split(",")[0] for line in (out / "stats.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
 
 
@@ -85,8 +96,10 @@ def test_refused_resumes_leave_the_directory_as_it_was(tmp_path):
     changed = resume(out, "algorithm.lr=0.5")
     assert changed.returncode == 2 and "with another config (algorithm.lr" in changed.stderr, changed.stderr
     assert f"{out} is left as it was" in changed.stderr
+    assert "Traceback" not in changed.stderr and changed.stderr.count("with another config") == 1, changed.stderr
     fewer = resume(out, "algorithm.n_epochs=1")
     assert fewer.returncode == 2 and "has trained 1 epoch already" in fewer.stderr, fewer.stderr
+    assert "Traceback" not in fewer.stderr and fewer.stderr.count("has trained 1 epoch already") == 1, fewer.stderr
     assert snapshot(out) == kept
     missing = resume(tmp_path / "nowhere")
     assert missing.returncode == 2 and "there is no such directory" in missing.stderr
@@ -104,3 +117,32 @@ def test_a_configuration_error_in_an_existing_directory_leaves_it_as_it_was(tmp_
     assert {k: v for k, v in snapshot(out).items() if not k.startswith(".hydra")} == {
         k: v for k, v in kept.items() if not k.startswith(".hydra")
     }
+
+
+def test_an_interrupted_sweep_goes_on_by_the_commands_it_prints(tmp_path):
+    """Ctrl-C in the second of three jobs: the job resumes by the printed command (its folder's name holds ``=`` and
+    ``,``, which Hydra's grammar must get quoted), the third runs by its printed command into the sweep's folder,
+    and the sweep's summary then holds all three."""
+    import shlex
+
+    sweep = tmp_path / "sweep"
+    sweep_run = ["-cn", "conf_train", "-m", "seed=1,2,3", *RUN[2:], f"hydra.sweep.dir={sweep}"]
+    # 3 epochs of 2 updates a job: update 10 is the second job's 4th, in its second epoch
+    proc = subprocess.run([sys.executable, str(INTERRUPTING), "update:10", *sweep_run], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "stopped in job 2 of 3" in proc.stderr, proc.stderr
+    resume_line = proc.stderr.split("continue the run with\n", 1)[1].splitlines()[0].strip()
+    rest = [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("maze-run -cn conf_train -m")]
+    assert len(rest) == 1 and "seed=3" in rest[0], proc.stderr
+    assert f"maze-plot {sweep} --summary" in proc.stderr
+    for command in (resume_line, rest[0]):
+        done = run_cli(shlex.split(command)[1:], cwd=tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+    jobs = sorted(p for p in sweep.iterdir() if (p / "stats.csv").is_file())
+    assert [p.name.rsplit("seed=", 1)[1] for p in jobs] == ["1", "2", "3"]
+    for job in jobs:
+        assert [line.split(",")[0] for line in (job / "stats.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
+    import pandas as pd
+
+    assert pd.read_csv(sweep / "summary.csv")["runs"].tolist() == [3], "one configuration, its three seeds"

@@ -219,3 +219,21 @@ def test_a_run_whose_learner_dies_stops_with_its_checkpoint_intact_and_resumes_w
     monkeypatch.setattr(DataParallelLearner, "step", real_step)
     result = train("CartPole-v1", algorithm, runner=RunnerConfig("local"), output=quiet, resume_from=run, seed=2)
     assert result.epochs == 4 and read_checkpoint(run / "model_last.pt")["version"] == 20
+
+
+def test_cuda_learners_that_would_share_a_gpu_are_refused_before_anything_starts(tmp_path, monkeypatch):
+    """Two CUDA learners on a machine with one GPU: NCCL fails at the first gradient sum, so the run is refused when
+    it is built, naming what to do (torch's GPU count faked: the refusal comes before any CUDA call)."""
+    from maze_impala import OutputConfig, RunnerConfig, train
+    from maze_impala.config import ConfigError
+    from maze_impala.impala.replicas import check_devices
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    with pytest.raises(ConfigError, match=r"num_learners=2 with algorithm.device=cuda needs a GPU for each learner"):
+        train("CartPole-v1", ImpalaAlgorithmConfig(device="cuda", num_learners=2), runner=RunnerConfig("dev"),
+              output=quiet, output_dir=tmp_path / "run")  # fmt: skip
+    assert not (tmp_path / "run" / "model_last.pt").exists()
+    check_devices("cuda", 2, "local", device_count=2)  # a GPU each: fine
+    check_devices("cuda", 2, "ray", device_count=1)  # Ray places each on a GPU of the cluster
+    check_devices("cpu", 4, "local", device_count=0)

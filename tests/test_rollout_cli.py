@@ -108,8 +108,18 @@ def test_a_random_policy_plays_an_env_family_whose_config_carries_training_setti
         (["policy=random_policy", "env=cutting", "algorithm.lr=0.1"], "algorithm.lr is a training setting"),
         (["policy=random_policy"], "needs an env"),
         (["policy=random_policy", "env=cutting", "n_episodes=0"], "n_episodes must be an int >= 1"),
+        (
+            ["policy=random_policy", "env=tictactoe", "opponent=random", "video.episodes=1"],
+            "games against an opponent are not filmed",
+        ),
     ],
 )
 def test_bad_rollout_configs_fail_early_with_a_clear_message(tmp_path, args, message):
     proc = run_cli(["-cn", "conf_rollout", *args, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_a_refused_rollout_in_its_default_directory_leaves_no_folder_behind(tmp_path):
+    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=cutting", "n_episodes=0"], cwd=tmp_path)
+    assert proc.returncode == 2 and "n_episodes must be an int >= 1" in proc.stderr
+    assert not (tmp_path / "outputs").exists(), "no empty outputs/rollout/ in the directory the command ran in"

@@ -45,6 +45,8 @@ def test_example_env_beats_a_random_policy_within_a_fixed_budget(tmp_path, env, 
     stats = pd.read_csv(tmp_path / "stats.csv")
     assert stats["env_steps"].iloc[-1] == len(stats) * 25_600 <= epochs * 25_600
     assert stats[EVAL].iloc[-1] >= threshold, stats[EVAL].tolist()
+    if len(stats) < epochs:  # the console says why the run ended early
+        assert f"(early: an evaluation reached algorithm.target_score={threshold:g})" in proc.stdout, proc.stdout
     key_columns = [c for c in stats.columns if "policy_grad_norm/mean/step_key=" in c]
     assert len(key_columns) == (2 if env == "cutting" else 1)
 

@@ -75,3 +75,39 @@ def test_the_adapters_render_the_wrapped_envs_frames():
     game = make_env(tictactoe_v3.env(render_mode="rgb_array"))
     game.reset(seed=0)
     assert game.render().ndim == 3
+
+
+def test_connect_fours_odd_sized_frames_make_an_mp4_that_decodes(tmp_path):
+    """Connect four renders 891x774 frames; H.264 encodes even sizes only, so a row and a column are padded."""
+    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=connect_four", "n_episodes=1",
+                    "video.episodes=1", f"hydra.run.dir={tmp_path}"], cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "broken pipe" not in proc.stderr.lower() and "could not be written" not in proc.stderr, proc.stderr
+    film = tmp_path / "videos" / "episode_0.mp4"
+    frames = [frame for frame in imageio.get_reader(str(film))]  # list() would ask its length: inf for an MP4
+    assert len(frames) == pd.read_csv(tmp_path / "kpis.csv")["steps"].iloc[0] + 1
+    assert frames[0].shape[0] % 2 == 0 and frames[0].shape[1] % 2 == 0
+
+
+def test_a_video_that_cannot_be_written_is_reported_and_the_episode_goes_on(tmp_path, caplog):
+    import numpy as np
+
+    from maze_impala.train.video import VideoFile
+
+    video = VideoFile(tmp_path / "episode_0.mp4", fps=30)
+
+    class Broken:
+        def append_data(self, frame):
+            raise OSError(32, "Broken pipe")
+
+        def close(self):
+            raise OSError(32, "Broken pipe")
+
+    video._writer = Broken()
+    with caplog.at_level("WARNING", logger="maze_impala"):
+        video(np.zeros((5, 7, 3), np.uint8))
+        video(np.zeros((5, 7, 3), np.uint8))  # nothing more is tried, nothing raised
+        video.close()
+    assert video.failed is not None and "Broken pipe" in video.failed
+    assert not video.path.exists(), "no 0-byte file is left behind"
+    assert sum("could not be written" in r.getMessage() for r in caplog.records) == 1

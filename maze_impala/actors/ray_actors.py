@@ -177,10 +177,8 @@ class RayActors(ActorPool):
         restarts: RestartPolicy | None = None,
         events: ActorEvents | None = None,
         ray_init: dict[str, Any] | None = None,
-        learner_cores: str = "leftover",
     ):
         self.spec, self.weights = spec, weights
-        self.learner_cores = learner_cores
         self.num_actors, self.queue_size_limit = num_actors, queue_size_limit
         self.address, self.num_cpus_per_actor = address, num_cpus_per_actor
         self.policy = restarts or RestartPolicy(max_restarts=0)
@@ -250,14 +248,9 @@ class RayActors(ActorPool):
             self._poll(0.0)
         return len(self.finished.queue)
 
-    def learner_threads(self) -> int | None:
-        """With a local Ray, the cores the actors leave (at least one), or all of them (``learner_cores="all"``); on a
-        cluster, torch's default."""
-        if self.address is not None:
-            return None
-        if self.learner_cores == "all":
-            return os.cpu_count() or 1
-        return max(1, (os.cpu_count() or 1) - math.ceil(self.num_actors * self.num_cpus_per_actor))
+    def actor_cores(self) -> float:
+        """With a local Ray, the CPUs Ray reserves for the actors; on a cluster, none of this machine's (known)."""
+        return self.num_actors * self.num_cpus_per_actor if self.address is None else 0.0
 
     def placements(self) -> list[tuple[str, int]]:
         """``(node id, pid)`` of every actor, in actor order."""

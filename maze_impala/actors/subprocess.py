@@ -74,16 +74,13 @@ class SubprocessActors(ActorPool):
         slot_bytes: int | None = None,
         restarts: RestartPolicy | None = None,
         events: ActorEvents | None = None,
-        learner_cores: str = "leftover",
     ):
         """``batch_size``: the most rollouts one ``collect`` takes (default ``queue_size_limit``);
         ``slot_bytes``: the size of a slot (default: a bound estimated from the env's spaces);
         ``failure_timeout``: seconds an actor may take to its first rollout (overrides ``restarts``);
-        ``events``: where restarts are published (an :class:`ActorEvents` publisher); ``learner_cores``: see
-        :meth:`learner_threads`."""
+        ``events``: where restarts are published (an :class:`ActorEvents` publisher)."""
         self.spec = spec
         self.weights = weights
-        self.learner_cores = learner_cores
         self.num_actors = num_actors
         self.queue_size_limit = queue_size_limit
         self.ctx = multiprocessing.get_context(start_method)
@@ -166,12 +163,9 @@ class SubprocessActors(ActorPool):
             self._poll(0.0)
         return len(self.finished.queue)
 
-    def learner_threads(self) -> int | None:
-        """With ``learner_cores="leftover"``, the cores the actor processes (one core each) leave, at least one: no
-        process fights another; with ``"all"``, every core (the actors mostly wait for a slow learner)."""
-        if self.learner_cores == "all":
-            return os.cpu_count() or 1
-        return max(1, (os.cpu_count() or 1) - self.num_actors)
+    def actor_cores(self) -> float:
+        """One core per actor process."""
+        return float(self.num_actors)
 
     def _grant(self, at_least: int = 0) -> None:
         """Grant a slot to actors without one while the rollouts under way stay within the in-flight limit

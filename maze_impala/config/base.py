@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -50,9 +51,11 @@ def check_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
     for key, value in data.items():
         name = f"{path}.{key}" if path else str(key)
         if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" Did you mean {(f'{path}.' if path else '') + close[0]!r}?" if close else ""
             raise ConfigError(
-                f"unknown key {name!r}: {cls.__name__} has no such field. Valid keys{' of ' + path if path else ''}: "
-                f"{', '.join(fields)}"
+                f"unknown key {name!r}: {cls.__name__} has no such field.{hint} Valid keys"
+                f"{' of ' + path if path else ''}: {', '.join(fields)}"
             )
         nested = _dataclass_type(cls, key)
         if nested is not None and isinstance(value, Mapping):

@@ -85,6 +85,10 @@ class RolloutConfig:
         if isinstance(self.video, dict):
             self.video = VideoConfig(**self.video)
         check(isinstance(self.n_episodes, int) and self.n_episodes >= 1, "n_episodes", self.n_episodes, "an int >= 1")
+        if self.opponent is not None and self.video.episodes:
+            raise ConfigError(f"video.episodes={self.video.episodes} with opponent={self.opponent}: games against an "
+                              "opponent are not filmed; film the policy's own games (without opponent=), or drop "
+                              "video.episodes")  # fmt: skip
         check_choice("event_logs", self.event_logs, EVENT_LOG_FORMATS)
         if self.policy.type == "torch" and not self.input_dir:
             raise ConfigError("policy=torch_policy needs input_dir=<a training output dir>")

@@ -57,11 +57,13 @@ class RunnerConfig:
     """Seconds an actor may hold a granted slot without delivering a rollout before it counts as hung and is
     restarted; None: 10x its median rollout time, at least 3 s."""
     learner_cores: str = "auto"
-    """The cores of this machine a CPU learner computes on (its torch threads; runner=local and a local ray):
-    leftover: those the actor processes leave, at least one, for workloads whose actors keep their cores busy (a
-    learner thread that waits for a busy core stalls the update); all: every core, shared with the actors, for a
-    learner that sets the pace while its actors wait; auto: what :func:`auto_learner_cores` chooses for the model
-    (a run records what it became)."""
+    """The most cores a CPU learner computes on (its torch threads), every runner: leftover: those the actors on
+    this machine leave, at least one, for workloads whose actors keep their cores busy; all: every core this
+    process may use, shared with waiting actors, for a learner that sets the pace; auto: what
+    :func:`auto_learner_cores` chooses for the model (a run records what it became). Within that, the learner
+    times its updates and computes with the fastest of 1, leftover and that many threads, which follows another
+    program's load (see :mod:`maze_impala.impala.threads`). A number pins the threads, as ``OMP_NUM_THREADS`` in
+    the environment does."""
     learner_timeout_s: float = 300.0
     """algorithm.num_learners > 1: seconds one learner may wait for another within an update (a gradient sum)
     before the run fails; a learner that dies fails it at once."""
@@ -82,7 +84,13 @@ class RunnerConfig:
         check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
         check(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "runner.max_restarts",
               self.max_restarts, "an int >= 0")  # fmt: skip
-        check_choice("runner.learner_cores", self.learner_cores, LEARNER_CORES)
+        self.learner_cores = str(self.learner_cores)
+        check(
+            self.learner_cores in LEARNER_CORES or (self.learner_cores.isdigit() and int(self.learner_cores) >= 1),
+            "runner.learner_cores",
+            self.learner_cores,
+            "auto, leftover, all or a number of threads >= 1",
+        )
         check(self.learner_timeout_s > 0, "runner.learner_timeout_s", self.learner_timeout_s, "> 0 seconds")
         check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
         check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",

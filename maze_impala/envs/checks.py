@@ -38,7 +38,7 @@ def check_observation(obs: Any, space: gym.spaces.Dict, step_key: StepKey, what:
 def check_value(value: Any, space: gym.Space, where: str) -> None:
     """One value of a Dict space: shape, dtype kind, range (Box bounds, Discrete values) and finiteness."""
     array = np.asarray(value)
-    shape = () if isinstance(space, gym.spaces.Discrete) else tuple(space.shape)
+    shape = () if isinstance(space, gym.spaces.Discrete) else tuple(int(n) for n in space.shape)
     if array.shape != shape:
         raise EnvCheckError(f"{where}: expected shape {shape} ({space}), found {array.shape}")
     if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
@@ -122,7 +122,7 @@ def check_masks(obs: Mapping[str, Any], action_space: gym.spaces.Dict, step_key:
         if mask is None:
             continue
         mask = np.asarray(mask)
-        size = (sub.n,) if isinstance(sub, gym.spaces.Discrete) else None
+        size = (int(sub.n),) if isinstance(sub, gym.spaces.Discrete) else None
         if size is None:
             raise EnvCheckError(f"step key {step_key!r}: mask {name + MASK_SUFFIX!r} masks action {name!r}, which is "
                                 f"not Discrete ({sub})")  # fmt: skip

@@ -73,6 +73,15 @@ class RunEvents(EventInterface):
     def epoch_seconds(self, value: float):
         """Wall-clock seconds of this epoch, evaluation included."""
 
+    @epoch_stats(last)
+    def learner_waiting_percent(self, value: float):
+        """The share (%) of this epoch's update loop the learner spent waiting for rollouts: high, the actors set the
+        pace; near 0, the learner does (more actors would wait for it)."""
+
+    @epoch_stats(mean)
+    def learner_threads(self, value: int):
+        """The torch threads a CPU learner computed an update with (its tuner's choice, or a probe's)."""
+
 
 class ActorEvents(EventInterface):
     """What happens to the actor processes."""

@@ -42,24 +42,27 @@ class ConsoleWriter(StatsWriter):
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
         names = sorted(c for c in row if self.prefixes is None or c.startswith(self.prefixes))
         width = max((len(n) for n in names), default=10)
-        lines = [f"--- epoch {epoch}  env steps {env_steps:,} ---"]
+        lines = [f"--- epoch {epoch}  env steps {env_steps:,} --- (train/: this epoch's training episodes and updates, "
+                 "eval/: its evaluation)"]  # fmt: skip
         lines += [f"  {name:<{width}}  {row[name]:>12.5g}" for name in names]
         self.printer("\n".join(lines))
 
 
 class TensorBoardWriter(StatsWriter):
-    """One scalar series per column, indexed by environment steps."""
+    """One scalar series per column, indexed by environment steps (:mod:`maze_impala.events.tensorboard`)."""
 
     def __init__(self, log_dir: Path, purge_step: int | None = None):
         """``purge_step``: a resumed run's first step; TensorBoard hides what an earlier run logged from it on."""
-        from torch.utils.tensorboard import SummaryWriter
+        from maze_impala.events.tensorboard import EventFile
 
-        self.summary = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
+        self.log_dir = log_dir
+        self.events = EventFile(log_dir, purge_step)
 
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
-        for name, value in row.items():
-            self.summary.add_scalar(name, value, global_step=env_steps)
-        self.summary.flush()
+        from maze_impala.events.tensorboard import scalars
+
+        self.events.summary(scalars(row), env_steps)
+        self.events.flush()
 
     def video(self, tag: str, frames: list[Any], env_steps: int, fps: int) -> None:
         """An animated GIF of ``frames`` in TensorBoard's images (what ``SummaryWriter.add_video`` writes, without
@@ -70,16 +73,24 @@ class TensorBoardWriter(StatsWriter):
 
         height, width = frames[0].shape[:2]
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif_bytes(frames, fps))
-        self.summary._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), env_steps)
-        self.summary.flush()
+        self.events.summary(Summary(value=[Summary.Value(tag=tag, image=image)]), env_steps)
+        self.events.flush()
 
     def hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
-        """Training hyper-parameters and final results, for TensorBoard's HParams view."""
-        self.summary.add_hparams(hparams, metrics, run_name=".")
-        self.summary.flush()
+        """Training hyper-parameters and final results, for TensorBoard's HParams view: a file of their own in the
+        same directory, as ``SummaryWriter.add_hparams(..., run_name=".")`` writes them."""
+        from maze_impala.events.tensorboard import EventFile, hparams_summaries, scalars
+
+        file = EventFile(self.log_dir)
+        try:
+            for summary in hparams_summaries(hparams, metrics):
+                file.summary(summary, 0)
+            file.summary(scalars(metrics), 0)
+        finally:
+            file.close()
 
     def close(self) -> None:
-        self.summary.close()
+        self.events.close()
 
 
 class CsvWriter(StatsWriter):

@@ -16,14 +16,13 @@ hangs fails the run with :class:`LearnerFailedError` (a hang after
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any
 
 import torch
 
-from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.config import ConfigError, ImpalaAlgorithmConfig
 from maze_impala.core import Learner, Rollout
 from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
@@ -40,6 +39,21 @@ class LearnerFailedError(RuntimeError):
 
 LearnerParts = tuple[torch.nn.Module, torch.nn.Module, ImpalaAlgorithmConfig]
 """What another learner is built from: learner 0's policy and critic (copied) and the algorithm's config."""
+
+
+def check_devices(device: str, num_learners: int, runner: str, device_count: int | None = None) -> None:
+    """Refuse, before anything starts, several CUDA learners on this machine that would share a GPU: NCCL's gradient
+    sum fails at the first update when two ranks hold one device (``device_count``: the GPUs torch sees)."""
+    if num_learners == 1 or not device.startswith("cuda") or runner == "ray":  # Ray gives each learner a GPU
+        return
+    count = torch.cuda.device_count() if device_count is None else device_count
+    if num_learners > count:
+        raise ConfigError(
+            f"algorithm.num_learners={num_learners} with algorithm.device={device} needs a GPU for each learner, and "
+            f"torch sees {count} here: two learners cannot share one (NCCL refuses it). One GPU learner fed by CPU "
+            "actors is IMPALA's own setup (algorithm.num_learners=1); several learners need as many GPUs here, or "
+            "runner=ray, which places each learner on a GPU of the cluster"
+        )
 
 
 def build_replica(
@@ -94,14 +108,6 @@ def timed_out(error: BaseException, timeout_s: float) -> LearnerFailedError | No
         return None
     return LearnerFailedError(f"a learner did not answer within runner.learner_timeout_s={timeout_s:g} s (it hangs, "
                               f"or runs far behind the others): {error}")  # fmt: skip
-
-
-def threads_per_learner(threads: int | None, num_learners: int) -> int | None:
-    """Each learner's share of ``threads``, the threads the actors leave (None: all cores; one learner keeps
-    torch's default)."""
-    if threads is None:
-        return None if num_learners == 1 else max(1, (os.cpu_count() or 1) // num_learners)
-    return max(1, threads // num_learners)
 
 
 def shards_of(learner: ImpalaLearner, rollouts: list[Rollout], train_policy: bool, parts: int) -> list[Shard]:

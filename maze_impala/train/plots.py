@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,7 @@ def main() -> None:
     parser.add_argument(
         "--output",
         help=f"the PNG to write (default: <run dir>/{CURVES_PNG} for one run, <multirun folder>/comparison.png for "
-        "a multirun, ./comparison.png for several runs)",
+        "a multirun, comparison.png in the folder that holds several runs)",
     )
     parser.add_argument("--summary", action="store_true", help="also write summary.csv and summary.png beside it")
     parser.add_argument(
@@ -139,7 +140,10 @@ def main() -> None:
     for path in paths:
         if not path.is_dir():
             parser.error(f"no run or multirun folder at {path}")
-    default = paths[0] / "comparison.png" if len(paths) == 1 else Path("comparison.png")
+    # several runs: beside them, in the folder they share (outputs/train/), not wherever the command was typed
+    default = (
+        paths[0] if len(paths) == 1 else Path(os.path.commonpath([p.resolve() for p in paths]))
+    ) / "comparison.png"
     png = Path(args.output) if args.output else default
     try:
         print(plot_comparison(paths, png))

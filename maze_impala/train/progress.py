@@ -66,9 +66,10 @@ class Progress:
             self.games[source].setdefault(seat, deque(maxlen=RETURN_WINDOW)).append(outcome)
 
     def _games(self) -> str:
-        """`` | win/draw/loss player_0 0.60/0.10/0.30, ...``: the training games' rates per seat, or else the
-        evaluations'."""
-        source = "train" if self.games["train"] else "eval"
+        """`` | win/draw/loss in evaluation player_0 0.60/0.10/0.30, ...``: the evaluations' rates per seat (against
+        their fixed opponent, what the docs and the epoch table judge a policy by); before the first evaluation,
+        the training games', labelled as such (against a pool of the policy's past snapshots, they say little)."""
+        source = "eval" if self.games["eval"] else "train"
         seats = self.games[source]
         if not seats:
             return ""
@@ -76,31 +77,38 @@ class Progress:
             f"{seat} " + "/".join(f"{games.count(o) / len(games):.2f}" for o in _OUTCOMES.values())
             for seat, games in sorted(seats.items())
         )
-        return f" | win/draw/loss{' in evaluation' if source == 'eval' else ''} {rates}"
+        return f" | win/draw/loss {'in evaluation' if source == 'eval' else 'in training games'} {rates}"
 
     def add_return(self, value: float) -> None:
         self.returns.append(float(value))
 
-    def line(self, done: int, env_steps: int) -> str:
+    def line(self, done: int, env_steps: int, part: str = "") -> str:
+        """The status after ``done`` of :attr:`total` (or in it: ``part``, e.g. ``update 20/50``)."""
         rate = (env_steps - self.start_steps) / max(time.perf_counter() - self.started, 1e-9)
         since = "" if self.resumed_at is None else f" since the resume after {self.unit} {self.resumed_at}"
-        head = f"{self.unit} {done}/{self.total} | {env_steps:,} env steps | {rate:,.0f} steps/s | "
+        where = f"{self.unit} {done}/{self.total}" + (f", {part}" if part else "")
+        head = f"{where} | {env_steps:,} env steps | {rate:,.0f} steps/s | "
         if not self.returns:
             return head + f"no episode finished yet{since}"
+        games = self._games()
+        if games:  # a two-player game's mean return is 0 by construction: its rates say what the return cannot
+            return head + games.removeprefix(" | ") + since
         mean = sum(self.returns) / len(self.returns)
         episodes = "the last episode" if len(self.returns) == 1 else f"the last {len(self.returns)} episodes"
-        return head + f"return {mean:.4g} (mean of {episodes}{since}){self._games()}"
+        return head + f"return {mean:.4g} (mean of {episodes}{since}){games}"
 
-    def update(self, done: int, env_steps: int, force: bool = False) -> None:
+    def update(self, done: int, env_steps: int, force: bool = False, part: str = "") -> None:
+        """Show the status (every :attr:`interval` seconds, or now with ``force``); ``part``: how far into ``done``
+        it is (a line in the middle of an epoch says so, and is not taken for the epoch's end)."""
         now = time.perf_counter()
         if not force and now - self.last_print < self.interval:
             return
         self.last_print = now
         if self.tty:
-            self.stream.write("\r\033[K" + self.line(done, env_steps))
+            self.stream.write("\r\033[K" + self.line(done, env_steps, part))
             self._pending = True
         else:
-            self.stream.write(self.line(done, env_steps) + "\n")
+            self.stream.write(self.line(done, env_steps, part) + "\n")
         self.stream.flush()
 
     def end_line(self) -> None:

@@ -12,7 +12,6 @@ both runners give the same per-episode results.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from maze_impala.events.tables import (
 )
 from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
+from maze_impala.impala.threads import usable_cores
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.train.evaluator import play_episodes
@@ -186,7 +186,8 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     write_csv(output_dir / GAMES_SUMMARY_CSV, table)
     CsvWriter(output_dir / "stats.csv").write(1, sum(e.steps for e in episodes), by_column(stats.reduce()))
     kind = "random" if config.policy.type == "random" else "greedy" if config.deterministic else "sampled"
-    print(f"{len(results)} games against {config.opponent}, {config.n_episodes} in each seat ({kind} actions):")
+    print(f"{len(results)} game{'' if len(results) == 1 else 's'} against {config.opponent}, {config.n_episodes} in "
+          f"each seat ({kind} actions):")  # fmt: skip
     print(pd.DataFrame(table).set_index("seat").to_string(float_format=lambda x: f"{x:.3f}"))
     return episodes
 
@@ -195,7 +196,7 @@ def _play_in_processes(
     job: _Job, episodes: list[tuple[int, int]], config: RolloutConfig, report: Callable[[EpisodeResult], None]
 ) -> None:
     """Spread the episodes over ``runner.n_processes`` workers (0: one per core); kills them all on a failure."""
-    n = config.runner.n_processes or os.cpu_count() or 1
+    n = config.runner.n_processes or usable_cores()
     chunks = [episodes[i::n] for i in range(min(n, len(episodes)))]
     context = get_context(config.runner.start_method)
     with ProcessPoolExecutor(len(chunks), mp_context=context, initializer=_worker_init) as pool:
@@ -229,5 +230,5 @@ def _write(config: RolloutConfig, results: list[EpisodeResult], output_dir: Path
         logs.flush()
     table = pd.DataFrame(summary).set_index("kpi")
     kind = "random" if config.policy.type == "random" else "greedy" if config.deterministic else "sampled"
-    print(f"{len(results)} episodes ({kind} actions):")
+    print(f"{len(results)} episode{'' if len(results) == 1 else 's'} ({kind} actions):")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))

@@ -38,7 +38,8 @@ from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_f
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.replica_processes import ReplicaProcesses
-from maze_impala.impala.replicas import DataParallelLearner, Replicas, threads_per_learner
+from maze_impala.impala.replicas import DataParallelLearner, Replicas, check_devices
+from maze_impala.impala.threads import ThreadPlan, plan_threads
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.policy_spec import PolicySpec
@@ -74,6 +75,8 @@ def console_columns() -> list[str]:
         StatKey.of(EpisodeEvents.step_key_return, mean, train).column(),
         StatKey.of(EpisodeEvents.episode_return, mean, evaluation).column(),
         StatKey.of(RunEvents.env_steps_per_second, last, train).column(),
+        StatKey.of(RunEvents.learner_waiting_percent, last, train).column(),
+        StatKey.of(RunEvents.learner_threads, mean, train).column(),
         StatKey.of(ev.policy_lag, mean, train).column(),
         StatKey.of(ev.policy_loss, mean, train).column(),
         StatKey.of(ev.policy_entropy, mean, train).column(),
@@ -121,11 +124,9 @@ def make_actors(
     )
     if runner.type == "ray":
         return RayActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
-                         runner.num_cpus_per_actor, restarts, events,
-                         learner_cores=runner.learner_cores), weights  # fmt: skip
+                         runner.num_cpus_per_actor, restarts, events), weights  # fmt: skip
     pool = SubprocessActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.start_method,
-                            batch_size=algorithm.actors_batch_size, restarts=restarts, events=events,
-                            learner_cores=runner.learner_cores)  # fmt: skip
+                            batch_size=algorithm.actors_batch_size, restarts=restarts, events=events)  # fmt: skip
     return pool, weights
 
 
@@ -150,6 +151,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
         config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
+        check_devices(config.algorithm.device, config.algorithm.num_learners, config.runner.type)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()
         try:
@@ -278,10 +280,19 @@ def _wire(
         raise
 
 
+def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool: ActorPool) -> ThreadPlan | None:
+    """The thread counts a CPU learner may compute with beside ``pool``'s actors (None: a GPU learner's, which
+    leaves torch's threads as they are)."""
+    if algorithm.device != "cpu":
+        return None
+    return plan_threads(runner.learner_cores, pool.actor_cores(), algorithm.num_learners)
+
+
 def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool: ActorPool) -> Replicas:
     """Learners 1..``num_learners - 1`` for ``runner.type``: Ray actors with runner=ray, else processes here; a CPU
     learner's threads are its share of those the actors leave."""
-    threads = threads_per_learner(pool.learner_threads(), algorithm.num_learners) if algorithm.device == "cpu" else None
+    threads = learner_threads(algorithm, runner, pool)
+    threads = threads.start if threads is not None else None
     if runner.type == "ray":
         from maze_impala.impala.ray_replicas import RayReplicas  # Ray is an optional dependency
 
@@ -342,7 +353,10 @@ def _trainer(
         video_every=output.video.every if filmed else 0, on_close=[lock.release],
     )  # fmt: skip
     stats = RunStats(hub, train_stats, eval_stats)
-    return ImpalaTrainer(algorithm, learner, pool, weights, evaluator, stats, outputs, state)
+    threads = learner_threads(algorithm, config.runner, pool)
+    if threads is not None:
+        logging.getLogger("maze_impala").info("%s", threads.describe())
+    return ImpalaTrainer(algorithm, learner, pool, weights, evaluator, stats, outputs, state, threads)
 
 
 def _games(config: TrainingConfig, hub: EventHub, opponents: dict[str, PolicySpec]) -> Games | None:

@@ -28,10 +28,11 @@ from maze_impala.events.tables import (
 )
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.replicas import threads_per_learner
+from maze_impala.impala.threads import ThreadPlan, ThreadTuner
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.outputs import RunOutputs, RunStats
+from maze_impala.train.pace import PaceWatch
 from maze_impala.train.rundir import BEST_MODEL, CURVES_PNG, LAST_MODEL, STATS_CSV, scalar_config
 from maze_impala.train.state import TrainerState
 
@@ -84,7 +85,9 @@ class ImpalaTrainer:
         stats: RunStats,
         outputs: RunOutputs,
         state: TrainerState | None = None,
+        threads: ThreadPlan | None = None,
     ):
+        """``threads``: the thread counts a CPU learner may compute with (None: leave torch's, as for a GPU)."""
         self.config = config
         self.learner = learner
         self.pool = pool
@@ -98,6 +101,11 @@ class ImpalaTrainer:
         self.outputs = outputs
         self.output_dir = outputs.output_dir
         self.state = state or TrainerState()
+        self.threads = ThreadTuner(threads, torch.set_num_threads) if threads is not None else None
+        self._updates, self._waited = 0, 0.0
+        """Updates tried in the running epoch (the status line's progress within it), and the seconds it waited
+        for rollouts."""
+        self.pace = PaceWatch(pool.actor_cores() + (threads.start if threads is not None else 1))
         self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
         if outputs.progress is not None:
             hub.listeners.append(outputs.progress)
@@ -116,15 +124,11 @@ class ImpalaTrainer:
         first_epoch = state.epoch + 1
         training_started = time.perf_counter() if self.started is None else self.started
         threads = torch.get_num_threads()
-        learner_threads = (
-            threads_per_learner(self.pool.learner_threads(), cfg.num_learners) if cfg.device == "cpu" else None
-        )
-        if learner_threads is not None:
-            torch.set_num_threads(learner_threads)
         try:
             self.pool.start()
             for epoch in range(first_epoch, cfg.n_epochs + 1):
                 started, steps_before = time.perf_counter(), state.env_steps
+                self._updates, self._waited = 0, 0.0
                 try:
                     updates = 0
                     while updates < cfg.epoch_length:
@@ -136,7 +140,12 @@ class ImpalaTrainer:
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
                 self._record_episodes(epoch, results)
                 self.run_events.env_steps(value=state.env_steps)
-                self.run_events.env_steps_per_second(value=(state.env_steps - steps_before) / update_seconds)
+                rate = (state.env_steps - steps_before) / update_seconds
+                self.run_events.env_steps_per_second(value=rate)
+                self.run_events.learner_waiting_percent(value=100.0 * self._waited / update_seconds)
+                notice = self.pace.epoch(epoch, rate, self.threads.chosen if self.threads is not None else None)
+                if notice is not None:
+                    logging.getLogger("maze_impala").warning("%s", notice)
                 self.run_events.updates_per_second(value=cfg.epoch_length / update_seconds)
                 self.run_events.epoch_seconds(value=time.perf_counter() - started)
                 self.run_events.elapsed_seconds(value=time.perf_counter() - training_started)
@@ -235,6 +244,8 @@ class ImpalaTrainer:
         fewest, most = self.config.batch_bounds
         rollouts = self.pool.collect(fewest, at_most=most)
         dequeue_seconds = time.perf_counter() - started
+        self._waited += dequeue_seconds
+        self.pace.sample()
         self.queue_events.estimated_queue_sizes(before=before, after=self.pool.queue_size())
         for rollout in rollouts:  # their episodes happened and their env steps were taken, stale or not
             self.hub.replay(rollout.events)
@@ -244,8 +255,12 @@ class ImpalaTrainer:
         if len(fresh) < len(rollouts):
             self.actor_events.dropped_stale_rollout(value=len(rollouts) - len(fresh))
         if fresh:
+            if self.threads is not None:
+                self.run_events.learner_threads(value=self.threads.threads())
             started = time.perf_counter()
             self.learner.step(fresh, train_policy)
+            if self.threads is not None:
+                self.threads.record(time.perf_counter() - started, sum(r.env_steps for r in fresh))
             self.publisher.publish(self.learner.policy, self.learner.version)
             pool = self.state.snapshots
             if pool is not None and pool.offer(self.learner.policy, self.learner.version):
@@ -254,7 +269,9 @@ class ImpalaTrainer:
             percent = 100.0 * dequeue_seconds / whole if whole > 0 else 0.0
             self.queue_events.time_dequeuing_actors(time=dequeue_seconds, percent=percent)
         if self.outputs.progress is not None:
-            self.outputs.progress.update(epoch, self.state.env_steps)
+            self._updates += 1
+            self.outputs.progress.update(epoch, self.state.env_steps,
+                                         part=f"update {self._updates}/{self.config.epoch_length}")  # fmt: skip
         return bool(fresh)
 
     def _save(self, name: str) -> None:

@@ -7,6 +7,7 @@ imageio (``pip install "maze_impala[video]"``; MP4 through its ffmpeg plugin, GI
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,16 @@ from maze_impala.config import ConfigError
 from maze_impala.events.gif import imageio
 
 VIDEO_DIR = "videos"
+log = logging.getLogger("maze_impala")
 
 
 class VideoFile:
     """One video file, written as frames arrive; with ``thumbnails`` it also keeps every second frame at half size
-    (for TensorBoard)."""
+    (for TensorBoard).
+
+    MP4 frames of an odd height or width are padded by a black row or column (H.264 encodes even sizes only). A
+    file that cannot be written (the encoder fails, the disk is full) is reported once, as a warning, and removed:
+    the episode, and a training run that films it, go on without it (:attr:`failed` says why)."""
 
     def __init__(self, path: Path, fps: int, thumbnails: bool = False):
         writers = imageio()
@@ -31,18 +37,46 @@ class VideoFile:
         else:
             options["macro_block_size"] = 1  # any frame size, not only multiples of 16
         self.path, self.frames = path, 0
-        self._writer = writers.get_writer(str(path), **options)
+        self._even = path.suffix != ".gif"
+        self.failed: str | None = None
         self.thumbnails: list[np.ndarray] | None = [] if thumbnails else None
+        try:
+            self._writer = writers.get_writer(str(path), **options)
+        except Exception as error:  # no encoder, no room: the film is lost, not the run
+            self._fail(error)
 
     def __call__(self, frame: np.ndarray) -> None:
         frame = check_frame(frame)
-        self._writer.append_data(frame)
+        if self.failed is not None:
+            return
+        if self._even and (frame.shape[0] % 2 or frame.shape[1] % 2):
+            frame = np.pad(frame, ((0, frame.shape[0] % 2), (0, frame.shape[1] % 2), (0, 0)))
+        try:
+            self._writer.append_data(frame)
+        except Exception as error:
+            self._fail(error)
+            return
         self.frames += 1
         if self.thumbnails is not None and self.frames % 2 == 1:
             self.thumbnails.append(frame[::2, ::2])
 
     def close(self) -> None:
-        self._writer.close()
+        if self.failed is None:
+            try:
+                self._writer.close()
+            except Exception as error:
+                self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        self.failed = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        log.warning("the video %s could not be written (%s); going on without it", self.path, self.failed)
+        try:
+            if hasattr(self, "_writer"):
+                self._writer.close()
+        except Exception:  # the writer's own failure: already reported
+            pass
+        self.path.unlink(missing_ok=True)
+        self.thumbnails = None
 
 
 class Videos:

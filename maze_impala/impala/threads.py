@@ -1,0 +1,207 @@
+"""How many threads a CPU learner computes with: one rule for every runner, and a tuner that follows the load.
+
+A learner thread that waits for a core held by another process stalls every parallel operation of the update
+(OpenMP's threads meet at a barrier after each one): a learner of 2 threads beside an actor process and a busy
+program on 2 cores ran MinAtar's update 3-10x slower than one thread did. How much a second thread gains, or loses,
+depends on what else the machine runs, which changes while a run trains. So the rule gives a learner a range of
+thread counts, and :class:`ThreadTuner` times its updates with each and keeps the fastest:
+
+- ``cores``: the cores this process may use (:func:`usable_cores`: its CPU affinity and a cgroup's CPU quota);
+- ``leftover``: those the actors on this machine leave, at least 1 (:meth:`ActorPool.actor_cores`);
+- the range is 1 up to ``leftover``, or up to ``cores`` for a learner that sets the pace while its actors wait
+  (``runner.learner_cores=all``, or ``auto`` with a CNN on images or a recurrent core);
+- a number (``runner.learner_cores=3``) or ``OMP_NUM_THREADS`` in the environment pins the threads;
+- several learners each take their share of ``leftover``, without tuning (they must step together).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import statistics
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("maze_impala")
+
+PIN_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Environment variables whose value pins a learner's threads (a user's setting is kept)."""
+
+
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a scheduler's allocation), capped by the
+    CPU quota of its cgroup (a container's ``--cpus``), at least 1. ``os.cpu_count()`` counts the machine's."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota(cgroup)
+    return max(1, min(cores, math.ceil(quota)) if quota is not None else cores)
+
+
+def _cgroup_quota(root: Path) -> float | None:
+    """The CPU quota in cores of the cgroup at ``root`` (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), None if none."""
+    try:
+        v2 = root / "cpu.max"
+        if v2.is_file():
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        v1 = root / "cpu" / "cpu.cfs_quota_us"
+        if v1.is_file():
+            quota_us = int(v1.read_text())
+            return None if quota_us <= 0 else quota_us / int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def pinned_by_environment() -> tuple[int, str] | None:
+    """``(threads, "OMP_NUM_THREADS=1")`` when the environment pins the threads; None otherwise."""
+    for name in PIN_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return int(value), f"{name}={value}"
+    return None
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """The thread counts a learner may compute with, and the one it starts with."""
+
+    choices: tuple[int, ...]
+    """Ascending; one: pinned or fixed."""
+    start: int
+    why: str
+    """How the rule came to them, for the run's log."""
+
+    @property
+    def adaptive(self) -> bool:
+        return len(self.choices) > 1
+
+    def describe(self) -> str:
+        counts = "/".join(map(str, self.choices))
+        return f"learner threads {counts}, starting at {self.start} ({self.why})"
+
+
+def plan_threads(setting: str, actor_cores: float, num_learners: int = 1, cores: int | None = None) -> ThreadPlan:
+    """The rule for ``runner.learner_cores=setting`` (leftover, all or a number; ``auto`` is resolved to one of the
+    first two by the model first): ``actor_cores``: the cores the actors take on this machine; ``cores``: those
+    this process may use (default :func:`usable_cores`)."""
+    if setting.isdigit():
+        return ThreadPlan((int(setting),), int(setting), f"pinned by runner.learner_cores={setting}")
+    pinned = pinned_by_environment()
+    if pinned is not None:
+        return ThreadPlan((pinned[0],), pinned[0], f"pinned by {pinned[1]} in the environment")
+    cores = cores or usable_cores()
+    leftover = max(1, cores - math.ceil(actor_cores))
+    if num_learners > 1:
+        share = max(1, leftover // num_learners)
+        return ThreadPlan((share,), share, f"each of {num_learners} learners' share of the {leftover} cores the "
+                                           f"actors leave of {cores}")  # fmt: skip
+    if setting not in ("leftover", "all"):
+        raise ValueError(f"runner.learner_cores={setting!r}: leftover, all or a number of threads here")
+    top = cores if setting == "all" else leftover
+    why = f"learner_cores={setting}: {cores} usable cores, {leftover} left by the actors"
+    return ThreadPlan(tuple(sorted({1, leftover, top})), top, why)
+
+
+class ThreadTuner:
+    """Keeps the fastest of a :class:`ThreadPlan`'s thread counts while the machine's load changes.
+
+    It times every update (seconds per sample) and, now and then, runs one update with another count (a probe);
+    a probe that is faster by ``margin`` or more becomes the choice. A probe costs what the other count is slower,
+    as last measured: the next probe of it waits until the updates since have taken ``1 / budget`` times that
+    excess, so probes cost at most about ``budget`` of the learner's time, however slow the other count is (two
+    threads beside two busy programs made an LSTM's training 30x slower than one). The chosen count's recent times
+    rising by ``regression`` over those it was chosen on (a program started beside the run) brings the next probe
+    of a count that was faster forward.
+    """
+
+    def __init__(
+        self,
+        plan: ThreadPlan,
+        set_threads: Callable[[int], None],
+        budget: float = 0.05,
+        margin: float = 0.9,
+        window: int = 3,
+        first_probe: int = 3,
+        regression: float = 1.5,
+        warmup: int = 1,
+    ):
+        self.plan, self._set = plan, set_threads
+        self.budget, self.margin, self.window = budget, margin, window
+        self.first_probe, self.regression = first_probe, regression
+        self.chosen = plan.start
+        self.times: dict[int, deque[float]] = {c: deque(maxlen=window) for c in plan.choices}
+        self.estimate: dict[int, float] = {}
+        """Each count's latest seconds per sample: the chosen one's recent median, the others' last probe."""
+        self._warmup = warmup
+        self._interval = first_probe
+        self._since_updates, self._since_seconds, self._samples = 0, 0.0, 1
+        self._decided: float | None = None
+        """Seconds per sample of the chosen count when it was chosen (or first measured)."""
+        self._probing: int | None = None
+        self._next_probe = 0
+        self._applied: int | None = None
+        self.switches = 0
+
+    def threads(self) -> int:
+        """The threads of the coming update (the choice, or a probe's), set in torch."""
+        self._probing = self._probe_due()
+        threads = self.chosen if self._probing is None else self._probing
+        if threads != self._applied:
+            self._set(threads)
+            self._applied = threads
+        return threads
+
+    def record(self, seconds: float, samples: int) -> None:
+        """The update just run took ``seconds`` for ``samples`` samples."""
+        if self._warmup > 0:
+            self._warmup = max(0, self._warmup - (self._probing is None))
+            self._probing = None
+            return
+        per_sample, self._samples = seconds / max(samples, 1), max(samples, 1)
+        if self._probing is None:
+            self.times[self.chosen].append(per_sample)
+            self._since_updates += 1
+            self._since_seconds += seconds
+            if len(self.times[self.chosen]) == self.window:
+                self.estimate[self.chosen] = self._median()
+                if self._decided is None:
+                    self._decided = self.estimate[self.chosen]
+            return
+        probed, self._probing = self._probing, None
+        current = self._median()
+        self.estimate[probed] = per_sample
+        self._since_updates, self._since_seconds = 0, 0.0
+        if per_sample < self.margin * current:
+            log.info("learner threads %d -> %d: %.3g against %.3g ms per sample", self.chosen, probed,
+                     per_sample * 1e3, current * 1e3)  # fmt: skip
+            self.chosen, self._decided, self.switches = probed, per_sample, self.switches + 1
+            self.times[probed].clear()
+            self.times[probed].append(per_sample)
+            self._interval = self.first_probe
+        else:
+            self._interval = min(2 * self._interval, 64 * self.first_probe)
+
+    def _median(self) -> float:
+        return statistics.median(self.times[self.chosen])
+
+    def _probe_due(self) -> int | None:
+        if not self.plan.adaptive or self._warmup > 0 or len(self.times[self.chosen]) < self.window:
+            return None
+        current = self._median()
+        if self._decided is not None and current > self.regression * self._decided:
+            self._interval, self._decided = 0, current  # the load rose: look again now (where it costs little)
+        if self._since_updates < self._interval:
+            return None
+        others = [c for c in self.plan.choices if c != self.chosen]
+        candidate = others[(self._next_probe + 1) % len(others)]
+        excess = max(0.0, self.estimate.get(candidate, 0.0) - current) * self._samples
+        if self._since_seconds * self.budget < excess:
+            return None
+        self._next_probe += 1
+        return candidate

@@ -1,0 +1,66 @@
+"""Telling the user, once, that training is starved: another program takes the cores it trains on."""
+
+from __future__ import annotations
+
+import os
+
+SLOW_SHARE = 0.5
+"""An epoch under this share of the run's best training rate counts as starved."""
+
+
+def runnable() -> int | None:
+    """The threads of the machine running or waiting for a core now (``/proc/loadavg``), this one included; None
+    where there is no such file. The load average would say the same a minute late."""
+    try:
+        with open("/proc/loadavg") as file:
+            return int(file.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class PaceWatch:
+    """Watches the training rate epoch by epoch and says, once, when it starves: an epoch far below the run's best
+    rate, or a machine that runs more than it has cores beyond what this run itself can keep busy (``own``: its
+    actor processes on this machine and the learner's threads)."""
+
+    def __init__(self, own: float, cores: int | None = None):
+        self.own = own
+        self.cores = cores or os.cpu_count() or 1
+        self.best = 0.0
+        self.said = False
+        self._runnable: list[int] = []
+
+    def sample(self) -> None:
+        """Count the machine's runnable threads now (once an update): the epoch's mean is its load."""
+        count = runnable()
+        if count is not None:
+            self._runnable.append(count)
+
+    def epoch(self, epoch: int, rate: float, threads: int | None, load: float | None = None) -> str | None:
+        """The notice for ``epoch``'s training rate (env steps/s), if it is the first starved one; ``threads``: the
+        learner's now (None: not tuned); ``load``: the machine's runnable threads over the epoch (default: the mean
+        of the samples taken in it)."""
+        samples, self._runnable = self._runnable, []
+        if epoch == 1:  # the actors' start-up is in the first epoch's rate
+            return None
+        if load is None and samples:
+            load = sum(samples) / len(samples)
+        crowded = load is not None and load > max(self.cores, self.own) + 0.75
+        slow = self.best > 0 and rate < SLOW_SHARE * self.best
+        self.best = max(self.best, rate)
+        if self.said or not (crowded or slow):
+            return None
+        self.said = True
+        parts = []
+        if slow:
+            parts.append(
+                f"training ran at {rate:,.0f} env steps/s in epoch {epoch}, under half its best ({self.best:,.0f})"
+            )
+        if crowded:
+            parts.append(f"the machine ran {load:.1f} threads at a time on {self.cores} cores, more than this run "
+                         f"keeps busy (about {self.own:g})")  # fmt: skip
+        learner = f" The learner's threads follow the load (now {threads})." if threads is not None else ""
+        return (
+            f"{'; '.join(parts)}: another program may be taking cores from the actors and the learner.{learner} "
+            "Closing it gives training its speed back; fewer actors (algorithm.num_actors) leave it room."
+        )
