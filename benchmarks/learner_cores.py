@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
-from maze_impala.cli import shipped_env, shipped_model
+from maze_impala.config.workloads import shipped_env, shipped_model
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 

@@ -31,8 +31,8 @@ import yaml
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
-from maze_impala.cli import shipped_env, shipped_model
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+from maze_impala.config.workloads import shipped_env, shipped_model
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents

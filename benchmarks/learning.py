@@ -89,7 +89,7 @@ def _example(name: str) -> dict[str, str]:
 
 def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: Any) -> Task:
     """The task of the shipped ``env=<name>`` config: its env and the algorithm settings it sets, if any."""
-    from maze_impala.cli import shipped_env, shipped_model, shipped_runner
+    from maze_impala.config.workloads import shipped_env, shipped_model, shipped_runner
 
     env, algorithm = shipped_env(name)
     return Task(env, threshold, floor, budget=budget, algorithm=algorithm, model=shipped_model(name),

@@ -360,7 +360,7 @@ def main() -> None:
     args = parser.parse_args()
     label = args.env
     if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers included
-        from maze_impala.cli import shipped_env
+        from maze_impala.config.workloads import shipped_env
 
         name, _, changes = args.env.removeprefix("env=").partition(":")
         args.env = dict(shipped_env(name)[0])

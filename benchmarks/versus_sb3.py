@@ -4,6 +4,7 @@
     python benchmarks/versus_sb3.py --tasks cartpole --seeds 1 2 3 --json out.json
     python benchmarks/versus_sb3.py --tasks minatar --sb3-budget 1000000   # SB3 stops (and anneals) sooner
     python benchmarks/versus_sb3.py --tasks cartpole --tools maze_impala --set envs_per_actor=16   # other settings
+    python benchmarks/versus_sb3.py --tasks cartpole --load 1       # beside a program busy on a core
 
 SB3 is never a dependency of maze_impala: this script installs it into a virtual environment of its own
 (``--venv``, default ``~/.cache/maze_impala/sb3-venv``), which sees this Python's packages (torch, gymnasium and
@@ -50,6 +51,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import yaml
+from load import Load
 
 TASKS = {
     # name: (threshold, env-step budget)
@@ -103,8 +105,8 @@ def sb3_python(venv_dir: Path) -> Path:
 def maze_run(task: str, seed: int, started: float) -> dict:
     """maze_impala with the task's shipped settings, stopped at the threshold."""
     from maze_impala import ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
-    from maze_impala.cli import shipped_env, shipped_model, shipped_runner
     from maze_impala.config import ImpalaAlgorithmConfig
+    from maze_impala.config.workloads import shipped_env, shipped_model, shipped_runner
     from maze_impala.events.api import EventRecord, event_name, mean
     from maze_impala.events.interfaces import EpisodeEvents, GameEvents
     from maze_impala.events.stats import StatKey
@@ -377,6 +379,8 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
                         help="maze_impala's algorithm settings to change (values as YAML)")  # fmt: skip
     parser.add_argument("--json", help="also write every run and the table to this file")
+    parser.add_argument("--load", type=int, default=0,
+                        help="busy programs beside every run (as benchmarks/load.py starts them)")  # fmt: skip
     args = parser.parse_args()
     python = sb3_python(args.venv) if "sb3" in args.tools else Path(sys.executable)
     settings = json.dumps({k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)})
@@ -385,7 +389,8 @@ def main() -> None:
         for seed in args.seeds:
             for tool in args.tools:
                 python_of = Path(sys.executable) if tool == "maze_impala" else python
-                rows.append(run(tool, task, seed, python_of, args.sb3_budget, settings))
+                with Load(args.load):
+                    rows.append(run(tool, task, seed, python_of, args.sb3_budget, settings))
                 print(json.dumps(rows[-1]), flush=True)
     table = summary(rows)
     print("| task | maze_impala: reached, median s, median env steps | SB3 PPO: reached, median s, median env steps "

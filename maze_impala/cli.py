@@ -29,8 +29,9 @@ from maze_impala.cli_dirs import (
 )
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import check_keys, import_hint
+from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
-from maze_impala.train.rundir import FAILED
+from maze_impala.run_files import FAILED
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -38,45 +39,6 @@ if TYPE_CHECKING:
 CONFIGS = {"conf_train": TrainingConfig, "conf_rollout": RolloutConfig}
 """The primary configs and the dataclass whose fields are their keys."""
 log = logging.getLogger("maze_impala")
-
-
-def config_dir() -> Path:
-    """The shipped configs (``maze_impala/conf``); add your own with ``--config-dir`` (see the docs)."""
-    return Path(__file__).resolve().parent / "conf"
-
-
-def shipped_env(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The env of the shipped ``env=<name>`` config and the algorithm settings it sets (``env=minigrid`` sets its
-    own entropy bonus), as plain dicts: what ``maze-run -cn conf_train env=<name>`` trains on (its model settings:
-    :func:`shipped_model`)."""
-    config = _shipped(name)
-    if "env" in config:  # a global package: the env and the algorithm settings it sets
-        return dict(config["env"]), dict(config.get("algorithm", {}))
-    return config, {}
-
-
-def shipped_model(name: str) -> dict[str, Any]:
-    """The model settings the shipped ``env=<name>`` config sets (``env=minatar``: its image encoder), if any."""
-    config = _shipped(name)
-    return dict(config.get("model", {})) if "env" in config else {}
-
-
-def shipped_runner(name: str) -> dict[str, Any]:
-    """The runner settings the shipped ``env=<name>`` config sets (``env=minatar``: its learner's cores), if any."""
-    config = _shipped(name)
-    return dict(config.get("runner", {})) if "env" in config else {}
-
-
-def _shipped(name: str) -> dict[str, Any]:
-    from omegaconf import OmegaConf
-
-    path = config_dir() / "env" / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-        raise ValueError(f"no shipped env config {name!r}; the shipped ones: {', '.join(known)}")
-    config = OmegaConf.to_container(OmegaConf.load(path))
-    assert isinstance(config, dict)
-    return config
 
 
 RUN_NAME_LIMIT = 200
@@ -140,13 +102,15 @@ def _key(override: str) -> str:
 
 
 def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
-    """Refuse an override of a key the config has no field for, with or without ``+``, before Hydra composes.
+    """Refuse an override of a key the config has no field for, with or without ``+``, before Hydra composes; every
+    such key of the command line is named at once.
 
     (Hydra would suggest ``+key=...``, which adds the key to the config but not to the run.)
     """
     schema = CONFIGS.get(config_name)
     if schema is None:
         return
+    unknown: list[str] = []
     for override in overrides:
         key = _key(override)
         if config_name == "conf_rollout" and key == "runner" and override.split("=", 1)[1] == "ray":
@@ -160,7 +124,14 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
         nested: Any = None
         for part in reversed(key.split(".")):
             nested = {part: nested}
-        check_keys(schema, nested, "")
+        try:
+            check_keys(schema, nested, "")
+        except ConfigError as error:
+            unknown.append(str(error))
+    if len(unknown) == 1:
+        raise ConfigError(unknown[0])
+    if unknown:
+        raise ConfigError(f"{len(unknown)} unknown keys: " + " ".join(u.split(" Valid keys")[0] for u in unknown))
 
 
 def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> None:

@@ -12,9 +12,18 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV
-from maze_impala.files import LOCK_FILE
-from maze_impala.train.rundir import CONFIG_YAML, CURVES_PNG, FAILED, LAST_MODEL, STATS_CSV, TENSORBOARD_DIR
+from maze_impala.run_files import (
+    CONFIG_YAML,
+    CURVES_PNG,
+    EVENT_LOG_DIR,
+    FAILED,
+    KPI_CSV,
+    KPI_SUMMARY_CSV,
+    LAST_MODEL,
+    LOCK_FILE,
+    STATS_CSV,
+    TENSORBOARD_DIR,
+)
 
 RESULTS = (STATS_CSV, LAST_MODEL, KPI_SUMMARY_CSV)
 """Files of a run that got somewhere: a training run's statistics and model, a rollout's summary."""

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from maze_impala.run_files import LOCK_FILE
+
 TEMP_SUFFIX = ".tmp"
-LOCK_FILE = ".maze_run.lock"
 
 
 class OutputWriteError(OSError):

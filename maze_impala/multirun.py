@@ -17,14 +17,15 @@ class Summary(Callback):
     folder after its last job."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        from maze_impala.run_files import COMPARISON_PNG, METRICS_JSON
         from maze_impala.train.compare import plot_comparison, summarise
-        from maze_impala.train.marl_eval import METRICS_JSON, write_marl_eval
+        from maze_impala.train.marl_eval import write_marl_eval
 
         folder = Path(config.hydra.sweep.dir)
         try:
             written = summarise([folder], folder)
             if written is not None:
-                plot_comparison([folder], folder / "comparison.png")
+                plot_comparison([folder], folder / COMPARISON_PNG)
                 write_marl_eval([folder], folder / METRICS_JSON)
                 print(f"maze-run: the multirun's summary: {written}, {written.with_suffix('.png')}, "
                       f"{folder / 'comparison.png'}, "

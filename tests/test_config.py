@@ -117,6 +117,25 @@ def test_a_mistyped_key_is_answered_with_the_key_it_resembles(override, meant):
         check_overrides("conf_train", [override])
 
 
+def test_every_unknown_key_of_a_command_line_is_named_at_once():
+    with pytest.raises(
+        ConfigError, match=r"2 unknown keys: unknown key 'algorithm.lrr'.* unknown key 'seeed'"
+    ) as error:
+        check_overrides("conf_train", ["algorithm.lrr=0.1", "seed=3", "seeed=2"])
+    assert "Did you mean 'algorithm.lr'?" in str(error.value) and "Did you mean 'seed'?" in str(error.value)
+
+
+def test_a_shipped_familys_settings_are_read_without_the_cli():
+    from maze_impala.config.workloads import workload
+
+    minatar = workload("minatar")
+    assert minatar.env["name"] == "MinAtar/Breakout-v1" and minatar.model == {"image_encoder": "impala"}
+    assert minatar.algorithm["lr"] == 0.0006 and minatar.runner == {}
+    assert workload("pixel_goal").algorithm == {}  # a config of the env alone
+    with pytest.raises(ValueError, match=r"no shipped env config 'nope'; the shipped ones: atari, butterfly"):
+        workload("nope")
+
+
 def test_every_shipped_option_of_every_group_validates():
     groups = {p.name: sorted(f.stem for f in p.glob("*.yaml")) for p in config_dir().iterdir() if p.is_dir()}
     assert {"algorithm", "env", "model", "runner", "policy"} <= set(groups)

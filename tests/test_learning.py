@@ -10,7 +10,7 @@ import pytest
 from columns import EVAL, RETURN, STEPS
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig, train
-from maze_impala.cli import shipped_env, shipped_model, shipped_runner
+from maze_impala.config.workloads import shipped_env, shipped_model, shipped_runner
 from maze_impala.events.writers import StatsWriter
 from maze_impala.train.setup import build_trainer
 

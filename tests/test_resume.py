@@ -94,7 +94,7 @@ def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_pat
 
 
 def test_a_clean_finish_leaves_no_lock_file_and_a_relocked_directory_stays_exclusive(tmp_path):
-    from maze_impala.files import LOCK_FILE
+    from maze_impala.run_files import LOCK_FILE
 
     train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
     assert not (tmp_path / LOCK_FILE).exists()

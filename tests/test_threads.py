@@ -142,7 +142,7 @@ def test_a_cnn_run_beside_a_busy_program_keeps_most_of_its_quiet_speed(tmp_path)
     program that spins on one core, training keeps at least 0.35x its quiet speed (before the tuner: 0.3-0.5x with
     one busy program, 0.1-0.3x with two; benchmarks/load.py measures every family)."""
     from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
-    from maze_impala.cli import shipped_env, shipped_model
+    from maze_impala.config.workloads import shipped_env, shipped_model
 
     env, algorithm = shipped_env("minatar")
     settings = {**algorithm, "n_epochs": 3, "epoch_length": 4, "rollout_evaluator": {"n_episodes": 1}}

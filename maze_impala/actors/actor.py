@@ -138,6 +138,11 @@ class _Playing(Episodes):
         return True, seed
 
 
+PLAY_CHUNK = 64
+"""Structured steps between two clear-outs of a playing actor's buffers (an evaluation's or a game's episodes, of which
+nothing is learned)."""
+
+
 class RolloutActor(Actor):
     """Produces rollouts of ``n_rollout_steps`` structured steps of each of its environments, and plays episodes.
 

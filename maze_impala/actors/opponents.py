@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from maze_impala.config import ConfigError
 from maze_impala.core import ActorID, WeightSource
+from maze_impala.run_files import BEST_MODEL
 
 if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
@@ -41,7 +42,7 @@ def opponent_spec(name: str) -> PolicySpec:
     if name == RANDOM:
         return PolicySpec.random()
     path = Path(name)
-    checkpoint = path / "model_best.pt" if path.is_dir() else path
+    checkpoint = path / BEST_MODEL if path.is_dir() else path
     if not checkpoint.is_file():
         raise ConfigError(f"opponent={name!r}: neither 'random' nor a checkpoint file or a training output dir "
                           "holding model_best.pt")  # fmt: skip

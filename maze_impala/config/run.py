@@ -9,6 +9,7 @@ from maze_impala.config.algorithm import ImpalaAlgorithmConfig
 from maze_impala.config.base import ConfigError, check, check_choice
 from maze_impala.config.model import ModelConfig
 from maze_impala.config.runner import EVENT_LOG_FORMATS, OutputConfig, RolloutRunnerConfig, RunnerConfig, VideoConfig
+from maze_impala.run_files import BEST_MODEL
 
 POLICY_TYPES = ("torch", "random")
 
@@ -40,7 +41,7 @@ class PolicyConfig:
 
     type: str = "torch"
     """torch: a trained policy (``input_dir``/``checkpoint``); random: uniformly random over the allowed actions."""
-    checkpoint: str = "model_best.pt"
+    checkpoint: str = BEST_MODEL
     """The checkpoint of ``input_dir`` that policy=torch_policy plays."""
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from maze_impala.events.stats import StatKey
+from maze_impala.run_files import STATS_CSV
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is made: every actor process imports this package
     import pandas as pd
@@ -48,4 +49,4 @@ def read_stats_csv(path: str | Path) -> pd.DataFrame:
     import pandas as pd
 
     path = Path(path)
-    return pd.read_csv(path / "stats.csv" if path.is_dir() else path)
+    return pd.read_csv(path / STATS_CSV if path.is_dir() else path)

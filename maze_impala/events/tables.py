@@ -12,10 +12,8 @@ import numpy as np
 
 from maze_impala.events.api import EventRecord
 from maze_impala.files import append_text, atomic_write, atomic_write_text
+from maze_impala.run_files import EVENT_LOG_DIR
 
-KPI_CSV = "kpis.csv"
-KPI_SUMMARY_CSV = "kpis_summary.csv"
-EVENT_LOG_DIR = "event_logs"
 EVENT_LOG_FORMATS = ("csv", "parquet")
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from maze_impala.train.rundir import FAILED
-from maze_impala.train.rundir import STATS_CSV as STATS
+from maze_impala.run_files import CONFIG_YAML, FAILED, HYDRA_OVERRIDES, SUMMARY_CSV, SUMMARY_PNG
+from maze_impala.run_files import STATS_CSV as STATS
 
 SEED_KEYS = ("seed",)
 """Overrides that tell the runs of one configuration apart (its spread, not another configuration)."""
@@ -51,11 +51,11 @@ def is_run(path: Path) -> bool:
 def _overrides(path: Path) -> dict[str, str]:
     from omegaconf import OmegaConf
 
-    hydra = path / ".hydra" / "overrides.yaml"
+    hydra = path / HYDRA_OVERRIDES
     if hydra.is_file():
         items = OmegaConf.to_container(OmegaConf.load(hydra)) or []
         return {str(o).split("=", 1)[0].lstrip("+~"): str(o).split("=", 1)[-1] for o in items}
-    config = path / "config.yaml"
+    config = path / CONFIG_YAML
     if config.is_file():  # a run started from Python: its config's values
         from maze_impala.train.rundir import flatten
 
@@ -142,9 +142,9 @@ def summarise(paths: list[Path], out_dir: Path) -> Path | None:
                      "final_returns": " ".join(f"{v:.4g}" for v in finals)})  # fmt: skip
     table = pd.DataFrame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / "summary.csv", lambda file: file.write(table.to_csv(index=False).encode()))
-    _plot_summary(table, out_dir / "summary.png")
-    return out_dir / "summary.csv"
+    atomic_write(out_dir / SUMMARY_CSV, lambda file: file.write(table.to_csv(index=False).encode()))
+    _plot_summary(table, out_dir / SUMMARY_PNG)
+    return out_dir / SUMMARY_CSV
 
 
 def _eval_return() -> str:

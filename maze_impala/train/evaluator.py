@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from maze_impala.actors.actor import RolloutActor, seed_for
+from maze_impala.actors.actor import PLAY_CHUNK, RolloutActor, seed_for
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.models import StructuredPolicy
     from maze_impala.train.games import GameResult, Games
-
-PLAY_CHUNK = 64
-"""Structured steps between two clear-outs of the played episodes' buffers (nothing of them is learned from)."""
 
 
 def episode_player(

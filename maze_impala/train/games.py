@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from maze_impala.actors.actor import RolloutActor, seed_for
+from maze_impala.actors.actor import PLAY_CHUNK, RolloutActor, seed_for
 from maze_impala.actors.opponents import OUTCOMES, opponent_policy, opponent_spec, outcome, publish_game, seats
 from maze_impala.actors.results import EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
@@ -23,15 +23,9 @@ from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.nn.seats import seated
 from maze_impala.nn.torch_acting import make_acting
-from maze_impala.train.evaluator import PLAY_CHUNK
 
 if TYPE_CHECKING:
     from maze_impala.nn.models import StructuredPolicy
-
-GAMES_CSV = "games.csv"
-"""One row per game: seat, outcome, the seat's return, and the episode's id, seed, steps, return and KPIs."""
-GAMES_SUMMARY_CSV = "games_summary.csv"
-"""One row per seat: games, win, draw and loss rates, mean return."""
 
 
 @dataclass

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from maze_impala.files import atomic_write_text
+from maze_impala.run_files import CONFIG_YAML, KPI_CSV
 from maze_impala.train.compare import STATS, Run, configurations, find_runs
-
-METRICS_JSON = "metrics.json"
 
 
 def env_names(record: Any) -> tuple[str, str]:
@@ -53,7 +52,8 @@ def run_data(run: Run) -> dict[str, Any]:
     from maze_impala.events.api import last, mean
     from maze_impala.events.interfaces import GameEvents, RunEvents
     from maze_impala.events.stats import StatKey
-    from maze_impala.events.tables import KPI_CSV, agent_return_column
+    from maze_impala.events.tables import agent_return_column
+    from maze_impala.run_files import KPI_CSV
 
     stats = pd.read_csv(run.path / STATS).set_index("epoch")
     kpis = pd.read_csv(run.path / KPI_CSV)
@@ -85,7 +85,7 @@ def write_marl_eval(paths: list[Path], out: Path) -> Path | None:
     """One marl-eval JSON of the runs under ``paths`` (run dirs or multirun folders) at ``out``; None if no run."""
     from omegaconf import OmegaConf
 
-    runs = [run for run in find_runs(paths) if (run.path / "kpis.csv").is_file()]
+    runs = [run for run in find_runs(paths) if (run.path / KPI_CSV).is_file()]
     if not runs:
         return None
     tree: dict[str, Any] = {}
@@ -93,7 +93,7 @@ def write_marl_eval(paths: list[Path], out: Path) -> Path | None:
     for configuration in groups:
         algorithm = "impala" if len(groups) == 1 else f"impala {configuration.label}".replace(",", ";")
         for run in configuration.runs:
-            config = OmegaConf.to_container(OmegaConf.load(run.path / "config.yaml"))
+            config = OmegaConf.to_container(OmegaConf.load(run.path / CONFIG_YAML))
             assert isinstance(config, dict)
             environment, task = env_names(config.get("env"))
             seeds = tree.setdefault(environment, {}).setdefault(task, {}).setdefault(algorithm, {})

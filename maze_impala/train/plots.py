@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from maze_impala.files import atomic_write
-from maze_impala.train.rundir import CURVES_PNG
+from maze_impala.run_files import COMPARISON_PNG, CURVES_PNG, STATS_CSV
 
 if TYPE_CHECKING:  # imported where it plots: every actor process imports this package
     import pandas as pd
@@ -128,8 +128,8 @@ def main() -> None:
             parser.exit(1, f"maze-plot: no training run (with a stats.csv and a kpis.csv) under {args.runs}\n")
         print(written)
         return
-    if len(paths) == 1 and (paths[0].is_file() or (paths[0] / "stats.csv").is_file()) and not args.summary:
-        stats = paths[0] / "stats.csv" if paths[0].is_dir() else paths[0]
+    if len(paths) == 1 and (paths[0].is_file() or (paths[0] / STATS_CSV).is_file()) and not args.summary:
+        stats = paths[0] / STATS_CSV if paths[0].is_dir() else paths[0]
         try:
             print(plot_training_curves(stats, args.output or stats.parent / CURVES_PNG))
         except NothingToPlot as error:
@@ -141,9 +141,7 @@ def main() -> None:
         if not path.is_dir():
             parser.error(f"no run or multirun folder at {path}")
     # several runs: beside them, in the folder they share (outputs/train/), not wherever the command was typed
-    default = (
-        paths[0] if len(paths) == 1 else Path(os.path.commonpath([p.resolve() for p in paths]))
-    ) / "comparison.png"
+    default = (paths[0] if len(paths) == 1 else Path(os.path.commonpath([p.resolve() for p in paths]))) / COMPARISON_PNG
     png = Path(args.output) if args.output else default
     try:
         print(plot_comparison(paths, png))

@@ -29,25 +29,27 @@ from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
-from maze_impala.events.tables import (
-    EVENT_LOG_DIR,
-    KPI_CSV,
-    KPI_SUMMARY_CSV,
-    EventLogWriter,
-    kpi_row,
-    kpi_summary,
-    write_csv,
-)
+from maze_impala.events.tables import EventLogWriter, kpi_row, kpi_summary, write_csv
 from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.impala.threads import usable_cores
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.policy_spec import PolicySpec
+from maze_impala.run_files import (
+    CONFIG_YAML,
+    EVENT_LOG_DIR,
+    GAMES_CSV,
+    GAMES_SUMMARY_CSV,
+    KPI_CSV,
+    KPI_SUMMARY_CSV,
+    STATS_CSV,
+    VIDEO_DIR,
+)
 from maze_impala.train.evaluator import play_episodes
-from maze_impala.train.games import GAMES_CSV, GAMES_SUMMARY_CSV, GameResult, Games
+from maze_impala.train.games import GameResult, Games
 from maze_impala.train.games import summary as games_summary
 from maze_impala.train.progress import Progress
-from maze_impala.train.video import VIDEO_DIR, Videos, check_renders
+from maze_impala.train.video import Videos, check_renders
 
 
 @dataclass
@@ -128,7 +130,7 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     output_dir.mkdir(parents=True, exist_ok=True)
     record = to_record(config, env=env_record(config.env) if config.env is not None else None)
     job = _job(config, output_dir)
-    atomic_write_text(output_dir / "config.yaml", to_yaml(record))
+    atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     if config.opponent is not None:
         return _games(config, job, output_dir)
     episodes = [(i, seed_for(config.seed, i)) for i in range(config.n_episodes)]
@@ -184,7 +186,7 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     write_csv(output_dir / GAMES_CSV, rows)
     table = games_summary(results)
     write_csv(output_dir / GAMES_SUMMARY_CSV, table)
-    CsvWriter(output_dir / "stats.csv").write(1, sum(e.steps for e in episodes), by_column(stats.reduce()))
+    CsvWriter(output_dir / STATS_CSV).write(1, sum(e.steps for e in episodes), by_column(stats.reduce()))
     kind = "random" if config.policy.type == "random" else "greedy" if config.deterministic else "sampled"
     print(f"{len(results)} game{'' if len(results) == 1 else 's'} against {config.opponent}, {config.n_episodes} in "
           f"each seat ({kind} actions):")  # fmt: skip
@@ -222,7 +224,7 @@ def _write(config: RolloutConfig, results: list[EpisodeResult], output_dir: Path
     publish = EpisodePublisher(hub)
     for result in results:
         publish(result)
-    CsvWriter(output_dir / "stats.csv").write(1, sum(r.steps for r in results), by_column(stats.reduce()))
+    CsvWriter(output_dir / STATS_CSV).write(1, sum(r.steps for r in results), by_column(stats.reduce()))
     if config.event_logs != "none":
         logs = EventLogWriter(output_dir / EVENT_LOG_DIR, config.event_logs)
         for result in results:

@@ -7,16 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from maze_impala.config import ConfigError
-from maze_impala.events.tables import EVENT_LOG_DIR, KPI_CSV, KPI_SUMMARY_CSV, CsvTable
+from maze_impala.events.tables import CsvTable
+from maze_impala.run_files import (
+    BEST_MODEL,
+    CONFIG_YAML,
+    CURVES_PNG,
+    EVENT_LOG_DIR,
+    KPI_CSV,
+    KPI_SUMMARY_CSV,
+    LAST_MODEL,
+    STATS_CSV,
+    TENSORBOARD_DIR,
+)
 
-LAST_MODEL = "model_last.pt"
-CURVES_PNG = "training_curves.png"
-FAILED = "FAILED"
-"""The file that marks a run directory whose run failed before its first epoch ended (it holds the error)."""
-BEST_MODEL = "model_best.pt"
-STATS_CSV = "stats.csv"
-CONFIG_YAML = "config.yaml"
-TENSORBOARD_DIR = "tensorboard"
 RUN_FILES = (LAST_MODEL, BEST_MODEL, STATS_CSV, KPI_CSV)
 """Files whose presence means that a directory holds a run."""
 

@@ -31,7 +31,7 @@ from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, GameEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
-from maze_impala.events.tables import EVENT_LOG_DIR, EventLogWriter
+from maze_impala.events.tables import EventLogWriter
 from maze_impala.events.trackers import MlflowWriter, WandbWriter
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
@@ -44,16 +44,13 @@ from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.nn.torch_acting import numpy_form_of
+from maze_impala.run_files import CONFIG_YAML, EVENT_LOG_DIR, LAST_MODEL, STATS_CSV, TENSORBOARD_DIR, VIDEO_DIR
 from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.games import Games
 from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import (
-    CONFIG_YAML,
-    LAST_MODEL,
-    STATS_CSV,
-    TENSORBOARD_DIR,
     check_more_epochs,
     check_resumable,
     check_resumable_dir,
@@ -64,7 +61,7 @@ from maze_impala.train.rundir import (
 from maze_impala.train.snapshots import SnapshotPool
 from maze_impala.train.state import TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
-from maze_impala.train.video import VIDEO_DIR, Videos, check_renders
+from maze_impala.train.video import Videos, check_renders
 
 
 def console_columns() -> list[str]:

@@ -18,22 +18,16 @@ from maze_impala.events.api import mean
 from maze_impala.events.frames import StatsRow, to_dataframe
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, by_column
-from maze_impala.events.tables import (
-    KPI_CSV,
-    KPI_SUMMARY_CSV,
-    CsvTable,
-    kpi_row,
-    kpi_summary,
-    write_csv,
-)
+from maze_impala.events.tables import CsvTable, kpi_row, kpi_summary, write_csv
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.threads import ThreadPlan, ThreadTuner
+from maze_impala.run_files import BEST_MODEL, CURVES_PNG, KPI_CSV, KPI_SUMMARY_CSV, LAST_MODEL, STATS_CSV
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.pace import PaceWatch
-from maze_impala.train.rundir import BEST_MODEL, CURVES_PNG, LAST_MODEL, STATS_CSV, scalar_config
+from maze_impala.train.rundir import scalar_config
 from maze_impala.train.state import TrainerState
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ import numpy as np
 from maze_impala.config import ConfigError
 from maze_impala.events.gif import imageio
 
-VIDEO_DIR = "videos"
 log = logging.getLogger("maze_impala")
 
 
