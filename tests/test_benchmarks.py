@@ -207,3 +207,15 @@ def test_a_best_response_draws_against_perfect_play_and_beats_a_naive_policy(mon
     # perfect play against random play: never a loss, in either seat
     for me in ("X", "O"):
         assert ref.solve(me, ref.likeliest(ref.perfect, me))("." * 9, "X")[2] == 0.0
+
+
+def test_the_device_benchmark_runs_on_the_cpu_with_tiny_batches(tmp_path):
+    """``benchmarks/gpu.py`` on the CPU: the learner alone for each model, with the ops and host reads of one update
+    (the figures its GPU table gives, here on 2 x 4 steps a rollout)."""
+    out = tmp_path / "gpu.json"
+    stdout = run_script("gpu.py", "--device", "cpu", "--tiny", "--rollouts", "1", "--seconds", "0.2", "--json",
+                        str(out), cwd=tmp_path)  # fmt: skip
+    assert "| model | rollouts | samples | updates/s | samples/s | ops | host reads |" in stdout
+    rows = json.loads(out.read_text())
+    assert [row["model"] for row in rows] == ["mlp", "impala", "nature"]
+    assert all(row["updates/s"] > 0 and row["ops"] > 100 and row["samples"] == 8 for row in rows)

@@ -58,7 +58,10 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
     def to_tensor(array: np.ndarray) -> torch.Tensor:
         if not array.flags.writeable:  # e.g. a view of Ray's object store: a tensor must own writable memory
             array = array.copy()
-        return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
+        tensor = torch.from_numpy(np.ascontiguousarray(array))  # in its stored dtype: uint8 frames stay uint8
+        if device.type == "cuda":  # from page-locked memory the copy runs asynchronously, at the bus's speed
+            tensor = tensor.pin_memory()
+        return tensor.to(device, non_blocking=True)
 
     return StepBatch(**stack([padded(tr, n_steps) for tr in trajectories], to_tensor))
 
