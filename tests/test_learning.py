@@ -159,11 +159,13 @@ def test_a_recurrent_policy_recalls_the_cue_that_an_mlp_cannot(tmp_path):
 
 def test_a_recurrent_policy_balances_cartpole_without_its_velocities(tmp_path):
     # An MLP reaches about 50 on it (benchmarks/learning.py, stateless-cartpole-mlp); the full 1M-step target (400
-    # in training, 475 greedy, 3 of 3 seeds) is the benchmark's.
+    # in training, 475 greedy, 3 of 3 seeds) is the benchmark's. Most runs pass within 100 updates; one of a CI's
+    # subprocess-actor runs had greedy evaluations of 395 after 200, rising, so the budget is 300 (the run stops at
+    # the first epoch that passes).
     env = {"_target_": "maze_impala.envs.examples.StatelessCartPole"}
     both = _reaches(train=300, eval=475)
-    algorithm, returns, evaluations = _train(env, ModelConfig(recurrent="lstm"), 200, 1, tmp_path, both)
-    assert algorithm.total_env_steps == 204_800
+    algorithm, returns, evaluations = _train(env, ModelConfig(recurrent="lstm"), 300, 1, tmp_path, both)
+    assert algorithm.total_env_steps == 307_200
     assert max(returns) >= 300, f"mean training return per epoch: {returns}"
     assert max(evaluations) >= 475, f"greedy evaluations: {evaluations}"
 

@@ -27,10 +27,13 @@ def test_the_rule_ranges_from_one_thread_to_the_cores_the_actors_leave_or_all():
     every = plan_threads("all", actor_cores=6, cores=8)
     assert every.choices == (1, 2, 8) and every.start == 8
     assert plan_threads("leftover", actor_cores=2, cores=2).choices == (1,)  # nothing to choose: one thread
-    assert plan_threads("leftover", actor_cores=0, cores=4).choices == (1, 4)  # runner=dev: actors take turns
+    assert plan_threads("leftover", actor_cores=0, cores=4).choices == (1, 4)  # a Ray cluster: no actors here
     assert plan_threads("all", actor_cores=1.5, cores=4).choices == (1, 2, 4)  # Ray's fractions of a core
     several = plan_threads("all", actor_cores=2, num_learners=3, cores=8)  # each its share, in step
     assert several.choices == (2,) and not several.adaptive
+    dev = plan_threads("all", actor_cores=0, cores=8, deterministic=True)  # runner=dev repeats itself exactly
+    assert dev.choices == (1,) and "runner=dev" in dev.describe()
+    assert plan_threads("4", actor_cores=0, cores=8, deterministic=True).choices == (4,), "a pin is kept"
 
 
 def test_a_users_pin_is_kept_and_said(monkeypatch):

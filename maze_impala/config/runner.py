@@ -62,8 +62,8 @@ class RunnerConfig:
     process may use, shared with waiting actors, for a learner that sets the pace; auto: what
     :func:`auto_learner_cores` chooses for the model (a run records what it became). Within that, the learner
     times its updates and computes with the fastest of 1, leftover and that many threads, which follows another
-    program's load (see :mod:`maze_impala.impala.threads`). A number pins the threads, as ``OMP_NUM_THREADS`` in
-    the environment does."""
+    program's load (see :mod:`maze_impala.impala.threads`); runner=dev computes on one thread, so that it repeats a
+    run exactly. A number pins the threads, as ``OMP_NUM_THREADS`` in the environment does."""
     learner_timeout_s: float = 300.0
     """algorithm.num_learners > 1: seconds one learner may wait for another within an update (a gradient sum)
     before the run fails; a learner that dies fails it at once."""

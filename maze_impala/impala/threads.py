@@ -11,7 +11,8 @@ thread counts, and :class:`ThreadTuner` times its updates with each and keeps th
 - the range is 1 up to ``leftover``, or up to ``cores`` for a learner that sets the pace while its actors wait
   (``runner.learner_cores=all``, or ``auto`` with a CNN on images or a recurrent core);
 - a number (``runner.learner_cores=3``) or ``OMP_NUM_THREADS`` in the environment pins the threads;
-- several learners each take their share of ``leftover``, without tuning (they must step together).
+- several learners each take their share of ``leftover``, without tuning (they must step together);
+- ``runner=dev`` takes one thread, fixed: it repeats a run exactly for its seed.
 """
 
 from __future__ import annotations
@@ -86,15 +87,22 @@ class ThreadPlan:
         return f"learner threads {counts}, starting at {self.start} ({self.why})"
 
 
-def plan_threads(setting: str, actor_cores: float, num_learners: int = 1, cores: int | None = None) -> ThreadPlan:
+def plan_threads(
+    setting: str, actor_cores: float, num_learners: int = 1, cores: int | None = None, deterministic: bool = False
+) -> ThreadPlan:
     """The rule for ``runner.learner_cores=setting`` (leftover, all or a number; ``auto`` is resolved to one of the
     first two by the model first): ``actor_cores``: the cores the actors take on this machine; ``cores``: those
-    this process may use (default :func:`usable_cores`)."""
+    this process may use (default :func:`usable_cores`); ``deterministic``: the run must repeat itself bit for bit
+    (``runner=dev``), so its thread count is fixed, one unless pinned (a count chosen by timing would change the
+    order of float sums, and one thread never waits for a busy core)."""
     if setting.isdigit():
         return ThreadPlan((int(setting),), int(setting), f"pinned by runner.learner_cores={setting}")
     pinned = pinned_by_environment()
     if pinned is not None:
         return ThreadPlan((pinned[0],), pinned[0], f"pinned by {pinned[1]} in the environment")
+    if deterministic:
+        return ThreadPlan((1,), 1, "one thread: runner=dev repeats a run exactly for its seed (pin more with "
+                                   "runner.learner_cores=N)")  # fmt: skip
     cores = cores or usable_cores()
     leftover = max(1, cores - math.ceil(actor_cores))
     if num_learners > 1:

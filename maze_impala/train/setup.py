@@ -282,7 +282,8 @@ def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool
     leaves torch's threads as they are)."""
     if algorithm.device != "cpu":
         return None
-    return plan_threads(runner.learner_cores, pool.actor_cores(), algorithm.num_learners)
+    return plan_threads(runner.learner_cores, pool.actor_cores(), algorithm.num_learners,
+                        deterministic=runner.type == "dev")  # fmt: skip
 
 
 def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool: ActorPool) -> Replicas:
