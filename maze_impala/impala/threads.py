@@ -154,7 +154,6 @@ class ThreadTuner:
         self._probing: int | None = None
         self._next_probe = 0
         self._applied: int | None = None
-        self.switches = 0
 
     def threads(self) -> int:
         """The threads of the coming update (the choice, or a probe's), set in torch."""
@@ -188,7 +187,7 @@ class ThreadTuner:
         if per_sample < self.margin * current:
             log.info("learner threads %d -> %d: %.3g against %.3g ms per sample", self.chosen, probed,
                      per_sample * 1e3, current * 1e3)  # fmt: skip
-            self.chosen, self._decided, self.switches = probed, per_sample, self.switches + 1
+            self.chosen, self._decided = probed, per_sample
             self.times[probed].clear()
             self.times[probed].append(per_sample)
             self._interval = self.first_probe

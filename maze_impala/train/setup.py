@@ -265,11 +265,16 @@ def _wire(
         learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
         if checkpoint is not None:
             learner.load_state_dict(checkpoint)
+        threads = learner_threads(algorithm, config.runner, pool)
+        if threads is not None:
+            logging.getLogger("maze_impala").info("%s", threads.describe())
         if algorithm.num_learners > 1:  # the others start from learner 0's state, a resumed run's included
-            learner = DataParallelLearner(learner, make_replicas(algorithm, config.runner, pool))
+            share = threads.start if threads is not None else None
+            learner = DataParallelLearner(learner, make_replicas(algorithm, config.runner, share))
         extras = {"config": record, "spaces": {"observation": repr(obs_spaces), "action": repr(act_spaces)},
                   OPPONENTS: {name: spec.state_dict() for name, spec in opponents.items()}}  # fmt: skip
-        return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock, opponents)
+        return _trainer(config, output_dir, state, learner, pool, weights, hub, train_stats, extras, lock, opponents,
+                        threads)  # fmt: skip
     except BaseException:
         if learner is not None:
             learner.close()
@@ -286,11 +291,9 @@ def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool
                         deterministic=runner.type == "dev")  # fmt: skip
 
 
-def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool: ActorPool) -> Replicas:
+def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, threads: int | None) -> Replicas:
     """Learners 1..``num_learners - 1`` for ``runner.type``: Ray actors with runner=ray, else processes here; a CPU
-    learner's threads are its share of those the actors leave."""
-    threads = learner_threads(algorithm, runner, pool)
-    threads = threads.start if threads is not None else None
+    learner's ``threads`` are its share of those the actors leave (:func:`learner_threads`; None: a GPU learner)."""
     if runner.type == "ray":
         from maze_impala.impala.ray_replicas import RayReplicas  # Ray is an optional dependency
 
@@ -310,9 +313,10 @@ def _trainer(
     extras: dict[str, Any],
     lock: RunDirLock,
     opponents: dict[str, PolicySpec],
+    threads: ThreadPlan | None,
 ) -> ImpalaTrainer:
     """The evaluator, the writers and the trainer around the parts :func:`_wire` built (``opponents``: the fixed
-    opponents it resolved)."""
+    opponents it resolved; ``threads``: the learner's thread counts)."""
     algorithm, output = config.algorithm, config.output
     eval_hub = EventHub()
     eval_stats = StatsAggregator("eval")
@@ -351,9 +355,6 @@ def _trainer(
         video_every=output.video.every if filmed else 0, on_close=[lock.release],
     )  # fmt: skip
     stats = RunStats(hub, train_stats, eval_stats)
-    threads = learner_threads(algorithm, config.runner, pool)
-    if threads is not None:
-        logging.getLogger("maze_impala").info("%s", threads.describe())
     return ImpalaTrainer(algorithm, learner, pool, weights, evaluator, stats, outputs, state, threads)
 
 
