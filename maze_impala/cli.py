@@ -28,7 +28,9 @@ from maze_impala.cli_dirs import (
     owned,
 )
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
-from maze_impala.config.base import check_keys, import_hint
+from maze_impala.config.base import import_hint
+from maze_impala.config.overrides import check_overrides as overrides_check
+from maze_impala.config.overrides import override_key
 from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
 from maze_impala.run_files import FAILED
@@ -90,48 +92,19 @@ def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
     from omegaconf import OmegaConf
 
     env = OmegaConf.to_container(cfg.env, resolve=True)
-    keys = [_key(o) for o in overrides]
+    keys = [override_key(o) for o in overrides]
     if "env._target_" in keys and "env" not in keys and isinstance(env, dict):
         given = {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
         env = {k: v for k, v in env.items() if k in given}
     return env
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
-    """Refuse an override of a key the config has no field for, with or without ``+``, before Hydra composes; every
-    such key of the command line is named at once.
-
-    (Hydra would suggest ``+key=...``, which adds the key to the config but not to the run.)
-    """
+    """Refuse, before Hydra composes, every unknown key and plain value of the wrong type among ``overrides`` of
+    the primary config ``config_name`` (see :func:`maze_impala.config.overrides.check_overrides`)."""
     schema = CONFIGS.get(config_name)
-    if schema is None:
-        return
-    unknown: list[str] = []
-    for override in overrides:
-        key = _key(override)
-        if config_name == "conf_rollout" and key == "runner" and override.split("=", 1)[1] == "ray":
-            raise ConfigError("runner=ray runs training's actors only; a rollout runs with runner=dev (in this "
-                              "process) or runner=local (worker processes on this machine)")  # fmt: skip
-        if config_name == "conf_rollout" and key.split(".")[0] in ("algorithm", "model"):
-            raise ConfigError(f"{key} is a training setting and a rollout trains nothing: its policy plays the model "
-                              "of the run in input_dir (train with maze-run -cn conf_train to change it)")  # fmt: skip
-        if "=" not in override or key.startswith("hydra.") or "@" in key or "/" in key:
-            continue
-        nested: Any = None
-        for part in reversed(key.split(".")):
-            nested = {part: nested}
-        try:
-            check_keys(schema, nested, "")
-        except ConfigError as error:
-            unknown.append(str(error))
-    if len(unknown) == 1:
-        raise ConfigError(unknown[0])
-    if unknown:
-        raise ConfigError(f"{len(unknown)} unknown keys: " + " ".join(u.split(" Valid keys")[0] for u in unknown))
+    if schema is not None:
+        overrides_check(schema, overrides, rollout=config_name == "conf_rollout")
 
 
 def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> None:
@@ -284,7 +257,7 @@ def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[s
     """What an interrupted training run says: the command that continues it from its checkpoint, or, where no epoch
     ended before the interrupt (so there is no checkpoint), that there is nothing to resume and how to start again."""
     if saved_epoch is None:
-        kept = [o for o in overrides if not _key(o).startswith("resume")]
+        kept = [o for o in overrides if not override_key(o).startswith("resume")]
         return (f"maze-run: interrupted before the first checkpoint: no epoch ended, so there is nothing to resume "
                 f"(what the run logged is in {output_dir}). Start it again with\n  {_command(kept)}")  # fmt: skip
     return (f"maze-run: interrupted; {output_dir / 'model_last.pt'} holds epoch {saved_epoch}; continue the run "
@@ -299,7 +272,7 @@ def _score_name(config: TrainingConfig) -> str:
 def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:
     """The command that continues the run in ``output_dir``: its own overrides, and ``resume=`` the directory
     (quoted for Hydra where its name holds ``=`` or ``,``, as a sweep job's does, and for the shell)."""
-    kept = [o for o in overrides if not _key(o).startswith(("hydra.", "resume"))]
+    kept = [o for o in overrides if not override_key(o).startswith(("hydra.", "resume"))]
     return _command([*kept, f"resume={hydra_value(str(output_dir))}"])
 
 
@@ -319,7 +292,9 @@ def sweep_rest(sweep_dir: Path, job: int, argv: Sequence[str]) -> str:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     sweep = [
-        a for a in argv if "=" in a and not a.startswith("-") and not _key(a).startswith(("hydra.sweep", "resume"))
+        a
+        for a in argv
+        if "=" in a and not a.startswith("-") and not override_key(a).startswith(("hydra.sweep", "resume"))
     ]
     jobs = [j for batch in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(sweep), None)
             for j in batch]  # fmt: skip

@@ -125,6 +125,45 @@ def test_every_unknown_key_of_a_command_line_is_named_at_once():
     assert "Did you mean 'algorithm.lr'?" in str(error.value) and "Did you mean 'seed'?" in str(error.value)
 
 
+def test_every_value_of_a_wrong_type_is_named_at_once_before_hydra():
+    with pytest.raises(ConfigError, match=r"3 problems: unknown key 'algorithm.lrr'.*") as error:
+        check_overrides("conf_train", ["algorithm.lrr=0.1", "algorithm.gamma=x", "seed=y", "algorithm.lr=1e-3"])
+    said = str(error.value)
+    assert "algorithm.gamma=x: Value 'x' of type 'str' could not be converted to Float" in said
+    assert "seed=y:" in said and "algorithm.lr=" not in said and "\n" not in said
+    with pytest.raises(ConfigError, match=r"^output.video.episodes=2.5: .*Integer$"):
+        check_overrides("conf_train", ["output.video.episodes=2.5"])
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "seed=1,2",
+        "env=minatar",
+        "runner=dev",
+        "env.name=x",
+        "algorithm.lr=1e-3",
+        "resume=/a/b",
+        "algorithm.eps=null",
+        "algorithm.n_epochs=range(1,3)",
+        "output.csv=false",
+        "~output.video",
+    ],
+)
+def test_values_hydra_parses_further_are_left_to_it(override):
+    check_overrides("conf_train", [override])
+
+
+def test_every_bad_value_of_a_composed_config_is_named_at_once():
+    overrides = ["algorithm.lr=-1", "algorithm.gamma=2", "runner.max_restarts=-1", "output.checkpoint_every=0"]
+    with pytest.raises(ConfigError, match=r"^4 invalid values: algorithm.lr must be a finite float > 0, got -1.0; "
+                       r"algorithm.gamma must be in \(0, 1\], got 2.0; runner.max_restarts must be an int >= 0, "
+                       r"got -1; output.checkpoint_every must be an int >= 1, got 0$"):  # fmt: skip
+        to_training_config(_compose(*overrides))
+    with pytest.raises(ConfigError, match=r"^algorithm.lr must be a finite float > 0, got -1.0$"):  # one: as before
+        to_training_config(_compose("algorithm.lr=-1"))
+
+
 def test_a_shipped_familys_settings_are_read_without_the_cli():
     from maze_impala.config.workloads import workload
 

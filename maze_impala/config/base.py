@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -30,10 +32,51 @@ def import_hint(target: str, error: BaseException) -> str:
             f"{module.split('.')[0]}, its .py file or package, or add that directory to PYTHONPATH)")  # fmt: skip
 
 
+_gathered: ContextVar[list[str] | None] = ContextVar("maze_impala_config_problems", default=None)
+
+
 def check(ok: bool, name: str, value: object, requirement: str) -> None:
-    """Raise a :class:`ConfigError` saying that ``name`` must be ``requirement`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"{name} must be {requirement}, got {value!r}")
+    """Unless ``ok``: a :class:`ConfigError` saying that ``name`` must be ``requirement``, raised at once, or noted
+    and raised with the config's other problems within :func:`every_problem`."""
+    if ok:
+        return
+    message = f"{name} must be {requirement}, got {value!r}"
+    problems = _gathered.get()
+    if problems is None:
+        raise ConfigError(message)
+    problems.append(message)
+
+
+def joined(problems: list[str]) -> ConfigError:
+    """One :class:`ConfigError` naming every problem, on one line (the console shows one)."""
+    unique = list(dict.fromkeys(problems))
+    if len(unique) == 1:
+        return ConfigError(unique[0])
+    return ConfigError(f"{len(unique)} invalid values: " + "; ".join(unique))
+
+
+@contextlib.contextmanager
+def every_problem() -> Iterator[None]:
+    """Validate a whole config at once: within, :func:`check` notes a failed requirement and validation goes on;
+    on leaving, one :class:`ConfigError` names every problem. A ConfigError raised directly ends the gathering
+    there, and another exception after a problem was noted is taken for its consequence (a check that did
+    arithmetic on a bad value). Nested uses gather into the outermost."""
+    if _gathered.get() is not None:
+        yield
+        return
+    problems: list[str] = []
+    token = _gathered.set(problems)
+    try:
+        yield
+    except ConfigError as error:
+        problems.append(str(error))
+    except Exception:
+        if not problems:
+            raise
+    finally:
+        _gathered.reset(token)
+    if problems:
+        raise joined(problems) from None
 
 
 def finite(value: object) -> bool:
@@ -57,7 +100,7 @@ def check_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
                 f"unknown key {name!r}: {cls.__name__} has no such field.{hint} Valid keys"
                 f"{' of ' + path if path else ''}: {', '.join(fields)}"
             )
-        nested = _dataclass_type(cls, key)
+        nested = dataclass_type(cls, key)
         if nested is not None and isinstance(value, Mapping):
             check_keys(nested, value, name)
 
@@ -79,15 +122,43 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
     check_keys(cls, data, path)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(cls), dict(data))
-        return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", None)
-        where = f"{path}.{key}" if path and key else (key or path)
-        message = str(error).splitlines()[0]
-        raise ConfigError(f"{where}: {message}" if where else message) from None
+        problems = _type_problems(cls, data, path) or [_located(error, path)]
+        raise joined(problems) from None
+    with every_problem():
+        try:
+            return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        except OmegaConfBaseException as error:
+            raise ConfigError(_located(error, path)) from None
 
 
-def _dataclass_type(cls: type, name: str) -> type | None:
+def _located(error: Exception, path: str) -> str:
+    key = getattr(error, "full_key", None)
+    where = f"{path}.{key}" if path and key else (key or path)
+    message = str(error).splitlines()[0]
+    return f"{where}: {message}" if where else message
+
+
+def _type_problems(cls: type, data: Mapping[str, Any], path: str) -> list[str]:
+    """Every value of ``data`` that ``cls``'s field types refuse (on the error path only: merges key by key)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    problems: list[str] = []
+    for key, value in data.items():
+        nested = dataclass_type(cls, key)
+        if nested is not None and isinstance(value, Mapping):
+            problems += _type_problems(nested, value, f"{path}.{key}" if path else str(key))
+            continue
+        try:
+            OmegaConf.merge(OmegaConf.structured(cls), {key: value})
+        except OmegaConfBaseException as error:
+            problems.append(_located(error, path))
+    return problems
+
+
+def dataclass_type(cls: type, name: str) -> type | None:
+    """The config dataclass that field ``name`` of ``cls`` holds, or None for any other field (or no such field)."""
     import typing
 
     hint = typing.get_type_hints(cls).get(name)
