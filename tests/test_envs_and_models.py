@@ -169,19 +169,6 @@ def test_a_player_of_the_policy_and_the_state_dict_round_trip(tmp_path):
     assert critic.values(0, {"observation": torch.as_tensor(obs["observation"])[None]}).shape == (1,)
 
 
-def test_the_learners_tanh_is_torch_tanh_in_value_and_gradient():
-    from maze_impala.nn.networks import tanh
-
-    x = (torch.randn(500, 64) * 4).requires_grad_(True)
-    ours = tanh(x)
-    (grad,) = torch.autograd.grad(ours.sum(), x)
-    theirs = torch.tanh(x)
-    (expected,) = torch.autograd.grad(theirs.sum(), x)
-    torch.testing.assert_close(ours, theirs, atol=3e-7, rtol=0)
-    torch.testing.assert_close(grad, expected, atol=5e-7, rtol=0)
-    assert torch.autograd.gradcheck(tanh, (torch.randn(6, 3, dtype=torch.double, requires_grad=True),))
-
-
 def test_a_namespaced_gymnasium_id_imports_its_package_or_names_what_to_install(monkeypatch):
     from maze_impala.envs import gym_adapter
 

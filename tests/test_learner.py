@@ -242,9 +242,9 @@ def test_entropy_schedule_anneals_the_bonus_on_the_learning_rates_clock(monkeypa
     learner, actor, stats = _setup(entropy_coef=0.2, entropy_schedule=schedule, n_epochs=1, epoch_length=4)
     seen, real_loss = [], learner_module.impala_loss
 
-    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares):
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw):
         seen.append((entropy_coef, learner.optimizer.lr / config.lr))
-        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares)
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
     for _ in range(4):
@@ -426,9 +426,9 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     seen = []
     real_loss = learner_module.impala_loss
 
-    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares):
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw):
         seen.append((batches[0].mask.shape[1], anchors[0].clone()))
-        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares)
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
     learner.step([rollout])
@@ -437,3 +437,37 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     for index, (_, anchor) in enumerate(seen):  # every minibatch, in every pass: pi_0 of its own columns
         column = index % 3
         torch.testing.assert_close(anchor, before[:, column : column + 1])
+
+
+def test_a_batch_without_padding_takes_plain_means_with_the_masked_means_values():
+    from dataclasses import replace
+
+    from maze_impala.impala.losses import impala_loss
+
+    learner, actor, _ = _setup(clip_range=0.2)
+    rollout = actor.rollout()
+    batch = stack_step([rollout], 0, learner.device)
+    assert batch.dense and batch.columns(0, 2).dense  # every entry a decision, known from the host's arrays
+    forward = {0: learner._forward(0, batch)}
+    distributions = {0: learner.policy.distribution(0)}
+    plain, plain_parts = impala_loss({0: batch}, forward, distributions, learner.config)
+    masked, masked_parts = impala_loss({0: replace(batch, dense=False)}, forward, distributions, learner.config)
+    torch.testing.assert_close(plain, masked)
+    for field in ("policy_loss", "value_loss", "entropy", "advantage_std", "behaviour_kl", "clipped_rho_fraction"):
+        torch.testing.assert_close(getattr(plain_parts[0], field), getattr(masked_parts[0], field))
+    shorter = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=3, seed=1).build(
+        1, SharedWeights(learner.policy)
+    )
+    assert not stack_step([rollout, shorter.rollout()], 0, learner.device).dense  # padded: masked means
+
+
+def test_the_passes_that_publish_nothing_compute_the_loss_without_diagnostics():
+    from maze_impala.impala.losses import impala_loss
+
+    learner, actor, _ = _setup()
+    batch = stack_step([actor.rollout()], 0, learner.device)
+    forward, distributions = {0: learner._forward(0, batch)}, {0: learner.policy.distribution(0)}
+    full, with_all = impala_loss({0: batch}, forward, distributions, learner.config)
+    terms, bare = impala_loss({0: batch}, forward, distributions, learner.config, diagnostics=False)
+    torch.testing.assert_close(full, terms)  # the same loss
+    assert bare[0].update_kl is None and bare[0].max_abs_logit is None and with_all[0].max_abs_logit is not None

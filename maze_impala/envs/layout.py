@@ -59,8 +59,8 @@ def leaves(tree: Any) -> Iterator[Any]:
 
 
 def rows_of(record: Any) -> dict[str, str]:
-    """The rows of each field of a laid-out dataclass (or dataclass type)."""
-    return {f.name: f.metadata["rows"] for f in dataclasses.fields(record)}
+    """The rows of each laid-out field of a dataclass (or dataclass type); its other fields (a flag) are not arrays."""
+    return {f.name: f.metadata["rows"] for f in dataclasses.fields(record) if "rows" in f.metadata}
 
 
 def map_fields(fn: Callable[..., Any], *records: Any) -> dict[str, Any]:

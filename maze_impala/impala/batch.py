@@ -36,6 +36,9 @@ class StepBatch:
     agent_ids: torch.Tensor = laid_out(COLUMN_ROWS)
     ancestors: dict[StepKey, dict[str, torch.Tensor]] = laid_out(OBSERVATION_ROWS)
     initial_state: dict[str, torch.Tensor] = laid_out(COLUMN_ROWS, default_factory=dict)
+    dense: bool = False
+    """Every entry holds a decision (no padding, known on the host when the batch was stacked): the losses then
+    take plain means instead of masked ones. False says nothing (``mask`` is then read)."""
 
     @property
     def first(self) -> torch.Tensor:
@@ -47,7 +50,9 @@ class StepBatch:
     def columns(self, start: int, stop: int) -> StepBatch:
         """Columns ``start`` to ``stop`` (views; time-limit cut-offs re-indexed)."""
         device = self.mask.device
-        return select_columns(self, slice(start, stop), lambda index: torch.as_tensor(index, device=device))
+        selected = select_columns(self, slice(start, stop), lambda index: torch.as_tensor(index, device=device))
+        selected.dense = self.dense
+        return selected
 
 
 def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device) -> StepBatch:
@@ -63,7 +68,8 @@ def stack_step(rollouts: list[Rollout], step_key: StepKey, device: torch.device)
             tensor = tensor.pin_memory()
         return tensor.to(device, non_blocking=True)
 
-    return StepBatch(**stack([padded(tr, n_steps) for tr in trajectories], to_tensor))
+    laid = [padded(tr, n_steps) for tr in trajectories]
+    return StepBatch(**stack(laid, to_tensor), dense=all(bool(tr.mask.all()) for tr in laid))
 
 
 def split_columns(batches: dict[StepKey, StepBatch], parts: int) -> list[dict[StepKey, StepBatch]]:

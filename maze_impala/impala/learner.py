@@ -136,13 +136,13 @@ class ImpalaLearner(Learner):
                 shares = shard.shares(index)
                 forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
                 clock.lap("forward")
-                total, losses = impala_loss(
-                    minibatch, forward, distributions, cfg, train_policy, anchors[index], entropy_coef, shares
-                )
-                if sgd_pass == 0:  # the batch as the policy that arrived at it saw it
+                first, last = sgd_pass == 0, sgd_pass == cfg.n_sgd_passes - 1  # the passes whose metrics are read
+                total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index],
+                                            entropy_coef, shares, diagnostics=first or last)  # fmt: skip
+                if first:  # the batch as the policy that arrived at it saw it
                     metrics += self._loss_metrics(losses, shares)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
-                if sgd_pass == cfg.n_sgd_passes - 1:  # how far the batch moved the policy, what the region held back
+                if last:  # how far the batch moved the policy, what the region held back
                     metrics += self._last_pass_metrics(losses, shares)
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)

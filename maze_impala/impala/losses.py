@@ -33,32 +33,35 @@ class StepForward(NamedTuple):
 
 
 class StepLoss(NamedTuple):
+    """One step key's loss terms and, where asked for (``diagnostics``), what monitoring reads of them; a
+    diagnostic computed without it is None."""
+
     policy_loss: torch.Tensor
     """-mean(A_t * log pi(a_t|x_t)) with the V-trace advantages A_t."""
     value_loss: torch.Tensor
     """0.5 * mean((v_t - V(x_t))^2) against the V-trace targets v_t."""
     entropy: torch.Tensor
     """mean entropy of pi(.|x_t)."""
-    mean_value: torch.Tensor
-    """mean V(x_t), for monitoring."""
-    clipped_rho_fraction: torch.Tensor
-    """Share of the importance weights rho_t clipped at rho-bar, by more than float rounding (``RHO_NOISE``):
-    diagnostics of a stale or diverged policy."""
-    max_abs_logit: torch.Tensor
-    """Largest |logit| of an allowed action (diagnostics: a saturating softmax has no gradient left)."""
-    advantage_std: torch.Tensor
-    """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
-    advantage_mean: torch.Tensor
-    """Their mean (what data-parallel learners pool their standard deviations around)."""
-    clipped_ratio_fraction: torch.Tensor
-    """Share of the surrogate's ratios (pi/mu or pi/pi_0, see ``trust_region``) outside ``1 +- clip_range``, where
-    the surrogate passes no gradient (0 without)."""
     log_probs: torch.Tensor
     """log pi(a_t|x_t) of the actions taken, ``[T, N]``, without gradient (the anchor of later passes)."""
-    behaviour_kl: torch.Tensor
+    mean_value: torch.Tensor | None = None
+    """mean V(x_t), for monitoring."""
+    clipped_rho_fraction: torch.Tensor | None = None
+    """Share of the importance weights rho_t clipped at rho-bar, by more than float rounding (``RHO_NOISE``):
+    diagnostics of a stale or diverged policy."""
+    max_abs_logit: torch.Tensor | None = None
+    """Largest |logit| of an allowed action (diagnostics: a saturating softmax has no gradient left)."""
+    advantage_std: torch.Tensor | None = None
+    """Standard deviation of the V-trace policy-gradient advantages (diagnostics: their scale)."""
+    advantage_mean: torch.Tensor | None = None
+    """Their mean (what data-parallel learners pool their standard deviations around)."""
+    clipped_ratio_fraction: torch.Tensor | None = None
+    """Share of the surrogate's ratios (pi/mu or pi/pi_0, see ``trust_region``) outside ``1 +- clip_range``, where
+    the surrogate passes no gradient (0 without)."""
+    behaviour_kl: torch.Tensor | None = None
     """KL(mu || pi) on the batch's actions, estimated as mean(r - 1 - log r) with r = pi/mu: how far the learner
     has moved from the policy that made the data (policy lag and earlier passes)."""
-    update_kl: torch.Tensor
+    update_kl: torch.Tensor | None = None
     """KL(pi_0 || pi) on the batch's actions, estimated as mean(r - 1 - log r) with r = pi/pi_0: how far this
     batch's earlier optimizer steps have moved the policy from the anchor (0 in the first pass)."""
 
@@ -80,6 +83,7 @@ def impala_step_loss(
     trust_region: str = "learner",
     clip_c_threshold: float | None = 1.0,
     importance_weights: bool = True,
+    diagnostics: bool = True,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -115,6 +119,7 @@ def impala_step_loss(
         importance_weights: False: the value targets and policy-gradient advantages are plain n-step
             bootstrapped ones (V-trace with every importance weight 1: no correction for the actors' lag);
             the surrogate's ratio is unchanged.
+        diagnostics: False: the loss terms only (the learner's passes that publish no metrics skip the rest).
     """
     target_log_probs = distribution.log_prob(logits, actions)
     reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
@@ -125,7 +130,8 @@ def impala_step_loss(
     else:
         weights = mask.to(values.dtype)
         log_rhos, log_ratios = log_rhos * weights, log_ratios * weights
-        average = lambda x: (x * weights).sum() / weights.sum().clamp(min=1.0)  # noqa: E731
+        count = weights.sum().clamp(min=1.0)
+        average = lambda x: (x * weights).sum() / count  # noqa: E731
     returns = vtrace(
         log_rhos=log_rhos if importance_weights else torch.zeros_like(log_rhos),
         discounts=discounts,
@@ -139,10 +145,10 @@ def impala_step_loss(
     )
     if trust_region not in TRUST_REGIONS:
         raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {trust_region!r}")
+    surrogate_ratios = None
     if clip_range is None:
         advantages = returns.pg_advantages
         policy_loss = -average(advantages * target_log_probs)
-        clipped_ratios = torch.zeros((), device=values.device)
     else:
         if trust_region == "behaviour":  # r = pi/mu over the advantages of the V-trace targets
             surrogate_ratios = log_ratios.exp()
@@ -153,25 +159,31 @@ def impala_step_loss(
             advantages = returns.pg_advantages
         clipped = torch.clamp(surrogate_ratios, 1.0 - clip_range, 1.0 + clip_range)
         policy_loss = -average(torch.minimum(surrogate_ratios * advantages, clipped * advantages))
+    terms = StepLoss(
+        policy_loss=policy_loss,
+        value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
+        entropy=average(distribution.entropy(logits)),
+        log_probs=target_log_probs.detach(),
+    )
+    if not diagnostics:
+        return terms
+    if surrogate_ratios is None:
+        clipped_ratios = torch.zeros((), device=values.device)
+    else:
         clipped_ratios = average(((surrogate_ratios.detach() - 1.0).abs() > clip_range).to(values.dtype))
     mean_advantage = average(advantages)
     rho_bar = clip_rho_threshold if clip_rho_threshold is not None else float("inf")
     allowed = logits.detach().abs() < 1e8  # masked actions carry a huge negative logit
     log_ratios = log_ratios.detach()
-    ratios = log_ratios.exp()
     moved = log_ratios - log_rhos.detach()  # log pi/pi_0
-    return StepLoss(
-        policy_loss=policy_loss,
-        value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
-        entropy=average(distribution.entropy(logits)),
+    return terms._replace(
         mean_value=average(values[:-1].detach()),
         clipped_rho_fraction=average((log_rhos.exp() > rho_bar * (1.0 + RHO_NOISE)).to(values.dtype)),
         max_abs_logit=torch.where(allowed, logits.detach().abs(), 0.0).amax(),
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
         advantage_mean=mean_advantage.detach(),
         clipped_ratio_fraction=clipped_ratios,
-        log_probs=target_log_probs.detach(),
-        behaviour_kl=average(ratios - 1.0 - log_ratios),
+        behaviour_kl=average(log_ratios.exp() - 1.0 - log_ratios),
         update_kl=average(moved.exp() - 1.0 - moved),
     )
 
@@ -185,6 +197,7 @@ def impala_loss(
     anchor_log_probs: Mapping[StepKey, torch.Tensor] | None = None,
     entropy_coef: float | None = None,
     shares: Mapping[StepKey, float] | None = None,
+    diagnostics: bool = True,
 ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
     """The loss of one update and its parts per step key.
 
@@ -198,31 +211,36 @@ def impala_loss(
 
     ``shares``: each step key's share of the decisions of the joint batch that ``batches`` is a part of
     (data-parallel learners, :mod:`maze_impala.impala.parallel`): its terms are weighted by it, so that the
-    learners' gradients sum to the joint batch's. None: ``batches`` is the whole batch.
+    learners' gradients sum to the joint batch's. None: ``batches`` is the whole batch. ``diagnostics``: see
+    :func:`impala_step_loss`.
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
     entropy_coef = config.entropy_coef if entropy_coef is None else entropy_coef
     losses: dict[StepKey, StepLoss] = {}
     for key, batch in batches.items():
         step = forward[key]
-        done = batch.terminated | batch.truncated
+        discounts = config.gamma * (~(batch.terminated | batch.truncated)).to(step.values.dtype)
+        rewards = step.rewards
+        if not batch.dense:
+            rewards, discounts = torch.where(batch.mask, rewards, 0.0), torch.where(batch.mask, discounts, 1.0)
         loss = impala_step_loss(
             distributions[key],
             step.logits,
             batch.actions,
             batch.behaviour_log_probs,
             step.values,
-            torch.where(batch.mask, step.rewards, 0.0),
-            discounts=torch.where(batch.mask, config.gamma * (~done).float(), 1.0),
+            rewards,
+            discounts=discounts,
             clip_rho_threshold=config.vtrace_clip_rho_threshold,
             clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
             lambda_=config.vtrace_lambda,
-            mask=batch.mask,
+            mask=None if batch.dense else batch.mask,
             anchor_log_probs=None if anchor_log_probs is None else anchor_log_probs[key],
             clip_range=config.clip_range,
             trust_region=config.trust_region,
             clip_c_threshold=config.vtrace_clip_c_threshold,
             importance_weights=config.vtrace,
+            diagnostics=diagnostics,
         )
         share = 1.0 if shares is None else shares[key]
         total = total + share * config.value_loss_coef * loss.value_loss

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -22,30 +22,7 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "el
 Observations = Mapping[str, torch.Tensor]
 
 
-class _SigmoidTanh(torch.autograd.Function):
-    """tanh(x) computed as 2 sigmoid(2x) - 1, with tanh's own gradient 1 - tanh(x)^2."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)  # grad * (1 - y^2) in one kernel, as torch.tanh's backward
-
-
-def tanh(x: torch.Tensor) -> torch.Tensor:
-    """``torch.tanh``, faster on CPUs, where torch's tanh kernel is much slower than its sigmoid: forward and backward
-    on 1,056 x 128 take 330 us against torch.tanh's 550-570 us on our 2-core machine (the backward is torch's own
-    tanh kernel, on the saved output). The same function up to float rounding (absolute differences below 2e-7 in value
-    and gradient)."""
-    return torch.tanh(x) if x.is_cuda else _SigmoidTanh.apply(x)
-
-
-FUNCTIONAL_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
+FUNCTIONAL_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
 
 
 def _linear(n_in: int, n_out: int, gain: float, init: str = "orthogonal") -> nn.Linear:
