@@ -127,6 +127,9 @@ class Rollout:
     """Structured steps this rollout's environments completed."""
     events: list[Any] = field(default_factory=list)
     """Events recorded on the actor side (episode returns, ...), replayed once by the learner."""
+    pool_games: list[tuple[int, float]] = field(default_factory=list)
+    """The games against the learner's snapshot pool that ended in this rollout: the snapshot that played each and
+    the trained policy's score (win 1, draw 0.5, loss 0), for the pool's statistics."""
 
 
 class WeightSource(ABC):
@@ -150,6 +153,12 @@ class WeightSource(ABC):
         """A copy of the weights of snapshot ``number``; :class:`KeyError` if it is not (or no longer) in the pool."""
         raise KeyError(f"{type(self).__name__} holds no snapshot pool (snapshot {number})")
 
+    def pool_scores(self) -> dict[int, float]:
+        """The trained policy's estimated score (win 1, draw 0.5) against each snapshot of the pool, as the learner
+        keeps them from every actor's games (what ``opponent_pool.draw=pfsp`` draws by). Empty where none are
+        published; a snapshot without an entry counts 0.5."""
+        return {}
+
 
 Snapshots = dict[int, tuple[int, np.ndarray]]
 """A snapshot pool as the learner keeps it: snapshot number (counted from 1) -> (version, flat weights)."""
@@ -165,6 +174,10 @@ class WeightPublisher(ABC):
     def publish_snapshots(self, snapshots: Snapshots) -> None:
         """Make ``snapshots`` the pool every actor reads through :meth:`WeightSource.snapshots` (all of it: a
         snapshot that is not in it leaves the pool)."""
+        raise NotImplementedError(f"{type(self).__name__} publishes no snapshot pool")
+
+    def publish_pool_scores(self, scores: dict[int, float]) -> None:
+        """Make ``scores`` what every actor reads through :meth:`WeightSource.pool_scores`."""
         raise NotImplementedError(f"{type(self).__name__} publishes no snapshot pool")
 
 

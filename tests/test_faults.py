@@ -141,6 +141,7 @@ def _shm():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # it reads the whole machine's /dev/shm
 @pytest.mark.parametrize("whole_group", [False, True], ids=["main process", "process group"])
 def test_sigkill_of_the_main_process_leaves_no_actor_no_learner_and_no_shared_memory_behind(tmp_path, whole_group):
     if not Path("/proc").is_dir():

@@ -33,6 +33,8 @@ from maze_impala.nn.models import make_policy  # noqa: E402
 from maze_impala.nn.torch_acting import numpy_form_of  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
+pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: many processes, run alone, one worker
+
 MODEL = ModelConfig(hidden_units=[8])
 
 
@@ -213,6 +215,7 @@ def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it()
         snapshots.offer(policy, version)
         weights.publish_snapshots(snapshots.snapshots)
     assert weights.latest_pool()[0] == 3  # one object per published pool, sent to an actor when it is new to it
+    weights.publish_pool_scores({2: 0.25, 3: 0.75})  # the learner's estimates, sent with every request
     spec = ActorSpec(tictactoe, model, n_rollout_steps=8, envs_per_actor=2, seed=0, opponent="pool", opponent_actors=1)
     with RayActors(spec, weights, 1, 1, restarts=RestartPolicy(max_restarts=1)) as pool:
         pool.collect(1)  # an actor that found no pool would fail its first game, and the run with it

@@ -17,7 +17,7 @@ from maze_impala.actors.reaper import raylet_processes
 
 pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: run alone, one worker
 
 
 def ray_processes():

@@ -19,7 +19,6 @@ from maze_impala.config import OpponentPoolConfig
 from maze_impala.envs.factory import make_env
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.files import atomic_write_bytes
-from maze_impala.nn import seats
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.seats import SNAPSHOT_STATE, PoolOpponent
@@ -73,8 +72,8 @@ def _snapshots(*versions):
     return {number: (version, np.array([version], np.float32)) for number, version in versions}
 
 
-def _shared(snapshots):
-    weights = SharedWeights(torch.nn.Linear(1, 1, bias=False), snapshot_slots=2)
+def _shared(snapshots, slots=2):
+    weights = SharedWeights(torch.nn.Linear(1, 1, bias=False), snapshot_slots=slots)
     weights.publish_snapshots(snapshots)
     return weights, weights.publish_snapshots
 
@@ -93,6 +92,9 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
         pytest.importorskip("ray")
     weights, publish = transport(_snapshots((1, 0), (2, 12)))
     assert weights.snapshots() == {1: 0, 2: 12} and weights.read_snapshot(2).tolist() == [12.0]
+    assert weights.pool_scores() == {}  # none published yet: every snapshot counts 0.5
+    (weights.publish_pool_scores if transport is _shared else weights.receive_scores)({1: 0.75, 2: 0.25})
+    assert weights.pool_scores() == {1: 0.75, 2: 0.25}
     if transport is _shared:
         with pytest.raises(ValueError, match="layout"):
             publish({3: (25, np.zeros(2, np.float32))})
@@ -126,31 +128,68 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
                                                 np.zeros(1, np.int64), None)  # fmt: skip
 
 
+def _pfsp_pool(*versions):
+    """A learner's pool of snapshots of a one-weight net at ``versions``, numbered from 1."""
+    pool, net = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=len(versions))), torch.nn.Linear(1, 1, False)
+    for version in versions:
+        net.weight.data.fill_(version)
+        pool.offer(net, version)
+    return pool
+
+
 def test_pfsp_draws_the_snapshots_the_policy_beats_least_most_often():
-    weights, _ = _shared(_snapshots((1, 0), (2, 12)))
+    pool = _pfsp_pool(0, 12)
+    weights, _ = _shared(pool.snapshots)
     opponent = PoolOpponent(Echo, weights, seed=0, draw="pfsp")
     start = np.zeros((1000, 1), np.float32)
     playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
                            None)[0]["a"]  # fmt: skip
     assert 400 < (playing == 12).sum() < 600  # no game played yet: equal chances
+    ended = opponent.game_over(
+        "player", {SNAPSHOT_STATE: np.array([[1.0], [2.0], [0.0]])}, np.zeros(3, np.int64), "win"
+    )
+    assert ended == [1, 2]  # 0: an agent that did not decide in the game
     for _ in range(30):  # the trained policy beats snapshot 1, and wins 1 in 3 against snapshot 2
-        opponent.game_over("player", {SNAPSHOT_STATE: np.array([[1.0], [2.0], [0.0]])}, np.zeros(3, np.int64), "win")
-        opponent.game_over("player", {SNAPSHOT_STATE: np.array([[2.0]])}, np.zeros(1, np.int64), "loss")
-        opponent.game_over("player", {SNAPSHOT_STATE: np.array([[2.0]])}, np.zeros(1, np.int64), "loss")
-    assert opponent.score(1) > 0.95 and 0.3 < opponent.score(2) < 0.35  # 0: an agent that did not play
+        pool.record([(1, 1.0), (2, 1.0), (2, 0.0), (2, 0.0), (7, 1.0)])  # 7: a snapshot no longer in the pool
+    scores = pool.scores()
+    assert set(scores) == {1, 2} and scores[1] > 0.95 and 0.3 < scores[2] < 0.35
+    weights.publish_pool_scores(scores)
+    assert weights.pool_scores() == scores  # what every actor reads
     chances = opponent.chances()
     assert chances[0] < 0.01 and abs(chances.sum() - 1) < 1e-9  # (1 - x)**2: 0.0006 against 0.45
     playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
                            None)[0]["a"]  # fmt: skip
     assert (playing == 12).sum() > 980
-    weights.publish_snapshots(_snapshots((2, 12), (3, 25)))
-    opponent.act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: start[:1]}, np.zeros(1, np.int64), None)
-    assert set(opponent.results) == {2}  # a snapshot that left the pool is forgotten; a new one starts at 0.5
-    assert opponent.score(3) == 0.5
+    pool.offer(torch.nn.Linear(1, 1, False), 25)  # snapshot 3 joins, snapshot 1 leaves the pool of two
+    assert set(pool.results) == {2} and pool.scores()[3] == 0.5  # a snapshot that left is forgotten; a new one: 0.5
 
 
-def test_an_actor_attributes_each_game_against_the_pool_to_the_snapshot_that_played_it(monkeypatch):
-    monkeypatch.setattr(seats, "PFSP_WINDOW", 1e15)  # no decay: the counts are the games
+def test_the_pools_games_and_its_draws_survive_a_resume():
+    pool = _pfsp_pool(0, 12, 30)
+    pool.record([(1, 1.0)] * 40 + [(2, 0.5)] * 10 + [(3, 0.0)] * 5)
+    buffer = io.BytesIO()
+    torch.save(pool.state_dict(), buffer)
+    buffer.seek(0)
+    resumed = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=3))
+    resumed.load_state_dict(torch.load(buffer, weights_only=True))  # as a checkpoint is read: no code unpickled
+    assert resumed.scores() == pool.scores() and resumed.results == pool.results
+    draws = []
+    for source in (pool, resumed):  # the actors of the run and of its resume draw alike
+        weights, _ = _shared(source.snapshots, slots=3)
+        weights.publish_pool_scores(source.scores())
+        opponent = PoolOpponent(Echo, weights, seed=0, draw="pfsp")
+        opponent.act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1), np.float32)},
+                     np.zeros(1, np.int64), None)  # fmt: skip
+        draws.append(opponent.chances())
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert draws[0][2] > draws[0][1] > draws[0][0]  # beaten least, drawn most
+    earlier = {k: v for k, v in pool.state_dict().items() if k not in ("games", "scores")}
+    old = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=3))
+    old.load_state_dict(earlier)  # a checkpoint of before the pool kept its games: every snapshot at 0.5
+    assert old.scores() == {1: 0.5, 2: 0.5, 3: 0.5}
+
+
+def test_an_actor_reports_each_game_against_the_pool_with_the_snapshot_that_played_it():
     policy = make_policy(make_env(TICTACTOE), FLAT)
     weights, pool = SharedWeights(policy, snapshot_slots=2), SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=2))
     pool.offer(policy, 0)
@@ -162,15 +201,15 @@ def test_an_actor_attributes_each_game_against_the_pool_to_the_snapshot_that_pla
     for index in range(2):  # the trained policy in the first seat, then in the second
         actor = spec.build(index, weights)
         try:
-            events = [r for _ in range(3) for r in actor.rollout().events if r.interface == GameEvents.__name__]
-            opponent = actor.acting.policies[seats.OPPONENT]
+            rollouts = [actor.rollout() for _ in range(3)]
         finally:
             actor.close()
+        events = [r for rollout in rollouts for r in rollout.events if r.interface == GameEvents.__name__]
+        games = [game for rollout in rollouts for game in rollout.pool_games]
         wins, draws, losses = (sum(r.values["value"] for r in events if r.event == name)
                                for name in ("win", "draw", "loss"))  # fmt: skip
-        games, scores = (sum(result[i] for result in opponent.results.values()) for i in range(2))
-        assert wins + draws + losses > 5 and set(opponent.results) <= {1, 2}
-        assert games == pytest.approx(wins + draws + losses) and scores == pytest.approx(wins + 0.5 * draws)
+        assert wins + draws + losses > 5 and {number for number, _ in games} <= {1, 2}
+        assert len(games) == wins + draws + losses and sum(score for _, score in games) == wins + 0.5 * draws
 
 
 def test_an_actor_killed_and_restarted_plays_the_learners_pool():
@@ -221,6 +260,9 @@ def test_a_resumed_run_goes_on_with_the_pool_its_checkpoint_saved(tmp_path):
     resumed = read_checkpoint(tmp_path / "model_last.pt")[SNAPSHOT_POOL]
     assert resumed["numbers"].tolist() == [3, 4, 5] and resumed["versions"].tolist() == [4, 6, 8]
     assert torch.equal(resumed["weights"][:2], saved["weights"][1:])  # the snapshots it kept, exactly
+    assert saved["games"].sum() > 0  # the actors' games against the pool, kept by the learner's pool
+    # the games against the snapshots it kept go on from the saved ones (each new game decays an old one by 1%)
+    assert (resumed["games"][:2] >= 0.9 * saved["games"][1:]).all()
 
 
 def test_a_run_of_a_release_without_a_saved_pool_resumes_with_a_pool_of_its_weights(tmp_path):

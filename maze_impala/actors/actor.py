@@ -26,6 +26,7 @@ from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.numpy_forms import NumpyPolicyForm
+from maze_impala.nn.seats import SCORES
 
 if TYPE_CHECKING:
     from maze_impala.nn.policy_spec import PolicySpec
@@ -193,6 +194,8 @@ class RolloutActor(Actor):
         self.game_events = self.hub.publisher(GameEvents)
         self.seat = _seat(learned, self.agents)
         """The name of the one seat this actor trains against an opponent, if it does."""
+        self.pool_games: list[tuple[int, float]] = []
+        """The games against pool snapshots that ended since the last rollout (see :attr:`Rollout.pool_games`)."""
         self.order = list(self.batch.step_keys)
         obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
         self.recorders = {
@@ -242,7 +245,9 @@ class RolloutActor(Actor):
             trajectories = {key: tr for key, tr in self._learned_columns(trajectories).items() if tr.n_columns}
         for key, trajectory in trajectories.items():
             check_finite(trajectory, key)
-        return Rollout(trajectories, self.version, self.index, self.n_steps * len(self.batch), self.collector.drain())
+        games, self.pool_games = self.pool_games, []
+        return Rollout(trajectories, self.version, self.index, self.n_steps * len(self.batch), self.collector.drain(),
+                       games)  # fmt: skip
 
     def _learned_columns(self, trajectories: dict[StepKey, Trajectory]) -> dict[StepKey, Trajectory]:
         learned = self.learned or frozenset()
@@ -309,9 +314,10 @@ class RolloutActor(Actor):
             seat = self.agents[self.seat]
             result = outcome(returns, seat, self.agents)
             publish_game(self.game_events, self.seat, result, returns.get(seat, 0.0))
-            for key, recorder in self.recorders.items():  # the opponent learns how its game ended
+            for key, recorder in self.recorders.items():  # which of the pool's snapshots played, for the learner
                 cols = recorder.columns_of(episode.env)
-                self.acting.game_over(key, recorder.take_closing_state(cols), recorder.agent_ids[cols], result)
+                played = self.acting.game_over(key, recorder.take_closing_state(cols), recorder.agent_ids[cols], result)
+                self.pool_games += [(number, SCORES[result]) for number in played]
 
     def close(self) -> None:
         self.batch.close()

@@ -61,6 +61,8 @@ class RayWeights(WeightPublisher):
         self._size = flat_size(flat_layout(module))
         self._pool: Snapshots = {}
         self._pool_number, self._pool_ref = 0, None
+        self.scores: dict[int, float] = {}
+        """The learner's estimates of the trained policy's score against each snapshot (sent with every request)."""
         self.publish(module, version)
 
     def publish(self, module: nn.Module, version: int) -> None:
@@ -80,6 +82,9 @@ class RayWeights(WeightPublisher):
             raise ValueError("publish_snapshots: a snapshot does not have the layout these weights were made for")
         self._pool, self._pool_number, self._pool_ref = dict(snapshots), self._pool_number + 1, None
 
+    def publish_pool_scores(self, scores: dict[int, float]) -> None:
+        self.scores = dict(scores)
+
     def latest_pool(self) -> tuple[int, ray.ObjectRef | None]:
         """How many pools were published (0: none), and the newest one's object (one ``ray.put`` per pool)."""
         if self._pool_ref is None and self._pool_number:
@@ -93,6 +98,7 @@ class ReceivedWeights(WeightSource):
     def __init__(self) -> None:
         self._version, self._flat = -1, np.zeros(0, dtype=np.float32)
         self._pool: Snapshots = {}
+        self._scores: dict[int, float] = {}
 
     def receive(self, version: int, flat: np.ndarray) -> None:
         if version > self._version:
@@ -100,6 +106,12 @@ class ReceivedWeights(WeightSource):
 
     def receive_pool(self, snapshots: Snapshots) -> None:
         self._pool = snapshots
+
+    def receive_scores(self, scores: dict[int, float]) -> None:
+        self._scores = scores
+
+    def pool_scores(self) -> dict[int, float]:
+        return dict(self._scores)
 
     def snapshots(self) -> dict[int, int]:
         return {number: version for number, (version, _) in sorted(self._pool.items())}
@@ -130,11 +142,14 @@ class ActorHost:
         """The id of the Ray node this actor runs on, and its process id."""
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    def rollout(self, version: int, flat: np.ndarray | None, pool: Snapshots | None = None) -> Rollout:
+    def rollout(self, version: int, flat: np.ndarray | None, pool: Snapshots | None = None,
+                scores: dict[int, float] | None = None) -> Rollout:  # fmt: skip
         if flat is not None:
             self.weights.receive(version, flat)
         if pool is not None:
             self.weights.receive_pool(pool)
+        if scores is not None:
+            self.weights.receive_scores(scores)
         if self.actor is None:
             self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actor = self.spec.build(self.index, self.weights)
@@ -232,7 +247,8 @@ class RayActors(ActorPool):
         version, ref = self.weights.latest()
         pool, pool_ref = self.weights.latest_pool()
         host.call = host.handle.rollout.remote(version, ref if version != host.sent_version else None,
-                                               pool_ref if pool != host.sent_pool else None)  # fmt: skip
+                                               pool_ref if pool != host.sent_pool else None,
+                                               self.weights.scores if pool else None)  # fmt: skip
         host.sent_version, host.sent_pool, host.requested_at = version, pool, time.monotonic()
 
     def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:

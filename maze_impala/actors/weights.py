@@ -12,7 +12,8 @@ that maps it exits, however it exits. Actors that act in numpy read the vector a
 (:meth:`SharedWeights.read`), so this module imports torch only where a module is
 flattened or loaded. The learner's snapshot pool (self-play against past selves) lives
 beside them the same way: a slot per snapshot under a sequence counter of its own, so a
-restarted actor finds the pool as the learner keeps it.
+restarted actor finds the pool as the learner keeps it, and so do the learner's estimates of
+the trained policy's score against each snapshot.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class SharedWeights(WeightSource, WeightPublisher):
         self._raw_pool = RawArray(ctypes.c_float, max(1, self._size * snapshot_slots))
         self._raw_pool_meta = RawArray(ctypes.c_int64, 1 + 2 * snapshot_slots)
         """[sequence, then (snapshot number, version) per slot]; number 0 marks a free slot."""
+        self._raw_scores = RawArray(ctypes.c_double, 1 + 2 * snapshot_slots)
+        """[sequence, then (snapshot number, score) per snapshot with an estimate]; number 0 ends the list."""
         self._views: tuple[np.ndarray, ...] | None = None
         self.publish(module, version=version)
 
@@ -78,6 +81,7 @@ class SharedWeights(WeightSource, WeightPublisher):
                 np.frombuffer(self._raw_meta, dtype=np.int64),
                 np.frombuffer(self._raw_pool, dtype=np.float32),
                 np.frombuffer(self._raw_pool_meta, dtype=np.int64),
+                np.frombuffer(self._raw_scores, dtype=np.float64),
             )
         return self._views
 
@@ -105,7 +109,7 @@ class SharedWeights(WeightSource, WeightPublisher):
                              f"with snapshot_slots={self._slots}")  # fmt: skip
         if any(flat.size != self._size for _, flat in snapshots.values()):  # checked before the counter goes odd
             raise ValueError("publish_snapshots: a snapshot does not have the layout of these shared weights")
-        pool, meta = self._arrays[2:]
+        pool, meta = self._arrays[2:4]
         slots = meta[1:].reshape(self._slots, 2)
         kept = {int(number) for number in slots[:, 0] if int(number) in snapshots}
         free = iter([slot for slot in range(self._slots) if int(slots[slot, 0]) not in kept])
@@ -127,7 +131,7 @@ class SharedWeights(WeightSource, WeightPublisher):
         return {int(number): int(version) for number, version in sorted(slots.tolist()) if number > 0}
 
     def read_snapshot(self, number: int) -> np.ndarray:
-        pool, meta = self._arrays[2:]
+        pool, meta = self._arrays[2:4]
 
         def copy() -> np.ndarray | None:
             slots = meta[1:].reshape(self._slots, 2)
@@ -141,6 +145,23 @@ class SharedWeights(WeightSource, WeightPublisher):
         if flat is None:
             raise KeyError(f"snapshot {number} is not in the pool")
         return flat
+
+    def publish_pool_scores(self, scores: dict[int, float]) -> None:
+        if len(scores) > self._slots:
+            raise ValueError(f"publish_pool_scores: {len(scores)} scores, but these shared weights were made with "
+                             f"snapshot_slots={self._slots}")  # fmt: skip
+        shared = self._arrays[4]
+        shared[0] += 1
+        entries = shared[1:].reshape(self._slots, 2)
+        entries[:] = 0.0
+        for row, (number, score) in enumerate(scores.items()):
+            entries[row] = number, score
+        shared[0] += 1
+
+    def pool_scores(self) -> dict[int, float]:
+        shared = self._arrays[4]
+        entries = _consistent(shared, lambda: shared[1:].copy()).reshape(self._slots, 2)
+        return {int(number): float(score) for number, score in entries.tolist() if number > 0}
 
 
 def _consistent(meta: np.ndarray, copy: Callable[[], T]) -> T:

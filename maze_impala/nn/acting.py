@@ -103,11 +103,12 @@ class Acting(ABC):
         """Actions for a ``[B, ...]`` batch of ``step_key`` observations of agents ``agent_ids``, taken with the
         recurrent ``state`` (``[B, ...]`` per name); sampled with ``noise``, the most likely ones without."""
 
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> None:  # noqa: B027
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
         """A game in which agents ``agent_ids`` of ``step_key`` acted ended in ``result`` (win, draw or loss, seen
-        from the trained policy's seat); ``state`` is where their last decisions left their state. Nothing by
-        default: an acting that picks its opponents by their results (:class:`~maze_impala.nn.seats.PoolOpponent`)
-        learns them here."""
+        from the trained policy's seat); ``state`` is where their last decisions left their state. Returns the
+        numbers of the learner's pool snapshots that played in it (:class:`~maze_impala.nn.seats.PoolOpponent`),
+        which the actor reports with its rollout for the pool's statistics; none by default."""
+        return []
 
     @abstractmethod
     def load(self, flat: np.ndarray) -> None:

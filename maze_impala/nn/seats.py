@@ -6,8 +6,8 @@ games against an opponent as it plays every episode: a :class:`PolicyMapping` gi
 batch of a step key is split by policy, and the results are put back in row order. Weights loaded by the actor
 (:meth:`RoutedActing.load`) are the learned policy's; the others keep their own. :func:`seated` maps one trained
 seat against an opponent. :class:`PoolOpponent` is an opponent whose weights are the learner's snapshots of the
-trained policy (self-play against a pool of its past selves); it keeps which snapshot plays each game and how the
-games against each one ended.
+trained policy (self-play against a pool of its past selves); it keeps which snapshot plays each game and says
+which played when a game ends; the learner's pool keeps how the games against each one ended.
 
 Nothing in this module imports torch.
 """
@@ -30,9 +30,6 @@ SNAPSHOT_STATE = "snapshot"
 """The state name under which a :class:`PoolOpponent` keeps, per env and agent, which snapshot plays its episode."""
 SCORES = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 """The trained policy's score for a game's result."""
-PFSP_WINDOW = 100
-"""``draw="pfsp"`` estimates the trained policy's score against a snapshot over about its last this many games
-against it (each older game's weight decays by ``1 - 1/PFSP_WINDOW`` per newer one)."""
 
 
 def act_in_parts(step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None,
@@ -140,12 +137,14 @@ class RoutedActing(Acting):
         parts = [(self.policies[name], rows, self._owns[name]) for name, rows in self._parts(step_key, agent_ids)]
         return act_in_parts(step_key, obs, state, agent_ids, noise, parts)
 
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> None:
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
+        played: list[int] = []
         for name, rows in self._parts(step_key, agent_ids):
             if len(rows):
                 own = self._owns[name]
                 mine = {m: state[k][rows] for k in state if (m := own(k)) is not None}
-                self.policies[name].game_over(step_key, mine, agent_ids[rows], result)
+                played += self.policies[name].game_over(step_key, mine, agent_ids[rows], result)
+        return played
 
 
 def seated(trained: Acting, opponent: Acting, seat: frozenset[ActorID]) -> RoutedActing:
@@ -164,9 +163,10 @@ class PoolOpponent(Acting):
     - ``uniform``: any snapshot of the pool, with equal chances;
     - ``latest``: the newest;
     - ``pfsp``: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar), chances in proportion to
-      ``(1 - x)**2``, where ``x`` is the trained policy's score (win 1, draw 0.5) against the snapshot in the games
-      this opponent played (:meth:`game_over`), over about the last :data:`PFSP_WINDOW` of them, starting from
-      one game drawn: the snapshots that the policy beats least play most.
+      ``(1 - x)**2``, where ``x`` is the trained policy's score (win 1, draw 0.5) against the snapshot, as the
+      learner's pool estimates it from every actor's games and publishes it (:meth:`WeightSource.pool_scores`):
+      the snapshots that the policy beats least play most. A game's end (:meth:`game_over`) returns the
+      snapshots that played it, which the actor reports to the learner.
 
     If a snapshot left the pool when an episode of its goes on, another one is drawn. ``make``
     builds an acting of the trained policy's kind, one per snapshot held. Its :meth:`load` does nothing: the
@@ -181,8 +181,6 @@ class PoolOpponent(Acting):
         self._numbers = np.zeros(0, dtype=np.int64)
         """The snapshot numbers held."""
         self._spare: list[Acting] = [make()]
-        self.results: dict[int, tuple[float, float]] = {}
-        """Per snapshot number: the decayed count of games against it and the trained policy's score in them."""
 
     @property
     def versions(self) -> list[int]:
@@ -216,20 +214,13 @@ class PoolOpponent(Acting):
         """Per snapshot held, oldest first, its chance to play a game (None: uniform)."""
         if self.draw != "pfsp":
             return None
-        weights = np.array([(1.0 - self.score(number)) ** 2 for number in self._numbers])
-        return weights / weights.sum()
+        scores = self.weights.pool_scores()
+        weights = np.array([(1.0 - scores.get(int(number), 0.5)) ** 2 for number in self._numbers])
+        return weights / weights.sum() if weights.sum() > 0 else None  # the policy wins every game: uniform
 
-    def score(self, number: int) -> float:
-        """The trained policy's estimated score against snapshot ``number``; 0.5 before any game against it."""
-        games, score = self.results.get(number, (0.0, 0.0))
-        return (score + 0.5) / (games + 1.0)
-
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> None:
-        keep = 1.0 - 1.0 / PFSP_WINDOW
-        for number in state[SNAPSHOT_STATE][:, 0].astype(np.int64).tolist():
-            if number in self.snapshots:  # 0: the agent never decided in this game
-                games, score = self.results.get(number, (0.0, 0.0))
-                self.results[number] = (games * keep + 1.0, score * keep + SCORES[result])
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
+        """The snapshots that played the game (an agent that never decided in it holds 0)."""
+        return [number for number in state[SNAPSHOT_STATE][:, 0].astype(np.int64).tolist() if number > 0]
 
     def _sync(self) -> None:
         """Hold the snapshots the pool holds now: drop those that left it, load those that joined."""
@@ -240,7 +231,6 @@ class PoolOpponent(Acting):
                                    "learner publishes one (publish_snapshots) before its actors play")  # fmt: skip
             for number in [n for n in self.snapshots if n not in pool]:
                 self._spare.append(self.snapshots.pop(number)[1])
-                self.results.pop(number, None)
             for number, version in pool.items():
                 if number in self.snapshots:
                     continue

@@ -111,6 +111,7 @@ def make_actors(
         weights = SharedWeights(policy, version=version, snapshot_slots=snapshots.size if snapshots is not None else 0)
     if snapshots is not None:  # before any actor starts: its first game against the pool finds the pool
         weights.publish_snapshots(snapshots.snapshots)
+        weights.publish_pool_scores(snapshots.scores())
     if runner.type == "dev":
         return SequentialActors(spec, weights, algorithm.num_actors), weights
     restarts = RestartPolicy(

@@ -241,9 +241,12 @@ class ImpalaTrainer:
         self._waited += dequeue_seconds
         self.pace.sample()
         self.queue_events.estimated_queue_sizes(before=before, after=self.pool.queue_size())
+        pool = self.state.snapshots
         for rollout in rollouts:  # their episodes happened and their env steps were taken, stale or not
             self.hub.replay(rollout.events)
             self.state.env_steps += rollout.env_steps
+            if pool is not None:
+                pool.record(rollout.pool_games)
         max_lag, version = self.config.max_policy_lag, self.learner.version
         fresh = [r for r in rollouts if max_lag is None or version - r.policy_version <= max_lag]
         if len(fresh) < len(rollouts):
@@ -256,9 +259,10 @@ class ImpalaTrainer:
             if self.threads is not None:
                 self.threads.record(time.perf_counter() - started, sum(r.env_steps for r in fresh))
             self.publisher.publish(self.learner.policy, self.learner.version)
-            pool = self.state.snapshots
-            if pool is not None and pool.offer(self.learner.policy, self.learner.version):
-                self.publisher.publish_snapshots(pool.snapshots)
+            if pool is not None:
+                if pool.offer(self.learner.policy, self.learner.version):
+                    self.publisher.publish_snapshots(pool.snapshots)
+                self.publisher.publish_pool_scores(pool.scores())
             whole = dequeue_seconds + time.perf_counter() - started
             percent = 100.0 * dequeue_seconds / whole if whole > 0 else 0.0
             self.queue_events.time_dequeuing_actors(time=dequeue_seconds, percent=percent)
