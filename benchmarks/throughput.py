@@ -153,10 +153,10 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
 
     model = model_of(args)
     policy = make_policy(make_env(args.env), model)
-    # as training makes them: acting in numpy where the policy exports a numpy form
-    spec = ActorSpec(
-        args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0, numpy_policy=numpy_form_of(policy)
-    )
+    # as training makes them: acting in numpy where the policy exports a numpy form, or through torch on a device
+    form = numpy_form_of(policy) if args.actor_device is None else None
+    spec = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0, numpy_policy=form,
+                     device=args.actor_device)  # fmt: skip
     queue_size = max(1, args.actors_batch_size)
     pool = SubprocessActors(spec, SharedWeights(policy), args.num_actors, queue_size, batch_size=args.num_actors)
     with pool:
@@ -199,7 +199,8 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, fl
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
         model = model_of(args)
-        result = train(args.env, algorithm, model, RunnerConfig(runner), 1, out, output=quiet)
+        result = train(args.env, algorithm, model, RunnerConfig(runner, actor_device=args.actor_device), 1, out,
+                       output=quiet)  # fmt: skip
 
     def median(name: str) -> float:
         return statistics.median(result.column(name)[1:])
@@ -328,6 +329,7 @@ def main() -> None:
         help="adaptive batches: an update takes this many rollouts or more, up to actors_batch_size",
     )
     parser.add_argument("--device", default=shipped.device, help="the learner's device: cpu or cuda")
+    parser.add_argument("--actor-device", default=None, help="runner.actor_device: the actors act through torch there")
     parser.add_argument(
         "--learner-batches",
         type=int,

@@ -318,3 +318,38 @@ def test_an_actor_acting_from_a_numpy_form_makes_the_rollouts_of_one_with_the_to
         np.testing.assert_array_equal(a.actions["action"], b.actions["action"])
         np.testing.assert_allclose(a.behaviour_log_probs, b.behaviour_log_probs, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(a.observations["observation"], b.observations["observation"])
+
+
+def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_actors_rollouts():
+    """``runner.actor_device``: the path that acts on a GPU, run on the CPU: the spec keeps no numpy form, every
+    actor (in process or in a process of its own) acts through torch on the device, with the same actions."""
+    from maze_impala.config import ImpalaAlgorithmConfig, RunnerConfig
+    from maze_impala.train.setup import make_actors
+
+    policy, weights = _weights()
+    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=3, seed=2)
+    on_device = replace(plain, device="cpu", numpy_policy=numpy_form_of(policy))  # a form it does not use
+    actors = [replace(plain, numpy_policy=numpy_form_of(policy)).build(0, weights), on_device.build(0, weights)]
+    assert isinstance(actors[0].acting, NumpyActing) and isinstance(actors[1].acting, TorchActing)
+    assert actors[1].acting.device == torch.device("cpu")
+    first, second = (actor.rollout() for actor in actors)
+    np.testing.assert_array_equal(first.trajectories[0].actions["action"], second.trajectories[0].actions["action"])
+    algorithm = ImpalaAlgorithmConfig(num_actors=1, envs_per_actor=3, n_rollout_steps=4)
+    pool, _ = make_actors(replace(plain, device="cpu"), policy, 0, algorithm, RunnerConfig("local", actor_device="cpu"))
+    assert pool.spec.numpy_policy is None  # acting on a device: through torch, whatever the policy exports
+    with pool:
+        assert pool.collect(1)[0].env_steps == 12
+
+
+def test_actors_on_a_gpu_that_torch_does_not_see_are_refused_before_anything_starts():
+    from maze_impala.config import ConfigError, RunnerConfig
+    from maze_impala.train.setup import check_actor_device
+
+    with pytest.raises(ConfigError, match=r"runner.actor_device=cuda:1, and torch sees 1 GPU\(s\) here: act on"):
+        check_actor_device("cuda:1", device_count=1)
+    check_actor_device("cuda:0", device_count=1)
+    check_actor_device(None, device_count=0)
+    with pytest.raises(ConfigError, match=r"runner.actor_device must be null .*got 'gpu'"):
+        RunnerConfig(actor_device="gpu")
+    with pytest.raises(ConfigError, match="runner=ray: a Ray actor sees a GPU only where it reserves one"):
+        RunnerConfig("ray", actor_device="cuda")

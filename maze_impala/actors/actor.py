@@ -40,14 +40,15 @@ def seed_for(*entropy: int) -> int:
     return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0]) % SEED_BOUND
 
 
-def torch_acting(env: StructuredEnv, model: ModelConfig) -> Acting:
-    """Acting through a torch policy built for ``env`` (its weights come from the actor's weight source)."""
+def torch_acting(env: StructuredEnv, model: ModelConfig, device: str = "cpu") -> Acting:
+    """Acting through a torch policy built for ``env`` on ``device`` (its weights come from the actor's weight
+    source)."""
     from maze_impala.nn.models import make_policy
     from maze_impala.nn.torch_acting import TorchActing
 
     policy = make_policy(env, model)
     policy.requires_grad_(False)
-    return TorchActing(policy)
+    return TorchActing(policy.to(device))
 
 
 @dataclass
@@ -71,13 +72,18 @@ class ActorSpec:
     opponent_actors: int = 0
     opponent_draw: str = "uniform"
     """How a game against ``opponent="pool"`` picks its snapshot: ``uniform``, ``latest`` or ``pfsp``."""
+    device: str | None = None
+    """None: act with ``numpy_policy`` where there is one, else through torch on the CPU. A torch device (``cuda``,
+    ``cpu``): act through torch there (``runner.actor_device``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
             self.opponent = opponent_spec(self.opponent)
 
     def acting(self, env: StructuredEnv) -> Acting:
-        return NumpyActing(self.numpy_policy) if self.numpy_policy is not None else torch_acting(env, self.model)
+        if self.device is None and self.numpy_policy is not None:
+            return NumpyActing(self.numpy_policy)
+        return torch_acting(env, self.model, self.device or "cpu")
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]

@@ -64,6 +64,11 @@ class RunnerConfig:
     times its updates and computes with the fastest of 1, leftover and that many threads, which follows another
     program's load (see :mod:`maze_impala.impala.threads`); runner=dev computes on one thread, so that it repeats a
     run exactly. A number pins the threads, as ``OMP_NUM_THREADS`` in the environment does."""
+    actor_device: str | None = None
+    """None: actors act on the CPU, in numpy where the policy exports a numpy form (an MLP, an LSTM), through torch
+    otherwise. ``cuda`` (or ``cuda:N``): every actor acts through torch on that GPU, its batch of observations
+    crossing once per step, for a pixel workload whose CNN would cap the actors on the CPU; each actor process
+    then holds a CUDA context of its own. ``cpu``: the same torch path on the CPU. runner=local and runner=dev."""
     learner_timeout_s: float = 300.0
     """algorithm.num_learners > 1: seconds one learner may wait for another within an update (a gradient sum)
     before the run fails; a learner that dies fails it at once."""
@@ -92,6 +97,14 @@ class RunnerConfig:
             "auto, leftover, all or a number of threads >= 1",
         )
         check(self.learner_timeout_s > 0, "runner.learner_timeout_s", self.learner_timeout_s, "> 0 seconds")
+        device = self.actor_device
+        check(device in (None, "cpu", "cuda") or (isinstance(device, str) and device.startswith("cuda:")
+              and device[5:].isdigit()), "runner.actor_device", device,
+              "null (the CPU, numpy where the policy allows), cpu, cuda or cuda:N")  # fmt: skip
+        if self.type == "ray" and device is not None and device.startswith("cuda"):
+            raise ConfigError(f"runner.actor_device={device} with runner=ray: a Ray actor sees a GPU only where it "
+                              "reserves one, which runner=ray does not yet; act on GPUs with runner=local, or drop "
+                              "runner.actor_device")  # fmt: skip
         check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
         check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",
               self.actor_timeout_s, "None (derived) or > 0 seconds")  # fmt: skip

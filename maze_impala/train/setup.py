@@ -88,6 +88,16 @@ def console_columns() -> list[str]:
     ]
 
 
+def check_actor_device(device: str | None, device_count: int | None = None) -> None:
+    """Refuse, before anything starts, actors on a GPU that torch does not see (``device_count``: the GPUs it sees)."""
+    if device is None or not device.startswith("cuda"):
+        return
+    count = torch.cuda.device_count() if device_count is None else device_count
+    if (int(device[5:]) if device.startswith("cuda:") else 0) >= count:
+        raise ConfigError(f"runner.actor_device={device}, and torch sees {count} GPU(s) here: act on the CPU (drop "
+                          "runner.actor_device) or name a GPU that torch sees")  # fmt: skip
+
+
 def make_actors(
     spec: ActorSpec,
     policy: torch.nn.Module,
@@ -101,7 +111,7 @@ def make_actors(
     (at ``version``) for it, and of ``snapshots`` (the learner's snapshot pool, if the run has one); restarts are
     published to ``events``. A policy that acts in numpy goes to the actors as its numpy form
     (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
-    if spec.numpy_policy is None and isinstance(policy, StructuredPolicy):
+    if spec.numpy_policy is None and spec.device is None and isinstance(policy, StructuredPolicy):
         spec = replace(spec, numpy_policy=numpy_form_of(policy))
     if runner.type == "ray":
         from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
@@ -150,6 +160,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     try:
         config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
         check_devices(config.algorithm.device, config.algorithm.num_learners, config.runner.type)
+        check_actor_device(config.runner.actor_device)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()
         try:
@@ -255,7 +266,7 @@ def _wire(
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
                      opponent=opponents.get(algorithm.train_opponent or "", algorithm.train_opponent),
                      opponent_actors=algorithm.opponent_actors,
-                     opponent_draw=algorithm.opponent_pool.draw)  # fmt: skip
+                     opponent_draw=algorithm.opponent_pool.draw, device=config.runner.actor_device)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents),
                                 snapshots)  # fmt: skip
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
