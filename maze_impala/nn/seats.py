@@ -143,7 +143,7 @@ class RoutedActing(Acting):
             if len(rows):
                 own = self._owns[name]
                 mine = {m: state[k][rows] for k in state if (m := own(k)) is not None}
-                played += self.policies[name].game_over(step_key, mine, agent_ids[rows], result)
+                played += self.policies[name].game_over(step_key, mine, agent_ids[rows], result) or []
         return played
 
 
