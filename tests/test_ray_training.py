@@ -85,3 +85,23 @@ def test_a_ray_run_stopped_by_ctrl_c_or_sigkill_leaves_no_ray_process_behind(tmp
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_run_starts_a_ray_of_its_own_where_ray_start_runs_on_this_machine(tmp_path):
+    """``ray start`` leaves a Ray that ``ray.init()`` would join (and refuse the run's CPU count for): a run without
+    ``runner.address`` starts its own instead, and stops it, leaving the other one running."""
+    if ray_processes():
+        pytest.skip("a Ray runs on this machine already: `ray stop` at the end would stop it too")
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    subprocess.run([ray_bin, "start", "--head", "--num-cpus", "1", "--include-dashboard=false"], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    try:
+        others = set(ray_processes())
+        out = tmp_path / "run"
+        result = run_cli(["-cn", "conf_train", "runner=ray", "algorithm.n_epochs=1", "algorithm.epoch_length=2",
+                          "algorithm.envs_per_actor=4", "algorithm.n_rollout_steps=8", "output.tensorboard=false",
+                          f"hydra.run.dir={out}"], cwd=tmp_path, timeout=300)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert others <= set(ray_processes()), "the other Ray still runs"
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, timeout=120)

@@ -212,11 +212,14 @@ class RayActors(ActorPool):
             return
         if not ray.is_initialized():
             cpus = self.num_actors * self.num_cpus_per_actor
-            local = {"num_cpus": max(os.cpu_count() or 1, math.ceil(cpus))} if self.address is None else {}
-            ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
-                     **local | self.ray_init)  # fmt: skip
+            # None starts a Ray of the run's own ("local"), also where another program's Ray runs on this machine
+            # (ray.init would join that one); RAY_ADDRESS in the environment names a cluster to join instead.
+            joins = self.address is not None or bool(os.environ.get("RAY_ADDRESS"))
+            local = {} if joins else {"num_cpus": max(os.cpu_count() or 1, math.ceil(cpus))}
+            ray.init(address=self.address if joins else "local", include_dashboard=False,
+                     logging_level=logging.WARNING, **local | self.ray_init)  # fmt: skip
             self._owns_ray = True
-            if self.address is None and not os.environ.get("RAY_ADDRESS"):  # RAY_ADDRESS: ray.init joined a cluster
+            if not joins:
                 self._reaper = _reaper_of_local_ray()
         self._check_resources()
         self._remote = ray.remote(ActorHost).options(
