@@ -13,18 +13,6 @@ def _deterministic_torch():
     yield
 
 
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist, the modules with the most slow tests first (each module's tests kept together and in
-    order): the long tests are handed out while both workers are busy, and the quick ones fill the end, instead of
-    one long test running alone at the end."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.module.__name__] = slow.get(item.module.__name__, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: -slow[item.module.__name__])  # stable: each module's own order is kept
-
-
 @pytest.fixture(autouse=True)
 def _machine_share(request):
     """With pytest-xdist (``-n 2``), tests run side by side; a test marked ``serial`` (one that scans the whole

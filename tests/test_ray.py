@@ -33,7 +33,7 @@ from maze_impala.nn.models import make_policy  # noqa: E402
 from maze_impala.nn.torch_acting import numpy_form_of  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
-pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: many processes, run alone, one worker
+pytestmark = pytest.mark.xdist_group("ray")  # Ray: one worker, one Ray test at a time
 
 MODEL = ModelConfig(hidden_units=[8])
 
