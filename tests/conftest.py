@@ -16,9 +16,9 @@ def _deterministic_torch():
 @pytest.fixture(autouse=True)
 def _machine_share(request):
     """With pytest-xdist (``-n 2``), tests run side by side; a test marked ``serial`` (one that scans the whole
-    machine's processes, its Ray processes or its shared memory, starts busy programs or measures speed) runs alone: it takes
-    the machine's lock exclusively, every other test shares it. A turnstile lets a waiting serial test in before
-    tests that come after it."""
+    machine's processes, its Ray processes or its shared memory, starts busy programs or measures speed) runs
+    alone: it takes the machine's lock exclusively, every other test shares it. A turnstile lets a waiting serial
+    test in before tests that come after it."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if run is None:  # one process: every test runs alone anyway
         yield
