@@ -105,3 +105,23 @@ def test_rollouts_too_large_for_a_slot_travel_pickled_with_a_warning(capfd):
             assert rollout.trajectories[0].observations["observation"].shape == (5, 2, 2)
         assert not pool._held
     assert "exceeds the shared-memory slot size" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("core", ["lstm", "gru"])
+def test_a_recurrent_policys_rollout_fits_the_slot_that_its_state_shapes_sized(core):
+    """The slot's size reads the recurrent state's shapes from the policy's acting, not from a table of cores."""
+    env, model = make_env(CounterEnv), ModelConfig(hidden_units=[8], recurrent=core, recurrent_units=64)
+    spec = ActorSpec(CounterEnv, model, n_rollout_steps=5, envs_per_actor=3, seed=0)
+    actor = spec.build(0, SharedWeights(make_policy(env, model)))
+    try:
+        rollout = actor.rollout()
+    finally:
+        actor.close()
+    state = rollout.trajectories[0].initial_state
+    assert sum(array.shape[-1] for array in state.values()) == {"lstm": 128, "gru": 64}[core]
+    plain = estimate_rollout_bytes(env, dataclasses.replace(spec, model=ModelConfig(hidden_units=[8])))
+    sized = estimate_rollout_bytes(env, spec)
+    assert sized - plain >= 4 * 3 * {"lstm": 128, "gru": 64}[core]  # float32 per column: 3 envs
+    slots = RolloutSlots(1, sized)
+    assert slots.write(0, rollout)
+    _assert_same(rollout, slots.read(0))

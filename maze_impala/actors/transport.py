@@ -144,14 +144,15 @@ def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
     observation_spaces, action_spaces = env.observation_spaces_dict, env.action_spaces_dict
     total = 1 << 16  # the pickled skeleton: events, bookkeeping
     keys = list(action_spaces)
-    units = {"lstm": 2, "gru": 1}.get(spec.model.recurrent, 0) * spec.model.recurrent_units
+    # the recurrent state's shapes as the policy's acting declares them (on the CPU: the shapes are the device's)
+    acting = (dataclasses.replace(spec, device="cpu") if spec.device else spec).acting(env)
     for position, key in enumerate(keys):
         ancestors = keys[:position] if spec.model.critic == "delta" else []
         layout = DecisionLayout(
             observation_spaces[key],
             action_spaces[key],
             {k: observation_spaces[k] for k in ancestors},
-            {"state": (units,)} if units else {},
+            acting.state_shapes(key),
         )
         count = env.agent_counts_dict.get(key, 1)
         columns = spec.envs_per_actor * (count if count > 0 else 4)
