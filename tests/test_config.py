@@ -162,6 +162,11 @@ def test_every_bad_value_of_a_composed_config_is_named_at_once():
         to_training_config(_compose(*overrides))
     with pytest.raises(ConfigError, match=r"^algorithm.lr must be a finite float > 0, got -1.0$"):  # one: as before
         to_training_config(_compose("algorithm.lr=-1"))
+    # a check across fields says nothing where a field it reads is bad already: no "at most 0 minibatches"
+    with pytest.raises(ConfigError, match=r"^algorithm.envs_per_actor must be an int >= 1, got 0$"):
+        to_training_config(_compose("algorithm.envs_per_actor=0"))
+    with pytest.raises(ConfigError, match=r"^algorithm.n_sgd_minibatches must be at most .* got 5000$"):
+        to_training_config(_compose("algorithm.n_sgd_minibatches=5000"))  # and not num_learners after it
 
 
 def test_a_shipped_familys_settings_are_read_without_the_cli():

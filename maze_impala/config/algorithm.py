@@ -19,8 +19,8 @@ the batch, as maze_impala's are); RMSProp's as in the IMPALA paper's settings an
 over the batch's steps (see :attr:`ImpalaAlgorithmConfig.optimizer_eps`)."""
 
 
-def _check(ok: bool, name: str, value: object, requirement: str) -> None:
-    check(ok, f"algorithm.{name}", value, requirement)
+def _check(ok: bool, name: str, value: object, requirement: str, after: tuple[str, ...] = ()) -> None:
+    check(ok, f"algorithm.{name}", value, requirement, tuple(f"algorithm.{field}" for field in after))
 
 
 @dataclass
@@ -241,6 +241,7 @@ class ImpalaAlgorithmConfig:
             "critic_burn_in_epochs",
             self.critic_burn_in_epochs,
             f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
+            after=("n_epochs",),
         )
         low = self.min_actors_batch_size
         _check(
@@ -248,6 +249,7 @@ class ImpalaAlgorithmConfig:
             "min_actors_batch_size",
             self.min_actors_batch_size,
             f"None or an int in [1, actors_batch_size={self.actors_batch_size}]",
+            after=("actors_batch_size",),
         )
         columns = self.envs_per_actor * self.batch_bounds[0]
         _check(
@@ -256,6 +258,7 @@ class ImpalaAlgorithmConfig:
             self.n_sgd_minibatches,
             f"at most the envs of the smallest batch (envs_per_actor x rollouts = {columns}): a minibatch holds whole "
             f"trajectories; set algorithm.n_sgd_minibatches={columns} or give the actors more envs",
+            after=("envs_per_actor", "actors_batch_size", "min_actors_batch_size"),
         )
         _check(
             self.num_learners * self.n_sgd_minibatches <= columns,
@@ -264,6 +267,7 @@ class ImpalaAlgorithmConfig:
             f"at most the envs of the smallest batch over its minibatches ({columns} // n_sgd_minibatches="
             f"{self.n_sgd_minibatches}): every learner takes whole trajectories of every minibatch; lower "
             "num_learners or n_sgd_minibatches, or give the actors more envs",
+            after=("envs_per_actor", "actors_batch_size", "min_actors_batch_size", "n_sgd_minibatches"),
         )
         _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
         _check(self.eps is None or (finite(self.eps) and self.eps > 0), "eps", self.eps, "None or a finite float > 0")

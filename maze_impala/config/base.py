@@ -35,16 +35,19 @@ def import_hint(target: str, error: BaseException) -> str:
 _gathered: ContextVar[list[str] | None] = ContextVar("maze_impala_config_problems", default=None)
 
 
-def check(ok: bool, name: str, value: object, requirement: str) -> None:
+def check(ok: bool, name: str, value: object, requirement: str, after: tuple[str, ...] = ()) -> None:
     """Unless ``ok``: a :class:`ConfigError` saying that ``name`` must be ``requirement``, raised at once, or noted
-    and raised with the config's other problems within :func:`every_problem`."""
+    and raised with the config's other problems within :func:`every_problem`. ``after``: the fields a check across
+    fields reads; where one of them was found bad already, this check says nothing (its message would follow from
+    that one's, e.g. "at most 0 minibatches" after "envs_per_actor must be >= 1")."""
     if ok:
         return
     message = f"{name} must be {requirement}, got {value!r}"
     problems = _gathered.get()
     if problems is None:
         raise ConfigError(message)
-    problems.append(message)
+    if not any(said.startswith(f"{field} must be ") for said in problems for field in after):
+        problems.append(message)
 
 
 def joined(problems: list[str]) -> ConfigError:
