@@ -216,7 +216,7 @@ class PoolOpponent(Acting):
             return None
         scores = self.weights.pool_scores()
         weights = np.array([(1.0 - scores.get(int(number), 0.5)) ** 2 for number in self._numbers])
-        return weights / weights.sum() if weights.sum() > 0 else None  # the policy wins every game: uniform
+        return weights / weights.sum()  # each score is below 1 (the pool starts every estimate from a draw)
 
     def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
         """The snapshots that played the game (an agent that never decided in it holds 0)."""
