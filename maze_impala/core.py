@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -43,9 +43,21 @@ OBSERVATION_ROWS, DECISION_ROWS, COLUMN_ROWS, TRUNCATED_ROWS = "observations", "
 pads, cuts and stacks every field by its rows, so a field added here is carried everywhere."""
 
 
-def laid_out(rows: str, **kwargs: Any) -> Any:
-    """A dataclass field of arrays (or of dicts of them) laid out in ``rows``."""
-    return field(metadata={"rows": rows}, **kwargs)
+OBSERVED, ACTED, ANCESTRAL, RECURRENT = "observations", "actions", "ancestors", "state"
+"""What the arrays of a field whose shapes a space gives hold (its ``holds``): the step key's observations, its
+actions, the observations of the sub-steps before it (per step key), or a recurrent policy's state."""
+
+
+def laid_out(
+    rows: str, dtype: Any = None, *, holds: str | None = None, recorded: bool = False, width: int | None = None,
+    **kwargs: Any,
+) -> Any:  # fmt: skip
+    """A dataclass field of arrays (or of dicts of them) laid out in ``rows``: of ``dtype`` (one value, or
+    ``width`` values, per entry), or shaped by what it ``holds`` (a space, or the recurrent state, float32);
+    ``recorded``: written decision by decision by the actors' recorder (the others are made when a trajectory is
+    cut)."""
+    metadata = {"rows": rows, "dtype": dtype, "holds": holds, "recorded": recorded, "width": width}
+    return field(metadata=metadata, **kwargs)
 
 
 NestedArrays = dict[str, np.ndarray]
@@ -59,8 +71,12 @@ class ActorID(NamedTuple):
     agent_id: int
 
 
+A = TypeVar("A")
+"""The array type of a trajectory's fields: ``np.ndarray`` in the actors, ``torch.Tensor`` in the learner."""
+
+
 @dataclass
-class Trajectory:
+class Trajectory(Generic[A]):
     """Time-major data of one step key: ``N`` columns (one per env and agent) over ``T`` decisions, each field laid
     out in the rows its metadata names (see :data:`OBSERVATION_ROWS`).
 
@@ -80,29 +96,35 @@ class Trajectory:
     kept in ``truncated_observations`` (one row per truncated decision, located by
     ``truncated_index`` as ``(t, column)`` pairs) so that the learner can bootstrap
     from its value.
+
+    Each field is declared here once: its rows, and its dtype or what it holds (:func:`laid_out`). The actors'
+    recorder and the transport's byte count (:class:`~maze_impala.envs.layout.DecisionLayout`), the learner's
+    batch (:class:`~maze_impala.impala.batch.StepBatch`, the same fields as tensors) and its normalisation of
+    observations read these declarations.
     """
 
-    observations: NestedArrays = laid_out(OBSERVATION_ROWS)
-    actions: NestedArrays = laid_out(DECISION_ROWS)
-    behaviour_log_probs: np.ndarray = laid_out(DECISION_ROWS)
-    """float32: log mu(a_t | x_t)."""
-    rewards: np.ndarray = laid_out(DECISION_ROWS)
-    """float32: the reward credited to the decision."""
-    terminated: np.ndarray = laid_out(DECISION_ROWS)
-    """bool: the actor's episode ended after decision t (no bootstrap)."""
-    truncated: np.ndarray = laid_out(DECISION_ROWS)
-    """bool: cut off after decision t (bootstrap from the final observation)."""
-    truncated_observations: NestedArrays = laid_out(TRUNCATED_ROWS)
+    observations: dict[str, A] = laid_out(OBSERVATION_ROWS, holds=OBSERVED, recorded=True)
+    actions: dict[str, A] = laid_out(DECISION_ROWS, holds=ACTED, recorded=True)
+    behaviour_log_probs: A = laid_out(DECISION_ROWS, np.float32, recorded=True)
+    """log mu(a_t | x_t)."""
+    rewards: A = laid_out(DECISION_ROWS, np.float32, recorded=True)
+    """The reward credited to the decision."""
+    terminated: A = laid_out(DECISION_ROWS, np.bool_, recorded=True)
+    """The actor's episode ended after decision t (no bootstrap)."""
+    truncated: A = laid_out(DECISION_ROWS, np.bool_, recorded=True)
+    """Cut off after decision t (bootstrap from the final observation)."""
+    truncated_observations: dict[str, A] = laid_out(TRUNCATED_ROWS, holds=OBSERVED)
     """The final observations of the truncated decisions."""
-    truncated_index: np.ndarray = laid_out(TRUNCATED_ROWS)
-    """``[K, 2]`` int64: ``(t, column)`` of each truncated decision."""
-    mask: np.ndarray = laid_out(DECISION_ROWS)
-    """bool: the entries holding a decision."""
-    agent_ids: np.ndarray = laid_out(COLUMN_ROWS)
-    """int64: the agent of each column."""
-    ancestors: dict[StepKey, NestedArrays] = laid_out(OBSERVATION_ROWS, default_factory=dict)
+    truncated_index: A = laid_out(TRUNCATED_ROWS, np.int64, width=2)
+    """``[K, 2]``: ``(t, column)`` of each truncated decision."""
+    mask: A = laid_out(DECISION_ROWS, np.bool_)
+    """The entries holding a decision."""
+    agent_ids: A = laid_out(COLUMN_ROWS, np.int64)
+    """The agent of each column."""
+    ancestors: dict[StepKey, dict[str, A]] = laid_out(OBSERVATION_ROWS, holds=ANCESTRAL, recorded=True,
+                                                      default_factory=dict)  # fmt: skip
     """For the delta critic: per earlier sub-step key, its observation in the same structured step."""
-    initial_state: NestedArrays = laid_out(COLUMN_ROWS, default_factory=dict)
+    initial_state: dict[str, A] = laid_out(COLUMN_ROWS, np.float32, holds=RECURRENT, default_factory=dict)
     """A recurrent policy's state at each column's first decision (per name; empty: feed-forward): where the
     learner unrolls the column from, zeroing it again after every decision that ended an episode."""
 

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from warm import starter
+
 TINY = [
     "algorithm.n_epochs=2",
     "algorithm.epoch_length=3",
@@ -13,8 +15,19 @@ TINY = [
 ]
 
 
+PLOT = (sys.executable, "-m", "maze_impala.train.plots")
+"""``maze-plot``, for ``run_cli``'s ``command``."""
+WARM = {(sys.executable, "-m", "maze_impala"): "maze_impala", ("maze-run",): "maze_impala",
+        PLOT: "maze_impala.train.plots",
+        ("maze-plot",): "maze_impala.train.plots"}  # fmt: skip
+"""The commands run warm (tests/warm.py), by the module ``python -m`` runs."""
+
+
 def run_cli(args, cwd, command=(sys.executable, "-m", "maze_impala"), timeout=300):
-    """``maze-run ARGS`` in ``cwd``: the installed package (the suite runs from outside the source tree)."""
+    """``maze-run ARGS`` in ``cwd``: the installed package (the suite runs from outside the source tree), in a
+    process of its own forked from one that has imported it already (tests/warm.py)."""
+    if tuple(command) in WARM:
+        return starter().run(WARM[tuple(command)], args, cwd=cwd, timeout=timeout)
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 

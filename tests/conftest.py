@@ -13,24 +13,49 @@ def _deterministic_torch():
     yield
 
 
-@pytest.fixture(autouse=True)
-def _machine_share(request):
+class _MachineShare:
     """With pytest-xdist (``-n 2``), tests run side by side; a test marked ``serial`` (one that scans the whole
     machine's processes, its Ray processes or its shared memory, starts busy programs or measures speed) runs
     alone: it takes the machine's lock exclusively, every other test shares it. A turnstile lets a waiting serial
-    test in before tests that come after it."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None:  # one process: every test runs alone anyway
-        yield
-        return
-    folder = Path(tempfile.gettempdir())
-    exclusive = request.node.get_closest_marker("serial") is not None
-    with open(folder / f"maze_impala_tests_{run}.turnstile", "a") as turnstile, \
-            open(folder / f"maze_impala_tests_{run}.lock", "a") as lock:  # fmt: skip
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    test in before tests that come after it. Serial tests that follow each other in one process (a Ray module)
+    keep the lock between them: run as a block, they wait for the others once."""
+
+    def __init__(self, run: str) -> None:
+        folder = Path(tempfile.gettempdir())
+        self.turnstile = open(folder / f"maze_impala_tests_{run}.turnstile", "a")  # held all run
+        self.lock = open(folder / f"maze_impala_tests_{run}.lock", "a")
+        self.held: bool | None = None  # None: not held; True: exclusively; False: shared
+
+    def enter(self, exclusive: bool) -> None:
+        if self.held is not None:
+            if self.held == exclusive:
+                return
+            self.leave()
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        fcntl.flock(self.lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.held = exclusive
+
+    def leave(self) -> None:
+        if self.held is not None:
+            fcntl.flock(self.lock, fcntl.LOCK_UN)
+            self.held = None
+
+
+_SHARE = _MachineShare(os.environ["PYTEST_XDIST_TESTRUNUID"]) if "PYTEST_XDIST_TESTRUNUID" in os.environ else None
+
+
+def _serial(item) -> bool:
+    return item.get_closest_marker("serial") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if _SHARE is not None:  # one process: every test runs alone anyway
+        _SHARE.enter(_serial(item))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if _SHARE is not None and not (_SHARE.held and nextitem is not None and _serial(nextitem)):
+        _SHARE.leave()

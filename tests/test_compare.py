@@ -1,12 +1,9 @@
 """Runs side by side: maze-plot over several runs or a multirun folder, and the summary a multirun writes."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
-from clitools import TINY, run_cli
+from clitools import PLOT, TINY, run_cli
 
 from maze_impala.train.compare import bootstrap_ci, configurations, find_runs, iqm
 
@@ -78,8 +75,7 @@ def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path)
     sweep_png = tmp_path / "sweep" / "comparison.png"
     for args, png in (([str(tmp_path / "sweep")], sweep_png), (two, tmp_path / "two.png"), (two[:2], sweep_png)):
         png.unlink(missing_ok=True)
-        done = subprocess.run([sys.executable, "-m", "maze_impala.train.plots", *args], capture_output=True,
-                              text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+        done = run_cli(args, tmp_path, command=PLOT, timeout=120)
         assert done.returncode == 0, done.stderr
         assert png.stat().st_size > 10_000
     assert not (tmp_path / "comparison.png").exists(), "two runs are drawn beside them, not where the command ran"

@@ -2,8 +2,6 @@
 
 import functools
 import re
-import subprocess
-import sys
 import tempfile
 import textwrap
 import zipfile
@@ -13,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from clitools import MY_ENV, TINY, run_cli
+from clitools import MY_ENV, PLOT, TINY, run_cli
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, load_policy, train
 from maze_impala.envs.factory import make_env
@@ -212,8 +210,7 @@ def test_a_configuration_error_leaves_no_run_directory(tmp_path):
 
 def test_maze_plot_says_a_rollout_has_nothing_to_plot(tmp_path):
     (tmp_path / "stats.csv").write_text("epoch,env_steps,rollout/EpisodeEvents/episode_return/mean\n1,10,3.0\n")
-    proc = subprocess.run([sys.executable, "-m", "maze_impala.train.plots", str(tmp_path)], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = run_cli([str(tmp_path)], tmp_path, command=PLOT, timeout=60)
     assert proc.returncode == 1 and "nothing to plot" in proc.stderr and "kpis.csv" in proc.stderr
     assert not (tmp_path / "training_curves.png").exists()
 

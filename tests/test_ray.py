@@ -33,7 +33,7 @@ from maze_impala.nn.models import make_policy  # noqa: E402
 from maze_impala.nn.torch_acting import numpy_form_of  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("ray")  # Ray: one worker, one Ray test at a time
+pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: one worker, run alone
 
 MODEL = ModelConfig(hidden_units=[8])
 
@@ -81,6 +81,7 @@ def test_sequential_subprocess_and_ray_give_the_same_first_rollouts():
             assert first[index].env_steps == rollout.env_steps == 6
 
 
+@pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_the_queue_keeps_its_bound_actors_take_new_weights_and_lag_stays_bounded():
     limit, num_actors = 2, 3
     pool, weights, policy, _ = _pool(num_actors=num_actors, limit=limit, steps=2)
@@ -108,12 +109,14 @@ def test_the_queue_keeps_its_bound_actors_take_new_weights_and_lag_stays_bounded
         assert min(lags[-5:]) <= limit + num_actors, "actors act with the versions the requests bring"
 
 
+@pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():
     pool, weights, policy, _ = _pool(num_actors=3, limit=4, steps=2)
     with pool:
         check_adaptive_batches(pool, weights, policy, num_actors=3, limit=4, at_most=4)
 
 
+@pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():
     pool, weights, policy, stats = _pool(num_actors=2)
     with pool:
@@ -134,6 +137,7 @@ def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():
     assert row["train/ActorEvents/recovery_seconds/max"] < recovered + 1 < 30
 
 
+@pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_a_stopped_ray_actor_is_caught_by_its_deadline_and_replaced():
     pool, weights, policy, stats = _pool(num_actors=2, actor_timeout_s=1.0)
     with pool:
@@ -153,6 +157,7 @@ def test_a_stopped_ray_actor_is_caught_by_its_deadline_and_replaced():
     assert by_column(stats.reduce())["train/ActorEvents/restarted/sum/cause=hung"] == 1
 
 
+@pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_an_env_that_raises_is_restarted_until_the_restarts_run_out():
     pool, _, _, stats = _pool(functools.partial(CrashingEnv, 20), max_restarts=2)
     with pool, pytest.raises(ActorFailedError) as info:
@@ -201,6 +206,7 @@ def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
     assert mapped == {"numpy": False, "torch": True}
 
 
+@pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it():
     from maze_impala.config import OpponentPoolConfig
     from maze_impala.train.snapshots import SnapshotPool

@@ -19,7 +19,7 @@ from maze_impala.config import ModelConfig  # noqa: E402
 from maze_impala.envs.factory import make_env  # noqa: E402
 from maze_impala.nn.models import make_policy  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # Ray: one worker, one Ray test at a time
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: one worker, run alone
 HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 0}
 """A lost node is declared dead after about 2 s (Ray's default: about 15 s)."""
 

@@ -1,11 +1,8 @@
 """Training outputs (KPIs, event logs, curves, hparams) and `maze-run -cn conf_rollout` end to end."""
 
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
-from clitools import TINY, run_cli
+from clitools import PLOT, TINY, run_cli
 
 from maze_impala.events.tables import read_event_logs
 
@@ -44,10 +41,7 @@ def test_training_writes_kpis_event_logs_curves_and_hparams(trained):
 
 def test_maze_plot_redraws_the_curves_of_a_finishedrun_cli(trained, tmp_path):
     png = tmp_path / "curves.png"
-    proc = subprocess.run(
-        [sys.executable, "-m", "maze_impala.train.plots", str(trained), "--output", str(png)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_cli([str(trained), "--output", str(png)], tmp_path, command=PLOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert png.stat().st_size > 10_000
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.core import Rollout
-from maze_impala.envs.layout import DecisionLayout, leaves
+from maze_impala.envs.layout import DecisionLayout
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventRecord
 
@@ -156,7 +156,5 @@ def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
         )
         count = env.agent_counts_dict.get(key, 1)
         columns = spec.envs_per_actor * (count if count > 0 else 4)
-        # the recorded arrays, the truncated observations, the mask, their index, agent ids and state
-        arrays = len(list(leaves(layout.allocate(0, 0)))) + len(observation_spaces[key].spaces) + 4
-        total += layout.rollout_bytes(spec.n_rollout_steps + 2, columns) + arrays * ALIGN  # one alignment gap each
+        total += layout.rollout_bytes(spec.n_rollout_steps + 2, columns) + layout.n_arrays * ALIGN  # a gap each
     return total

@@ -19,9 +19,14 @@ import gymnasium as gym
 import numpy as np
 
 from maze_impala.core import (
+    ACTED,
+    ANCESTRAL,
     COLUMN_ROWS,
     DECISION_ROWS,
     OBSERVATION_ROWS,
+    OBSERVED,
+    RECURRENT,
+    TRUNCATED_ROWS,
     NestedArrays,
     StepKey,
     Trajectory,
@@ -33,13 +38,8 @@ R = TypeVar("R")
 TIME_ROWS = (OBSERVATION_ROWS, DECISION_ROWS)
 """The rows whose second axis is the column: ``[T + 1, N, ...]`` and ``[T, N, ...]``."""
 
-SCALARS: dict[str, np.dtype] = {
-    "behaviour_log_probs": np.dtype(np.float32),
-    "rewards": np.dtype(np.float32),
-    "terminated": np.dtype(np.bool_),
-    "truncated": np.dtype(np.bool_),
-}
-"""The recorded per-decision fields of :class:`~maze_impala.core.Trajectory` that no space describes."""
+FIELDS: tuple[dataclasses.Field, ...] = dataclasses.fields(Trajectory)
+"""The fields of :class:`~maze_impala.core.Trajectory`, each with its rows and its dtype or what it holds."""
 
 
 def tree_map(fn: Callable[..., Any], *trees: Any) -> Any:
@@ -138,24 +138,37 @@ class DecisionLayout:
     ancestor_spaces: Mapping[StepKey, gym.spaces.Dict] = field(default_factory=dict)
     state_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
+    def zeros(self, declared: dataclasses.Field, leading: tuple[int, ...]) -> Any:
+        """Zeroed storage of a field of :class:`~maze_impala.core.Trajectory` with ``leading`` axes: shaped by the
+        space (or state) it holds, or of its dtype."""
+        holds = declared.metadata["holds"]
+        if holds == OBSERVED:
+            return allocate(self.observation_space, leading)
+        if holds == ACTED:
+            return allocate(self.action_space, leading)
+        if holds == ANCESTRAL:
+            return {key: allocate(space, leading) for key, space in self.ancestor_spaces.items()}
+        dtype = declared.metadata["dtype"]
+        if holds == RECURRENT:
+            return {name: np.zeros(leading + tuple(shape), dtype) for name, shape in self.state_shapes.items()}
+        width = declared.metadata["width"]
+        return np.zeros(leading + ((width,) if width else ()), dtype)
+
     def allocate(self, rows: int, columns: int) -> dict[str, Any]:
-        """Zeroed ``[rows, columns]`` storage of every recorded per-decision field of a trajectory, by name."""
-        leading = (rows, columns)
-        return {
-            "observations": allocate(self.observation_space, leading),
-            "actions": allocate(self.action_space, leading),
-            "ancestors": {key: allocate(space, leading) for key, space in self.ancestor_spaces.items()},
-            **{name: np.zeros(leading, dtype=dtype) for name, dtype in SCALARS.items()},
-        }
+        """Zeroed ``[rows, columns]`` storage of every field the recorder writes decision by decision, by name."""
+        return {f.name: self.zeros(f, (rows, columns)) for f in FIELDS if f.metadata["recorded"]}
+
+    @property
+    def n_arrays(self) -> int:
+        """How many arrays a trajectory of this layout holds, over all its fields."""
+        return sum(len(list(leaves(self.zeros(f, (0,))))) for f in FIELDS)
 
     def rollout_bytes(self, rows: int, columns: int) -> int:
         """The bytes of a trajectory of ``rows`` decisions per column if every decision were truncated (its final
-        observation kept), the mask and the per-column data included."""
-        entry = sum(a.nbytes for a in leaves(self.allocate(1, 1)))
-        truncated = sum(a.nbytes for a in leaves(allocate(self.observation_space, (1,)))) + 16  # + (t, column)
-        mask = np.dtype(np.bool_).itemsize
-        column = 8 + 4 * sum(int(np.prod(shape)) for shape in self.state_shapes.values())  # agent id, state
-        return rows * columns * (entry + truncated + mask) + columns * column
+        observation kept): every field, by its rows."""
+        entries = {OBSERVATION_ROWS: (rows + 1) * columns, DECISION_ROWS: rows * columns,
+                   TRUNCATED_ROWS: rows * columns, COLUMN_ROWS: columns}  # fmt: skip
+        return sum(entries[f.metadata["rows"]] * sum(a.nbytes for a in leaves(self.zeros(f, (1,)))) for f in FIELDS)
 
 
 def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> NestedArrays:

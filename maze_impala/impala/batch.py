@@ -7,35 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from maze_impala.core import (
-    COLUMN_ROWS,
-    DECISION_ROWS,
-    OBSERVATION_ROWS,
-    TRUNCATED_ROWS,
-    Rollout,
-    StepKey,
-    laid_out,
-)
+from maze_impala.core import Rollout, StepKey, Trajectory
 from maze_impala.envs.layout import padded, select_columns, stack
 
 
 @dataclass
-class StepBatch:
+class StepBatch(Trajectory[torch.Tensor]):
     """The data of one step key across a batch of rollouts, ``N`` columns in all, on the device: the fields of
-    :class:`~maze_impala.core.Trajectory` as tensors, laid out in the same rows."""
+    :class:`~maze_impala.core.Trajectory` (declared there) as tensors, laid out in the same rows."""
 
-    observations: dict[str, torch.Tensor] = laid_out(OBSERVATION_ROWS)
-    actions: dict[str, torch.Tensor] = laid_out(DECISION_ROWS)
-    behaviour_log_probs: torch.Tensor = laid_out(DECISION_ROWS)
-    rewards: torch.Tensor = laid_out(DECISION_ROWS)
-    terminated: torch.Tensor = laid_out(DECISION_ROWS)
-    truncated: torch.Tensor = laid_out(DECISION_ROWS)
-    truncated_observations: dict[str, torch.Tensor] = laid_out(TRUNCATED_ROWS)
-    truncated_index: torch.Tensor = laid_out(TRUNCATED_ROWS)
-    mask: torch.Tensor = laid_out(DECISION_ROWS)
-    agent_ids: torch.Tensor = laid_out(COLUMN_ROWS)
-    ancestors: dict[StepKey, dict[str, torch.Tensor]] = laid_out(OBSERVATION_ROWS)
-    initial_state: dict[str, torch.Tensor] = laid_out(COLUMN_ROWS, default_factory=dict)
     dense: bool = False
     """Every entry holds a decision (no padding, known on the host when the batch was stacked): the losses then
     take plain means instead of masked ones. False says nothing (``mask`` is then read)."""

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from maze_impala.config import ImpalaAlgorithmConfig
-from maze_impala.core import Learner, NonFiniteError, Rollout, StepKey
+from maze_impala.core import ANCESTRAL, OBSERVED, Learner, NonFiniteError, Rollout, StepKey, Trajectory
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
@@ -219,12 +219,14 @@ class ImpalaLearner(Learner):
         if not policy.normalizes:
             return batch
         policy.update_normalizers(key, {k: v[:-1][batch.mask] for k, v in batch.observations.items()})
-        return replace(
-            batch,
-            observations=policy.normalize(key, batch.observations),
-            truncated_observations=policy.normalize(key, batch.truncated_observations),
-            ancestors={k: policy.normalize(k, obs) for k, obs in batch.ancestors.items()},
-        )
+        normalized = {}
+        for declared in fields(Trajectory):  # every field that holds observations: of this step key, or earlier ones
+            value = getattr(batch, declared.name)
+            if declared.metadata["holds"] == OBSERVED:
+                normalized[declared.name] = policy.normalize(key, value)
+            elif declared.metadata["holds"] == ANCESTRAL:
+                normalized[declared.name] = {k: policy.normalize(k, obs) for k, obs in value.items()}
+        return replace(batch, **normalized)
 
     @torch.no_grad()
     def _log_probs(
