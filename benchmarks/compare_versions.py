@@ -53,7 +53,7 @@ if __name__ == "__main__":
     import torch  # imported before the timed parts, as the benchmarks do
     args = argparse.Namespace(env=settings["env"], hidden=[128, 128], num_actors=2,
                               envs_per_actor=settings["envs_per_actor"], n_rollout_steps=settings["rollout_steps"],
-                              actors_batch_size=1, min_actors_batch_size=None, device="cpu",
+                              actors_batch_size=1, min_actors_batch_size=None, device="cpu", actor_device=None,
                               model=settings["model"])
     figures = {}
     if settings["actors"]:

@@ -65,8 +65,8 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
 
     The env and model are rebuilt from the config stored in the checkpoint, so this
     works for any run whose env is given by an id or a ``_target_`` config
-    (:class:`~maze_impala.nn.policy_spec.PolicySpec` does the work).
+    (:class:`~maze_impala.play.spec.PolicySpec` does the work).
     """
-    from maze_impala.nn.policy_spec import load_policy as load
+    from maze_impala.play.spec import load_policy as load
 
     return load(checkpoint)

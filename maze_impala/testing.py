@@ -260,7 +260,7 @@ def read_weights_forever(weights: Any, model: Any, ready: Any) -> None:
 def pool_a_new_actor_plays(spec: Any, weights: Any, answer: Any = None) -> list[int]:
     """The versions of the snapshot pool that a new actor of ``spec`` (what a restart builds) plays against after
     one rollout; put on ``answer`` (a queue) where it runs as a process of its own, as an actor process does."""
-    from maze_impala.nn.seats import OPPONENT
+    from maze_impala.play.lineup import OPPONENT
 
     actor = spec.build(0, weights)
     try:

@@ -22,9 +22,10 @@ from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.events.tables import agent_return_column
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy, make_random_policy
-from maze_impala.nn.seats import OPPONENT_STATE, PolicyMapping, RoutedActing, seated
-from maze_impala.train.games import Games, outcome, summary
-from maze_impala.train.snapshots import SnapshotPool
+from maze_impala.play.games import outcome
+from maze_impala.play.lineup import OPPONENT_STATE, Lineup, PolicyMapping, RoutedActing, seated
+from maze_impala.play.pool import SnapshotPool
+from maze_impala.train.games import Games, summary
 
 TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
              "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
@@ -89,8 +90,7 @@ def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_
 def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_games():
     env = make_env(TICTACTOE)
     policy = make_policy(env, ModelConfig(image_encoder="flatten"))
-    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 16, 4, seed=3, opponent="pool",
-                     opponent_actors=2)  # fmt: skip
+    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 16, 4, seed=3, lineup=Lineup("pool", 2))
     weights, snapshots = SharedWeights(policy, snapshot_slots=1), SnapshotPool(OpponentPoolConfig(size=1))
     snapshots.offer(policy, 0)
     weights.publish_snapshots(snapshots.snapshots)
@@ -115,7 +115,7 @@ def test_a_recurrent_policy_against_the_pool_hands_over_its_own_state_only():
     weights, snapshots = SharedWeights(policy, snapshot_slots=1), SnapshotPool(OpponentPoolConfig(size=1))
     snapshots.offer(policy, 0)
     weights.publish_snapshots(snapshots.snapshots)
-    actor = ActorSpec(TICTACTOE, model, 8, 2, seed=0, opponent="pool", opponent_actors=1).build(0, weights)
+    actor = ActorSpec(TICTACTOE, model, 8, 2, seed=0, lineup=Lineup("pool", 1)).build(0, weights)
     try:
         assert any(name.startswith(OPPONENT_STATE) for name in actor.acting.state_shapes("player"))  # kept...
         (trajectory,) = actor.rollout().trajectories.values()
@@ -269,8 +269,8 @@ def test_selected_columns_keep_their_data_and_their_truncated_decisions():
 def test_an_actor_against_an_opponent_hands_over_only_its_own_seats_decisions():
     env = make_env(TICTACTOE)
     policy = make_policy(env, ModelConfig(image_encoder="flatten"))
-    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 8, 4, seed=3, opponent="random",
-                     opponent_actors=3)  # fmt: skip
+    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 8, 4, seed=3,
+                     lineup=Lineup("random", 3))  # fmt: skip
     for index, agent in ((0, 0), (1, 1), (2, 0)):  # the seats in turn
         actor = spec.build(index, SharedWeights(policy))
         try:
@@ -302,25 +302,25 @@ def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
 
 
 def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor(tmp_path):
-    from maze_impala.nn.policy_spec import PolicySpec
+    from maze_impala.play.spec import PolicySpec
     from maze_impala.train.checkpoint import save_checkpoint
 
     env, model = make_env(TICTACTOE), ModelConfig(image_encoder="flatten")
     opponent = make_policy(env, model)
     record = {"env": TICTACTOE, "model": {"image_encoder": "flatten"}}
     save_checkpoint(tmp_path / "opponent.pt", {"policy": opponent.state_dict(), "config": record})
-    spec = ActorSpec(TICTACTOE, model, 8, 2, seed=3, opponent=str(tmp_path / "opponent.pt"), opponent_actors=1)
-    assert isinstance(spec.opponent, PolicySpec) and not spec.opponent.is_random
+    spec = ActorSpec(TICTACTOE, model, 8, 2, seed=3, lineup=Lineup(str(tmp_path / "opponent.pt"), 1))
+    assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.is_random
     (tmp_path / "opponent.pt").unlink()  # an actor that read the checkpoint would fail now
     actor = spec.build(0, SharedWeights(make_policy(env, model)))
     try:
         assert actor.rollout().env_steps == 8 * 2
     finally:
         actor.close()
-    built = spec.opponent.policy(env)
+    built = spec.lineup.opponent.policy(env)
     assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), opponent.state_dict().values()))
     with pytest.raises(ConfigError, match="neither 'random' nor a checkpoint"):
-        ActorSpec(TICTACTOE, model, 8, 2, seed=3, opponent=str(tmp_path / "opponent.pt"), opponent_actors=1)
+        Lineup(str(tmp_path / "opponent.pt"), 1)
 
 
 @pytest.mark.slow

@@ -209,7 +209,8 @@ def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
 @pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it():
     from maze_impala.config import OpponentPoolConfig
-    from maze_impala.train.snapshots import SnapshotPool
+    from maze_impala.play.lineup import Lineup
+    from maze_impala.play.pool import SnapshotPool
 
     tictactoe = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
                  "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
@@ -222,7 +223,7 @@ def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it()
         weights.publish_snapshots(snapshots.snapshots)
     assert weights.latest_pool()[0] == 3  # one object per published pool, sent to an actor when it is new to it
     weights.publish_pool_scores({2: 0.25, 3: 0.75})  # the learner's estimates, sent with every request
-    spec = ActorSpec(tictactoe, model, n_rollout_steps=8, envs_per_actor=2, seed=0, opponent="pool", opponent_actors=1)
+    spec = ActorSpec(tictactoe, model, n_rollout_steps=8, envs_per_actor=2, seed=0, lineup=Lineup("pool", 1))
     with RayActors(spec, weights, 1, 1, restarts=RestartPolicy(max_restarts=1)) as pool:
         pool.collect(1)  # an actor that found no pool would fail its first game, and the run with it
         os.kill(pool.placements()[0][1], signal.SIGKILL)

@@ -21,10 +21,10 @@ from maze_impala.events.interfaces import GameEvents
 from maze_impala.files import atomic_write_bytes
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy
-from maze_impala.nn.seats import SNAPSHOT_STATE, PoolOpponent
+from maze_impala.play.lineup import Lineup
+from maze_impala.play.pool import SNAPSHOT_STATE, PoolOpponent, SnapshotPool
 from maze_impala.testing import pool_a_new_actor_plays
 from maze_impala.train.checkpoint import read_checkpoint
-from maze_impala.train.snapshots import SnapshotPool
 from maze_impala.train.state import SNAPSHOT_POOL
 
 TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
@@ -196,8 +196,8 @@ def test_an_actor_reports_each_game_against_the_pool_with_the_snapshot_that_play
     torch.nn.init.normal_(next(policy.parameters()))
     pool.offer(policy, 1)
     weights.publish_snapshots(pool.snapshots)
-    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=16, envs_per_actor=3, seed=0, opponent="pool",
-                     opponent_actors=2, opponent_draw="pfsp")  # fmt: skip
+    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=16, envs_per_actor=3, seed=0,
+                     lineup=Lineup("pool", 2, "pfsp"))  # fmt: skip
     for index in range(2):  # the trained policy in the first seat, then in the second
         actor = spec.build(index, weights)
         try:
@@ -220,7 +220,7 @@ def test_an_actor_killed_and_restarted_plays_the_learners_pool():
         learner_pool.offer(policy, version)
     weights = SharedWeights(policy, version=6, snapshot_slots=2)
     weights.publish_snapshots(learner_pool.snapshots)
-    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=8, envs_per_actor=4, seed=0, opponent="pool", opponent_actors=1)
+    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=8, envs_per_actor=4, seed=0, lineup=Lineup("pool", 1))
     assert pool_a_new_actor_plays(spec, weights) == [5, 6]
     context = multiprocessing.get_context("spawn")
     answer = context.Queue()

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from maze_impala.actors.opponents import POOL, opponent_spec, outcome, publish_game
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult, agent_returns
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
@@ -26,10 +25,10 @@ from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.numpy_forms import NumpyPolicyForm
-from maze_impala.nn.seats import SCORES
+from maze_impala.play.games import SCORES, outcome, publish_game
 
 if TYPE_CHECKING:
-    from maze_impala.nn.policy_spec import PolicySpec
+    from maze_impala.play.lineup import Lineup
 
 SEED_BOUND = 2**31
 """Env seeds lie below this: every env takes them, those that read a signed 32-bit int too."""
@@ -63,22 +62,11 @@ class ActorSpec:
     numpy_policy: NumpyPolicyForm | None = None
     """The policy's numpy form where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`): its
     actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
-    opponent: PolicySpec | str | None = None
-    """An opponent that the first ``opponent_actors`` actors play against: actor ``i`` plays seat ``i % seats``
-    with the trained policy, the opponent every other seat. ``pool`` (the learner's snapshots of the trained policy,
-    which the weight source holds: :meth:`~maze_impala.core.WeightSource.snapshots`), or a fixed
-    opponent's :class:`~maze_impala.nn.policy_spec.PolicySpec`; a name (``random``, a checkpoint or a run dir) is
-    resolved to its spec here, where the spec is made, so that no actor process reads a checkpoint."""
-    opponent_actors: int = 0
-    opponent_draw: str = "uniform"
-    """How a game against ``opponent="pool"`` picks its snapshot: ``uniform``, ``latest`` or ``pfsp``."""
+    lineup: Lineup | None = None
+    """Whom the trained policy plays against, in the actors the lineup names (None: it plays every seat)."""
     device: str | None = None
     """None: act with ``numpy_policy`` where there is one, else through torch on the CPU. A torch device (``cuda``,
     ``cpu``): act through torch there (``runner.actor_device``)."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.opponent, str) and self.opponent != POOL:
-            self.opponent = opponent_spec(self.opponent)
 
     def acting(self, env: StructuredEnv) -> Acting:
         if self.device is None and self.numpy_policy is not None:
@@ -88,11 +76,9 @@ class ActorSpec:
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
         acting, learned = self.acting(envs[0]), None
-        if self.opponent is not None and index < self.opponent_actors:
-            from maze_impala.actors.opponents import against_opponent
-
-            acting, learned = against_opponent(acting, lambda: self.acting(envs[0]), envs[0], self.opponent, index,
-                                     seed_for(self.seed, index, 1), weights, self.opponent_draw)  # fmt: skip
+        if self.lineup is not None:
+            acting, learned = self.lineup.acting(acting, lambda: self.acting(envs[0]), envs[0], index,
+                                                 seed_for(self.seed, index, 1), weights)  # fmt: skip
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
                             record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
 

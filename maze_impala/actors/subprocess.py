@@ -31,6 +31,7 @@ from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.actors.transport import RolloutSlots, estimate_rollout_bytes
 from maze_impala.actors.worker import actor_process
+from maze_impala.children import how_it_ended, stop_children
 from maze_impala.core import ActorPool, Rollout, WeightSource
 from maze_impala.envs.factory import make_env
 from maze_impala.events.interfaces import ActorEvents
@@ -196,8 +197,7 @@ class SubprocessActors(ActorPool):
                 self._drain(actor)
                 if actor in self.actors:
                     actor.process.join(timeout=1.0)
-                    self._failed(actor, f"died with exit code {actor.process.exitcode} (a negative code is the "
-                                        "signal that killed it, e.g. -9: killed or out of memory)")  # fmt: skip
+                    self._failed(actor, how_it_ended(actor.process.exitcode))
         now = time.monotonic()
         for actor in list(self.actors):
             if actor.granted is not None and actor.overdue(self.policy, now):
@@ -261,12 +261,6 @@ class SubprocessActors(ActorPool):
         self._stop[0] = 1
         for actor in self.actors:
             actor.conn.close()  # an actor waiting on its pipe sees EOF and exits
-        deadline = time.monotonic() + 5.0
-        for actor in self.actors:
-            actor.process.join(timeout=max(0.0, deadline - time.monotonic()))
-        for actor in self.actors:
-            if actor.process.is_alive():
-                actor.process.kill()
-            actor.process.join(timeout=1.0)
+        stop_children(actor.process for actor in self.actors)
         self.actors, self._held, self._free = [], [], deque()
         self.finished.clear()

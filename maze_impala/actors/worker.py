@@ -11,27 +11,19 @@ its own pipe, which the learner then discards with the process.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
-import traceback
 import warnings
 from typing import Any
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.transport import RolloutSlots
+from maze_impala.children import die_with_parent, failure_report, run_child
 from maze_impala.core import WeightSource
 
 POLL_SECONDS = 0.1
 """How often a waiting actor looks at the stop flag and at its parent."""
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (elsewhere the parent pid is watched)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def actor_main(
@@ -70,7 +62,7 @@ def actor_main(
         return  # the learner closed our pipe: it is stopping or replacing us
     except BaseException as error:  # report every failure, then exit non-zero
         with contextlib.suppress(OSError):
-            conn.send(("error", f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
+            conn.send(("error", failure_report(error)))
         raise SystemExit(1) from None
     finally:
         if actor is not None:
@@ -78,23 +70,11 @@ def actor_main(
 
 
 def actor_process(*args: Any) -> None:
-    """The target of an actor process: :func:`actor_main`, then a fast exit with its code, once its output is
-    flushed and its envs are closed. The interpreter's own teardown (torch's modules, the envs' libraries) would
-    take the learner's stop about half a second per actor, and frees nothing the process does not free by ending:
-    its shared memory is the learner's, mapped anonymously."""
-    code = 0
-    try:
-        actor_main(*args)
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except BaseException:  # actor_main reports its failures itself; anything before that, here
-        traceback.print_exc()
-        code = 1
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)
+    """The target of an actor process: :func:`actor_main`, then a fast exit with its code
+    (:func:`~maze_impala.children.run_child`): the interpreter's own teardown would take the learner's stop about
+    half a second per actor, and frees nothing the process does not free by ending (its shared memory is the
+    learner's, mapped anonymously)."""
+    run_child(actor_main, *args)
 
 
 def _wait_for_grant(conn: Any, stopping: Any) -> int | None:

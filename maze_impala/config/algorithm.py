@@ -67,7 +67,7 @@ class OpponentPoolConfig:
     draw: str = "uniform"
     """Which snapshot plays a game: uniform (any of the pool, with equal chances), latest (the newest), or pfsp
     (prioritised fictitious self-play: the snapshots that the trained policy beats least play most; see
-    :class:`~maze_impala.nn.seats.PoolOpponent`)."""
+    :class:`~maze_impala.play.pool.PoolOpponent`)."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "size"):

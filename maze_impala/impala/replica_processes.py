@@ -15,14 +15,12 @@ import multiprocessing
 import os
 import pickle
 import signal
-import sys
 import time
-import traceback
 from typing import Any
 
 import torch
 
-from maze_impala.actors.worker import die_with_parent
+from maze_impala.children import die_with_parent, failure_report, how_it_ended, run_child, stop_children
 from maze_impala.impala.parallel import ProcessGroup, Shard, host_store
 from maze_impala.impala.replicas import (
     STARTUP_TIMEOUT_S,
@@ -70,23 +68,13 @@ def replica_main(
         return  # learner 0 closed our pipe: it is stopping
     except BaseException as error:
         with contextlib.suppress(OSError):
-            _send(conn, ("error", f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
+            _send(conn, ("error", failure_report(error)))
         raise SystemExit(1) from None
 
 
 def replica_process(*args: Any) -> None:
-    """:func:`replica_main`, then an immediate exit (as an actor process, see
-    :func:`~maze_impala.actors.worker.actor_process`)."""
-    code = 0
-    try:
-        replica_main(*args)
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    """:func:`replica_main`, then an immediate exit (:func:`~maze_impala.children.run_child`, as an actor's)."""
+    run_child(replica_main, *args)
 
 
 class ReplicaProcesses(Replicas):
@@ -170,21 +158,14 @@ class ReplicaProcesses(Replicas):
                     return LearnerFailedError(f"learner {rank} raised {payload.strip()}")
         process.join(timeout=1.0)
         if process.exitcode is not None:
-            code = process.exitcode
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            return LearnerFailedError(f"learner {rank} (pid {process.pid}) {how}")
+            return LearnerFailedError(f"learner {rank} (pid {process.pid}) {how_it_ended(process.exitcode)}")
         return LearnerFailedError(f"learner {rank} (pid {process.pid}) {what}")
 
     def close(self) -> None:
         for conn in self.conns:
             with contextlib.suppress(OSError):
                 _send(conn, None)
-        deadline = time.monotonic() + 5.0
-        for process in self.processes:
-            process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join()
+        stop_children(self.processes)
         for conn in self.conns:
             conn.close()
         self.processes, self.conns = [], []

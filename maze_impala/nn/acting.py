@@ -20,7 +20,7 @@ Nothing in this module imports torch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -106,10 +106,35 @@ class Acting(ABC):
     def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
         """A game in which agents ``agent_ids`` of ``step_key`` acted ended in ``result`` (win, draw or loss, seen
         from the trained policy's seat); ``state`` is where their last decisions left their state. Returns the
-        numbers of the learner's pool snapshots that played in it (:class:`~maze_impala.nn.seats.PoolOpponent`),
+        numbers of the learner's pool snapshots that played in it (:class:`~maze_impala.play.pool.PoolOpponent`),
         which the actor reports with its rollout for the pool's statistics; none by default."""
         return []
 
     @abstractmethod
     def load(self, flat: np.ndarray) -> None:
         """Act with these weights from now on: a flat vector of the policy's state (kept, not copied)."""
+
+
+def act_in_parts(step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None,
+                 parts: Sequence[tuple[Acting, np.ndarray, Callable[[str], str | None]]]) -> Actions:  # fmt: skip
+    """Each ``(acting, rows, own)`` of ``parts`` acts for its ``rows`` of the batch, on the state names that
+    ``own`` maps to a name of its own (None: not its state); actions, log-probabilities and states in row order."""
+    state = {k: v.copy() for k, v in state.items()}
+    actions: dict[str, np.ndarray] = {}
+    log_probs = np.zeros(len(agent_ids), dtype=np.float32)
+    for acting, rows, own in parts:
+        if len(rows) == 0:
+            continue
+        names = {name: mine for name in state if (mine := own(name)) is not None}
+        part, part_log_probs, part_state = acting.act(
+            step_key, {k: v[rows] for k, v in obs.items()}, {mine: state[name][rows] for name, mine in names.items()},
+            agent_ids[rows], noise.for_rows(rows.tolist()) if noise is not None else None,
+        )  # fmt: skip
+        for name, value in part.items():
+            if name not in actions:
+                actions[name] = np.zeros((len(agent_ids), *value.shape[1:]), dtype=value.dtype)
+            actions[name][rows] = value
+        log_probs[rows] = part_log_probs
+        for name, mine in names.items():
+            state[name][rows] = part_state[mine]
+    return actions, log_probs, state

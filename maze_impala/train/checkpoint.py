@@ -1,4 +1,4 @@
-"""Checkpoints: written atomically, loaded without running code (:mod:`maze_impala.nn.policy_spec` reads them),
+"""Checkpoints: written atomically, loaded without running code (:mod:`maze_impala.play.spec` reads them),
 checked against the model they are loaded into.
 
 A checkpoint holds tensors, numbers, strings and plain containers only (the run's config
@@ -14,7 +14,7 @@ from typing import Any
 from torch import nn
 
 from maze_impala.files import save_torch
-from maze_impala.nn.policy_spec import (  # reading lives at the policy seam, below the actors
+from maze_impala.play.spec import (  # reading lives at the policy seam, below the actors
     CheckpointMismatchError,
     UnsafeCheckpointError,
     model_signature,
@@ -23,7 +23,7 @@ from maze_impala.nn.policy_spec import (  # reading lives at the policy seam, be
 )
 
 OPPONENTS = "opponents"
-"""The checkpoint key of a run's fixed opponents: name -> :meth:`~maze_impala.nn.policy_spec.PolicySpec.state_dict`,
+"""The checkpoint key of a run's fixed opponents: name -> :meth:`~maze_impala.play.spec.PolicySpec.state_dict`,
 so that a resumed run plays the opponents it trained and was judged against, whatever happened to their files."""
 
 __all__ = [

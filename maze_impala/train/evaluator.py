@@ -11,7 +11,7 @@ from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
 from maze_impala.events.api import EventHub
-from maze_impala.nn.seats import SCORES
+from maze_impala.play.games import SCORES
 from maze_impala.train.video import Videos
 
 if TYPE_CHECKING:

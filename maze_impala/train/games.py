@@ -2,7 +2,7 @@
 (random, or a checkpoint of another run) plays the others; wins, draws and losses per seat.
 
 The games run through the actor's loop (:meth:`~maze_impala.actors.actor.RolloutActor.play`) with a
-:func:`~maze_impala.nn.seats.seated` acting, during training (``algorithm.rollout_evaluator.opponent``) and in the
+:func:`~maze_impala.play.lineup.seated` acting, during training (``algorithm.rollout_evaluator.opponent``) and in the
 rollout CLI (``maze-run -cn conf_rollout ... opponent=random``). In two-player zero-sum self-play the mean episode
 return is 0 by construction; these rates are what shows whether a policy learnt.
 """
@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import PLAY_CHUNK, RolloutActor, seed_for
-from maze_impala.actors.opponents import OUTCOMES, opponent_policy, opponent_spec, outcome, publish_game, seats
 from maze_impala.actors.results import EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import GameEvents
-from maze_impala.nn.policy_spec import PolicySpec
-from maze_impala.nn.seats import seated
 from maze_impala.nn.torch_acting import make_acting
+from maze_impala.play.games import OUTCOMES, outcome, publish_game
+from maze_impala.play.lineup import seated, seats
+from maze_impala.play.spec import PolicySpec, opponent_policy, opponent_spec
 
 if TYPE_CHECKING:
     from maze_impala.nn.models import StructuredPolicy

@@ -22,7 +22,6 @@ from typing import Any
 import pandas as pd
 
 from maze_impala.actors.actor import seed_for
-from maze_impala.actors.opponents import RANDOM
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.config import RolloutConfig, VideoConfig
 from maze_impala.config.base import to_record, to_yaml
@@ -34,7 +33,7 @@ from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.impala.threads import usable_cores
 from maze_impala.nn.models import StructuredPolicy
-from maze_impala.nn.policy_spec import PolicySpec
+from maze_impala.play.spec import RANDOM, PolicySpec
 from maze_impala.run_files import (
     CONFIG_YAML,
     EVENT_LOG_DIR,

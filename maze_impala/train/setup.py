@@ -11,7 +11,6 @@ from typing import Any
 import torch
 
 from maze_impala.actors.actor import ActorSpec, seed_for
-from maze_impala.actors.opponents import POOL, opponent_policy, opponent_spec, seats
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.sequential import SequentialActors
 from maze_impala.actors.subprocess import SubprocessActors
@@ -42,8 +41,10 @@ from maze_impala.impala.replicas import DataParallelLearner, Replicas, check_dev
 from maze_impala.impala.threads import ThreadPlan, plan_threads
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
-from maze_impala.nn.policy_spec import PolicySpec
 from maze_impala.nn.torch_acting import numpy_form_of
+from maze_impala.play.lineup import Lineup, seats
+from maze_impala.play.pool import SnapshotPool
+from maze_impala.play.spec import POOL, PolicySpec, opponent_policy, opponent_spec
 from maze_impala.run_files import CONFIG_YAML, EVENT_LOG_DIR, LAST_MODEL, STATS_CSV, TENSORBOARD_DIR, VIDEO_DIR
 from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
@@ -58,7 +59,6 @@ from maze_impala.train.rundir import (
     continue_tables,
     scalar_config,
 )
-from maze_impala.train.snapshots import SnapshotPool
 from maze_impala.train.state import TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
 from maze_impala.train.video import Videos, check_renders
@@ -263,10 +263,12 @@ def _wire(
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
+    lineup = None
+    if algorithm.train_opponent:
+        lineup = Lineup(opponents.get(algorithm.train_opponent, algorithm.train_opponent),
+                        algorithm.opponent_actors, algorithm.opponent_pool.draw)  # fmt: skip
     spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
-                     opponent=opponents.get(algorithm.train_opponent or "", algorithm.train_opponent),
-                     opponent_actors=algorithm.opponent_actors,
-                     opponent_draw=algorithm.opponent_pool.draw, device=config.runner.actor_device)  # fmt: skip
+                     lineup=lineup, device=config.runner.actor_device)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents),
                                 snapshots)  # fmt: skip
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from maze_impala.train.snapshots import SnapshotPool
+from maze_impala.play.pool import SnapshotPool
 
 SNAPSHOT_POOL = "snapshot_pool"
 """The checkpoint key of the snapshot pool."""

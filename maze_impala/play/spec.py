@@ -5,6 +5,9 @@ once where the spec is made, or random play. The process that builds a run resol
 rollout CLI's policy to a spec; actor and worker processes build their policy from it with :meth:`PolicySpec.policy`
 or :func:`load_acting`, and never read a checkpoint themselves.
 
+An opponent is named in a config (``random``, a checkpoint, a run dir; ``pool`` for training against past
+selves): :func:`opponent_spec` resolves a name to a spec once, where the run is built.
+
 Checkpoints are read here too, without unpickling code (``torch.load(weights_only=True)``), and checked against
 the module they are loaded into.
 """
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from maze_impala.config import ConfigError, ModelConfig
 from maze_impala.config.base import from_mapping
+from maze_impala.run_files import BEST_MODEL
 
 if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in numpy imports this module, not torch
     import torch
@@ -26,6 +30,12 @@ if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in n
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
+
+
+RANDOM = "random"
+"""The opponent (or rollout policy) that plays uniformly at random over the legal actions."""
+POOL = "pool"
+"""``algorithm.train_opponent=pool``: past snapshots of the trained policy (training only)."""
 
 
 class CheckpointMismatchError(ValueError):
@@ -134,10 +144,11 @@ class PolicySpec:
 
 
 def load_acting(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> Acting:
-    """The one way to act as ``spec`` says in ``env``: numpy where the policy exports a form, torch otherwise."""
+    """The one way to act as ``spec`` says in ``env``: the policy, refused if it plays another game, frozen; in
+    numpy where the policy exports a form, in torch otherwise."""
     from maze_impala.nn.torch_acting import make_acting
 
-    return make_acting(spec.policy(env, seed))
+    return make_acting(opponent_policy(spec, env, seed))
 
 
 def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
@@ -151,3 +162,40 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     except BaseException:
         env.close()
         raise
+
+
+def opponent_spec(name: str) -> PolicySpec:
+    """The fixed opponent ``name`` says: ``random``, a checkpoint of a training run, or a run's output dir (its
+    ``model_best.pt``), resolved once, in the process that builds the run (actors get the spec, weights included)."""
+    if name == POOL:
+        raise ConfigError("opponent=pool: the pool of the trained policy's snapshots is an opponent to train against "
+                          "(algorithm.train_opponent=pool); games are played against random, a checkpoint or a run "
+                          "dir")  # fmt: skip
+    if name == RANDOM:
+        return PolicySpec.random()
+    path = Path(name)
+    checkpoint = path / BEST_MODEL if path.is_dir() else path
+    if not checkpoint.is_file():
+        raise ConfigError(f"opponent={name!r}: neither 'random' nor a checkpoint file or a training output dir "
+                          "holding model_best.pt")  # fmt: skip
+    return PolicySpec.from_checkpoint(checkpoint)
+
+
+def opponent_policy(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
+    """The opponent ``spec`` describes, for ``env`` (whose spaces it must play), frozen."""
+    policy = spec.policy(env, seed)
+    if not plays(policy, env):
+        raise ConfigError(f"opponent={spec.source!r} was trained on an env with other spaces than this one's: an "
+                          "opponent must play the same game")  # fmt: skip
+    policy.requires_grad_(False)
+    return policy
+
+
+def plays(policy: StructuredPolicy, env: StructuredEnv) -> bool:
+    """Whether ``policy`` acts in ``env``: the same step keys and actions, and observations it reads that ``env``
+    gives (a policy does not read the critic-only keys)."""
+    observations = env.observation_spaces_dict
+    return policy.action_spaces == env.action_spaces_dict and all(
+        key in observations and all(observations[key].spaces.get(name) == sub for name, sub in space.spaces.items())
+        for key, space in policy.observation_spaces.items()
+    )

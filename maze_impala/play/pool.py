@@ -1,0 +1,222 @@
+"""The snapshot pool, both halves: the learner's (:class:`SnapshotPool`) and the actors' (:class:`PoolOpponent`).
+
+The learner's pool holds past weights of the trained policy, for self-play against past selves
+(``algorithm.train_opponent=pool``).
+
+The pool lives with the learner, not in the actors: it takes a snapshot when the policy's version reaches the
+next multiple of ``snapshot_every`` (the first weights at once), keeps the newest ``size``, is published to every
+actor through the weight publisher (:meth:`~maze_impala.core.WeightPublisher.publish_snapshots`) and is saved in
+every checkpoint. So every actor plays the same pool, an actor that restarts finds it, and a resumed run goes on
+with the pool it had. The games against it are kept here too: each actor reports which snapshot played each game
+that ended and how (:attr:`~maze_impala.core.Rollout.pool_games`), the pool estimates the trained policy's score
+against every snapshot from all of them, publishes the estimates (``opponent_pool.draw=pfsp`` draws by them) and
+saves them with the snapshots, so that a restarted actor and a resumed run draw as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from maze_impala.config import OpponentPoolConfig
+from maze_impala.core import NestedArrays, Snapshots, StepKey, WeightSource
+from maze_impala.nn.acting import Acting, Actions, Noise, State, act_in_parts
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+SNAPSHOT_STATE = "snapshot"
+"""The state name under which a :class:`PoolOpponent` keeps, per env and agent, which snapshot plays its episode."""
+PFSP_WINDOW = 100
+"""The pool estimates the trained policy's score against a snapshot over about its last this many games against it
+(each older game's weight decays by ``1 - 1/PFSP_WINDOW`` per newer one)."""
+
+
+class SnapshotPool:
+    """Snapshots of a policy's weights, numbered from 1, the newest ``config.size`` kept."""
+
+    def __init__(self, config: OpponentPoolConfig):
+        self.every, self.size = config.snapshot_every, config.size
+        self.snapshots: Snapshots = {}
+        """Snapshot number -> (the weights' version, the flat weights), oldest first."""
+        self.taken = 0
+        """Snapshots taken so far: the number of the newest."""
+        self.results: dict[int, tuple[float, float]] = {}
+        """Per snapshot held: the decayed count of games against it and the trained policy's decayed score in them."""
+
+    @property
+    def versions(self) -> list[int]:
+        """The versions of the weights in the pool, oldest first."""
+        return [version for version, _ in self.snapshots.values()]
+
+    def due(self, version: int) -> bool:
+        """Whether weights at ``version`` join the pool: the first weights, then each multiple of ``every`` past
+        the newest snapshot's version."""
+        if not self.snapshots:
+            return True
+        newest = next(reversed(self.snapshots.values()))[0]
+        return version >= (newest // self.every + 1) * self.every
+
+    def offer(self, module: nn.Module, version: int) -> bool:
+        """Take a snapshot of ``module``'s weights at ``version`` if one is due; True if the pool changed."""
+        if not self.due(version):
+            return False
+        from maze_impala.nn.flat import flatten
+
+        self.add(version, flatten(module).numpy().copy())
+        return True
+
+    def add(self, version: int, flat: np.ndarray) -> None:
+        self.taken += 1
+        self.snapshots[self.taken] = (version, flat)
+        self._keep_newest()
+
+    def _keep_newest(self) -> None:
+        while len(self.snapshots) > self.size:
+            del self.snapshots[min(self.snapshots)]
+        self.results = {n: r for n, r in self.results.items() if n in self.snapshots}
+
+    def record(self, games: Iterable[tuple[int, float]]) -> None:
+        """Games that ended: the snapshot that played each and the trained policy's score (win 1, draw 0.5, loss
+        0). Each older game's weight decays by ``1 - 1/PFSP_WINDOW`` per newer one against the same snapshot; a
+        snapshot that left the pool since is skipped."""
+        keep = 1.0 - 1.0 / PFSP_WINDOW
+        for number, score in games:
+            if number in self.snapshots:
+                played, scored = self.results.get(number, (0.0, 0.0))
+                self.results[number] = (played * keep + 1.0, scored * keep + score)
+
+    def scores(self) -> dict[int, float]:
+        """The trained policy's estimated score against each snapshot held, starting from one game drawn: 0.5
+        before any game against it."""
+        scores = {}
+        for number in self.snapshots:
+            played, scored = self.results.get(number, (0.0, 0.0))
+            scores[number] = (scored + 0.5) / (played + 1.0)
+        return scores
+
+    def state_dict(self) -> dict[str, Any]:
+        """Tensors and numbers only: what ``torch.load(weights_only=True)`` reads back."""
+        import torch
+
+        numbers = list(self.snapshots)
+        results = [self.results.get(n, (0.0, 0.0)) for n in numbers]
+        return {
+            "taken": self.taken,
+            "numbers": torch.tensor(numbers, dtype=torch.int64),
+            "versions": torch.tensor(self.versions, dtype=torch.int64),
+            "weights": torch.from_numpy(np.stack([flat for _, flat in self.snapshots.values()])),
+            "games": torch.tensor([played for played, _ in results], dtype=torch.float64),
+            "scores": torch.tensor([scored for _, scored in results], dtype=torch.float64),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The pool a checkpoint saved; with a smaller ``size`` now, its newest snapshots."""
+        numbers, versions = state["numbers"].tolist(), state["versions"].tolist()
+        weights = state["weights"].numpy()
+        self.snapshots = {n: (v, weights[i].copy()) for i, (n, v) in enumerate(zip(numbers, versions, strict=True))}
+        self.taken = int(state["taken"])
+        if "games" in state:  # a checkpoint of before the pool kept its games starts every snapshot at 0.5
+            played, scored = state["games"].tolist(), state["scores"].tolist()
+            self.results = {n: (g, s) for n, g, s in zip(numbers, played, scored, strict=True) if g > 0}
+        self._keep_newest()
+
+
+class PoolOpponent(Acting):
+    """An opponent that plays with the learner's snapshot pool, past weights of the trained policy that ``weights``
+    (the actor's weight source) publishes through :meth:`~maze_impala.core.WeightSource.snapshots`. Each agent's
+    episode is played by one snapshot, drawn at its first decision (random draws from ``seed``) by the rule
+    ``draw`` names:
+
+    - ``uniform``: any snapshot of the pool, with equal chances;
+    - ``latest``: the newest;
+    - ``pfsp``: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar), chances in proportion to
+      ``(1 - x)**2``, where ``x`` is the trained policy's score (win 1, draw 0.5) against the snapshot, as the
+      learner's pool estimates it from every actor's games and publishes it (:meth:`WeightSource.pool_scores`):
+      the snapshots that the policy beats least play most. A game's end (:meth:`game_over`) returns the
+      snapshots that played it, which the actor reports to the learner.
+
+    If a snapshot left the pool when an episode of its goes on, another one is drawn. ``make``
+    builds an acting of the trained policy's kind, one per snapshot held. Its :meth:`load` does nothing: the
+    snapshots' weights come from the pool, so an actor that restarts finds the pool the learner keeps (and a
+    resumed run the pool its checkpoint saved)."""
+
+    def __init__(self, make: Callable[[], Acting], weights: WeightSource, seed: int, draw: str = "uniform"):
+        self.make, self.weights, self.draw = make, weights, draw
+        self.rng = np.random.default_rng(seed)
+        self.snapshots: dict[int, tuple[int, Acting]] = {}
+        """Per snapshot number: the weights' version, and the acting that holds them."""
+        self._numbers = np.zeros(0, dtype=np.int64)
+        """The snapshot numbers held."""
+        self._spare: list[Acting] = [make()]
+
+    @property
+    def versions(self) -> list[int]:
+        """The versions of the weights held, oldest first."""
+        return [version for version, _ in self.snapshots.values()]
+
+    def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
+        acting = self._spare[0] if self._spare else next(iter(self.snapshots.values()))[1]
+        return {**acting.state_shapes(step_key), SNAPSHOT_STATE: (1,)}
+
+    def load(self, flat: np.ndarray) -> None:
+        """Nothing: the snapshots' weights come from the pool."""
+
+    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
+            noise: Noise | None) -> Actions:  # fmt: skip
+        drawn = state[SNAPSHOT_STATE][:, 0].astype(np.int64)
+        if not np.isin(drawn, self._numbers).all():  # an episode starts, or its snapshot left the pool
+            self._sync()
+            fresh = np.flatnonzero(~np.isin(drawn, self._numbers))
+            if self.draw == "latest":
+                drawn[fresh] = self._numbers[-1]
+            else:
+                drawn[fresh] = self.rng.choice(self._numbers, size=len(fresh), p=self.chances())
+        parts = [(self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state)
+                 for number in np.unique(drawn)]  # fmt: skip
+        actions, log_probs, state = act_in_parts(step_key, obs, state, agent_ids, noise, parts)
+        state[SNAPSHOT_STATE] = drawn.astype(np.float32)[:, None]
+        return actions, log_probs, state
+
+    def chances(self) -> np.ndarray | None:
+        """Per snapshot held, oldest first, its chance to play a game (None: uniform)."""
+        if self.draw != "pfsp":
+            return None
+        scores = self.weights.pool_scores()
+        weights = np.array([(1.0 - scores.get(int(number), 0.5)) ** 2 for number in self._numbers])
+        return weights / weights.sum()  # each score is below 1 (the pool starts every estimate from a draw)
+
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
+        """The snapshots that played the game (an agent that never decided in it holds 0)."""
+        return [number for number in state[SNAPSHOT_STATE][:, 0].astype(np.int64).tolist() if number > 0]
+
+    def _sync(self) -> None:
+        """Hold the snapshots the pool holds now: drop those that left it, load those that joined."""
+        while True:
+            pool = self.weights.snapshots()
+            if not pool:
+                raise RuntimeError("opponent=pool: the actor's weight source holds no snapshot pool; the "
+                                   "learner publishes one (publish_snapshots) before its actors play")  # fmt: skip
+            for number in [n for n in self.snapshots if n not in pool]:
+                self._spare.append(self.snapshots.pop(number)[1])
+            for number, version in pool.items():
+                if number in self.snapshots:
+                    continue
+                try:
+                    flat = self.weights.read_snapshot(number)
+                except KeyError:  # it left the pool since it was listed
+                    continue
+                acting = self._spare.pop() if self._spare else self.make()
+                acting.load(flat)
+                self.snapshots[number] = (version, acting)
+            self.snapshots = dict(sorted(self.snapshots.items()))
+            self._numbers = np.array(list(self.snapshots), dtype=np.int64)
+            if len(self._numbers):
+                return
+
+
+def _snapshot_state(name: str) -> str | None:
+    return None if name == SNAPSHOT_STATE else name
