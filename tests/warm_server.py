@@ -85,27 +85,30 @@ def _child(request: dict) -> None:
         os._exit(code)
 
 
-def _reply(message: dict) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
 def serve() -> None:
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C of the suite reaches the commands; the client ends us
+    replies = os.fdopen(os.dup(1), "w")  # the answers' own descriptor: what an import prints goes to stderr
+    os.dup2(2, 1)
+
+    def reply(message: dict) -> None:
+        replies.write(json.dumps(message) + "\n")
+        replies.flush()
+
     for name in json.loads(sys.stdin.readline()):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    _reply({"ready": threading.active_count()})
+    reply({"ready": threading.active_count()})
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
+            replies.close()  # the command and its children do not hold the answers' pipe open
             _child(request)
-        _reply({"pid": pid})
+        reply({"pid": pid})
         _, status = os.waitpid(pid, 0)
-        _reply({"code": os.waitstatus_to_exitcode(status)})
+        reply({"code": os.waitstatus_to_exitcode(status)})
 
 
 if __name__ == "__main__":
