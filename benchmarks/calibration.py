@@ -34,6 +34,7 @@ def learner_and_batch(
     from maze_impala.impala.learner import ImpalaLearner
     from maze_impala.nn.critics import make_critic
     from maze_impala.nn.models import make_policy
+    from maze_impala.play.lineup import Lineup
 
     algorithm = algorithm or ImpalaAlgorithmConfig()
     model = model or ModelConfig()
@@ -41,7 +42,7 @@ def learner_and_batch(
     torch.manual_seed(0)
     policy = make_policy(env, model)
     critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
-    spec = ActorSpec(env_id, model, algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
+    spec = ActorSpec(env_id, Lineup.of(model), algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
     actor = spec.build(0, SharedWeights(policy))
     batch = [actor.rollout() for _ in range(batch_size or algorithm.actors_batch_size)]
     return ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents)), batch

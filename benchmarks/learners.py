@@ -41,6 +41,7 @@ from maze_impala.impala.replica_processes import ReplicaProcesses
 from maze_impala.impala.replicas import DataParallelLearner, shards_of
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
+from maze_impala.play.lineup import Lineup
 
 
 def _settings(args: argparse.Namespace) -> tuple[object, ImpalaAlgorithmConfig, ModelConfig]:
@@ -62,7 +63,7 @@ def build(env: object, algorithm: ImpalaAlgorithmConfig, model: ModelConfig, bat
     torch.manual_seed(0)
     policy = make_policy(probe, model)
     critic = make_critic(probe.observation_spaces_dict, probe.agent_counts_dict, model)
-    spec = ActorSpec(env, model, algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
+    spec = ActorSpec(env, Lineup.of(model), algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
     actor = spec.build(0, SharedWeights(policy))
     rollouts = [actor.rollout() for _ in range(batch)]
     actor.close()

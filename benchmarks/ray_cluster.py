@@ -34,6 +34,7 @@ from maze_impala.envs.factory import make_env
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.nn.models import make_policy
+from maze_impala.play.lineup import Lineup
 
 RATE = StatKey.of(RunEvents.env_steps_per_second, "last").column()
 HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 0}
@@ -53,7 +54,7 @@ def recovery(cluster: Cluster, nodes: list, num_actors: int) -> tuple[list[str],
     model = ModelConfig()
     policy = make_policy(make_env("CartPole-v1"), model)
     weights = RayWeights(policy)
-    spec = ActorSpec("CartPole-v1", model, n_rollout_steps=32, envs_per_actor=32, seed=0)
+    spec = ActorSpec("CartPole-v1", Lineup.of(model), n_rollout_steps=32, envs_per_actor=32, seed=0)
     pool = RayActors(spec, weights, num_actors, 1, address=cluster.address, restarts=RestartPolicy(max_restarts=5))
     times = []
     with pool:

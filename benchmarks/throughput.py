@@ -150,13 +150,19 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
     from maze_impala.envs.factory import make_env
     from maze_impala.nn.models import make_policy
     from maze_impala.nn.torch_acting import numpy_form_of
+    from maze_impala.play.lineup import Lineup
 
     model = model_of(args)
     policy = make_policy(make_env(args.env), model)
     # as training makes them: acting in numpy where the policy exports a numpy form, or through torch on a device
     form = numpy_form_of(policy) if args.actor_device is None else None
-    spec = ActorSpec(args.env, model, args.n_rollout_steps, args.envs_per_actor, seed=0, numpy_policy=form,
-                     device=args.actor_device)  # fmt: skip
+    spec = ActorSpec(
+        args.env,
+        Lineup.of(model, numpy_form=form, device=args.actor_device),
+        args.n_rollout_steps,
+        args.envs_per_actor,
+        seed=0,
+    )
     queue_size = max(1, args.actors_batch_size)
     pool = SubprocessActors(spec, SharedWeights(policy), args.num_actors, queue_size, batch_size=args.num_actors)
     with pool:

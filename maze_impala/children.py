@@ -6,6 +6,10 @@ pipe before it exits, and ends fast once its work is done (:func:`run_child`: it
 ``os._exit``, skipping the interpreter's teardown of torch and the envs' libraries, which frees nothing the end
 of the process does not). Its owner stops it with :func:`stop_children` (asked first, killed when it does not end
 in time) and says how it ended with :func:`how_it_ended`.
+
+Ray's actors (:mod:`maze_impala.actors.ray_actors`, :mod:`maze_impala.impala.ray_replicas`) are processes that Ray
+owns; their owner here says how a call to one ended with :func:`how_a_ray_call_ended` and kills them with
+:func:`kill_ray_actors`. Ray is imported only by those two functions.
 """
 
 from __future__ import annotations
@@ -74,3 +78,32 @@ def stop_children(processes: Iterable[Any], timeout_s: float = 5.0) -> None:
         if process.is_alive():
             process.kill()
         process.join(timeout=1.0)
+
+
+def how_a_ray_call_ended(error: BaseException) -> tuple[str, bool]:
+    """What a failed call to a Ray actor says of the actor: ``died (...)`` (killed, out of memory, lost with its
+    node), ``raised <Error>: ...`` (its own code raised), or ``failed (...)`` (another of Ray's errors, such as a
+    result lost with its node); and whether its own code raised."""
+    import ray
+
+    if isinstance(error, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+        return f"died ({_first_line(error)})", False
+    if isinstance(error, ray.exceptions.RayTaskError):
+        cause = error.cause if error.cause is not None else error
+        return f"raised {type(cause).__name__}: {cause}", True
+    return f"failed ({type(error).__name__}: {_first_line(error)})", False
+
+
+def kill_ray_actors(handles: Iterable[Any]) -> None:
+    """Kill Ray actors for good (no restart); quietly where Ray is gone already, and with it the actors."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    for handle in handles:
+        with contextlib.suppress(Exception):
+            ray.kill(handle, no_restart=True)
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().partition("\n")[0]

@@ -2,7 +2,6 @@
 
 import copy
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from maze_impala.nn.flat import flatten
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.torch_acting import TorchActing, make_acting, numpy_form_of
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv, CrashingEnv, DyingEnv, LivesEnv
 
 MODEL = ModelConfig(hidden_units=[8])
@@ -36,7 +36,7 @@ def _weights(env_fn=CounterEnv):
 
 def test_rollouts_overlap_by_one_step_and_record_truncation():
     _, weights = _weights()
-    actor = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=2, seed=0).build(0, weights)
+    actor = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=2, seed=0).build(0, weights)
     first, second = actor.rollout(), actor.rollout()
     a, b = first.trajectories[0], second.trajectories[0]
     assert a.observations["observation"].shape == (5, 2, 2) and a.rewards.shape == (4, 2)
@@ -58,7 +58,9 @@ def test_rollouts_overlap_by_one_step_and_record_truncation():
 @pytest.mark.parametrize("episodic_life", [True, False])
 def test_a_lost_life_ends_the_learners_episode_and_not_the_games(episodic_life):
     _, weights = _weights(LivesEnv)
-    spec = ActorSpec({"_target_": "maze_impala.testing.lives_env", "episodic_life": episodic_life}, MODEL, 12, 2, 0)
+    spec = ActorSpec(
+        {"_target_": "maze_impala.testing.lives_env", "episodic_life": episodic_life}, Lineup.of(MODEL), 12, 2, 0
+    )
     actor = spec.build(0, weights)
     assert isinstance(actor.stepping, SubStepping if episodic_life else FlatStepping)
     rollout = actor.rollout()
@@ -80,7 +82,7 @@ def test_episodic_life_without_lives_names_the_fix():
 
 def test_actor_pulls_new_weights_and_stamps_the_version():
     policy, weights = _weights()
-    actor = ActorSpec(CounterEnv, MODEL, 2, 1, seed=0).build(0, weights)
+    actor = ActorSpec(CounterEnv, Lineup.of(MODEL), 2, 1, seed=0).build(0, weights)
     with torch.no_grad():
         for p in policy.parameters():
             p.add_(1.0)
@@ -92,7 +94,7 @@ def test_actor_pulls_new_weights_and_stamps_the_version():
 
 def test_sequential_and_subprocess_give_the_same_first_rollouts():
     _, weights = _weights()
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=3, envs_per_actor=2, seed=5)
     with SequentialActors(spec, weights, num_actors=2) as pool:
         seq = pool.collect(2)
     by_actor = {}  # the first rollout of each actor, in the order that actor made them
@@ -108,7 +110,7 @@ def test_sequential_and_subprocess_give_the_same_first_rollouts():
 
 def test_queue_never_exceeds_its_bound_and_lag_is_bounded():
     policy, weights = _weights()
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=2, envs_per_actor=1, seed=0)
     limit, num_actors = 3, 3
     with SubprocessActors(spec, weights, num_actors=num_actors, queue_size_limit=limit) as pool:
         deadline = time.monotonic() + 120
@@ -175,7 +177,7 @@ def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_befo
     # the actors, every rollout starts with the weights of the update before the one that uses it
     # (lag 1), instead of waiting behind a full queue and one finished rollout per actor (lag ~4).
     policy, weights = _weights()
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=2, envs_per_actor=1, seed=0)
     with SubprocessActors(spec, weights, num_actors=3, queue_size_limit=1) as pool:
         lags = []
         for version in range(1, 40):
@@ -189,7 +191,7 @@ def test_a_slower_learner_gets_rollouts_made_with_the_weights_of_the_update_befo
 
 def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():
     policy, weights = _weights()
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=2, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=2, envs_per_actor=2, seed=0)
     with SubprocessActors(spec, weights, num_actors=3, queue_size_limit=4, batch_size=4) as pool:
         check_adaptive_batches(pool, weights, policy, num_actors=3, limit=4, at_most=4)
     with SequentialActors(spec, weights, num_actors=3) as pool:
@@ -199,7 +201,7 @@ def test_adaptive_batches_take_what_is_ready_and_lose_no_rollout():
 @pytest.mark.parametrize("env_fn", [CrashingEnv, DyingEnv], ids=["raises", "killed"])
 def test_failing_actor_is_a_clear_error_within_seconds(env_fn):
     _, weights = _weights(env_fn)
-    spec = ActorSpec(env_fn, MODEL, n_rollout_steps=5, envs_per_actor=1, seed=0)
+    spec = ActorSpec(env_fn, Lineup.of(MODEL), n_rollout_steps=5, envs_per_actor=1, seed=0)
     pool = SubprocessActors(spec, weights, num_actors=2, queue_size_limit=2)
     pool.start()
     started = time.monotonic()
@@ -216,7 +218,7 @@ def test_failing_actor_is_a_clear_error_within_seconds(env_fn):
 
 def test_close_stops_every_process_even_with_a_full_queue():
     _, weights = _weights()
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=2, envs_per_actor=1, seed=0)
     pool = SubprocessActors(spec, weights, num_actors=3, queue_size_limit=1)
     pool.start()
     pool.collect(1)
@@ -271,7 +273,7 @@ def test_in_process_actors_run_blas_on_one_thread_until_closed():
         return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
     _, weights = _weights()
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=2, envs_per_actor=1, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=2, envs_per_actor=1, seed=0)
     with threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()
         with SequentialActors(spec, weights, num_actors=1) as pool:
@@ -288,9 +290,9 @@ def _libraries(pid: int) -> str:
 def test_an_actor_process_of_a_numpy_policy_never_imports_torch():
     # torch is about 1.2 s of an actor process' start and 200 MB of its memory; a numpy policy needs none of it.
     policy, weights = _weights()
-    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    plain = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=3, envs_per_actor=2, seed=5)
     mapped = {}
-    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_form_of(policy))), ("torch", plain)):
+    for name, spec in (("numpy", plain.in_numpy(numpy_form_of(policy))), ("torch", plain)):
         with SubprocessActors(spec, weights, num_actors=1, queue_size_limit=1) as pool:
             rollout = pool.collect(1)[0]
             assert rollout.env_steps == 6
@@ -304,8 +306,8 @@ def test_an_actor_acting_from_a_numpy_form_makes_the_rollouts_of_one_with_the_to
         for p in policy.parameters():
             p.mul_(5.0)
     weights.publish(policy, version=3)
-    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=3, seed=2)
-    actors = [plain.build(0, weights), replace(plain, numpy_policy=numpy_form_of(policy)).build(0, weights)]
+    plain = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=3, seed=2)
+    actors = [plain.build(0, weights), plain.in_numpy(numpy_form_of(policy)).build(0, weights)]
     assert isinstance(actors[0].acting, TorchActing) and isinstance(actors[1].acting, NumpyActing)
     for _ in range(3):
         with torch.no_grad():
@@ -327,16 +329,19 @@ def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_act
     from maze_impala.train.setup import make_actors
 
     policy, weights = _weights()
-    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=3, seed=2)
-    on_device = replace(plain, device="cpu", numpy_policy=numpy_form_of(policy))  # a form it does not use
-    actors = [replace(plain, numpy_policy=numpy_form_of(policy)).build(0, weights), on_device.build(0, weights)]
+    plain = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=3, seed=2)
+    on_device = ActorSpec(CounterEnv, Lineup.of(MODEL, device="cpu"), n_rollout_steps=4, envs_per_actor=3, seed=2)
+    actors = [
+        plain.in_numpy(numpy_form_of(policy)).build(0, weights),
+        on_device.in_numpy(numpy_form_of(policy)).build(0, weights),
+    ]  # fmt: skip  (a form the device's actor does not use)
     assert isinstance(actors[0].acting, NumpyActing) and isinstance(actors[1].acting, TorchActing)
     assert actors[1].acting.device == torch.device("cpu")
     first, second = (actor.rollout() for actor in actors)
     np.testing.assert_array_equal(first.trajectories[0].actions["action"], second.trajectories[0].actions["action"])
     algorithm = ImpalaAlgorithmConfig(num_actors=1, envs_per_actor=3, n_rollout_steps=4)
-    pool, _ = make_actors(replace(plain, device="cpu"), policy, 0, algorithm, RunnerConfig("local", actor_device="cpu"))
-    assert pool.spec.numpy_policy is None  # acting on a device: through torch, whatever the policy exports
+    pool, _ = make_actors(on_device, policy, 0, algorithm, RunnerConfig("local", actor_device="cpu"))
+    assert pool.spec.lineup.learned.numpy_form is None  # acting on a device: through torch, whatever it exports
     with pool:
         assert pool.collect(1)[0].env_steps == 12
 

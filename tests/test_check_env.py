@@ -183,12 +183,13 @@ def test_a_non_finite_loss_stops_the_learner_naming_the_quantity():
     from maze_impala.impala.learner import ImpalaLearner
     from maze_impala.nn.critics import make_critic
     from maze_impala.nn.models import make_policy
+    from maze_impala.play.lineup import Lineup
 
     env = make_env("CartPole-v1")
     model = ModelConfig(hidden_units=[8])
     policy, critic = make_policy(env, model), make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
     learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(), EventHub().publisher(MultiStepIMPALAEvents))
-    actor = ActorSpec("CartPole-v1", model, 4, 2, 0).build(0, SharedWeights(policy))
+    actor = ActorSpec("CartPole-v1", Lineup.of(model), 4, 2, 0).build(0, SharedWeights(policy))
     rollout = actor.rollout()
     with torch.no_grad():
         next(critic.parameters()).fill_(float("nan"))

@@ -30,6 +30,7 @@ from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import CsvTable, EventLogWriter, kpi_row, read_event_logs
 from maze_impala.events.writers import CsvWriter
 from maze_impala.nn.models import StructuredPolicy, make_policy
+from maze_impala.play.lineup import Lineup
 from maze_impala.train.evaluator import play_episodes
 from maze_impala.train.progress import Progress
 
@@ -90,7 +91,7 @@ def test_a_wrong_event_call_raises_even_when_nobody_listens():
 def test_env_events_and_kpis_from_actor_processes_arrive_once():
     model = ModelConfig(hidden_units=[8])
     policy = make_policy(CoordinationEnv(), model)
-    pool = SequentialActors(ActorSpec(CoordinationEnv, model, 10, 3, seed=0), SharedWeights(policy), 1)
+    pool = SequentialActors(ActorSpec(CoordinationEnv, Lineup.of(model), 10, 3, seed=0), SharedWeights(policy), 1)
     hub, stats = EventHub(), StatsAggregator("train")
     hub.listeners.append(stats)
     with pool:

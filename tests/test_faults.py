@@ -23,6 +23,7 @@ from maze_impala.events.interfaces import ActorEvents
 from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.nn.flat import load_flat
 from maze_impala.nn.models import make_policy
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv, CrashingEnv, FaultyEnv
 
 MODEL = ModelConfig(hidden_units=[8])
@@ -31,7 +32,7 @@ MODEL = ModelConfig(hidden_units=[8])
 def _pool(env=CounterEnv, num_actors=3, **policy):
     policy_net = make_policy(make_env(env), MODEL)
     weights = SharedWeights(policy_net)
-    spec = ActorSpec(env, MODEL, n_rollout_steps=4, envs_per_actor=2, seed=0)
+    spec = ActorSpec(env, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=2, seed=0)
     hub, stats = EventHub(), StatsAggregator("train")
     hub.listeners.append(stats)
     restarts = RestartPolicy(**{"max_restarts": 20, "window_s": 600.0} | policy)

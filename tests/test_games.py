@@ -90,7 +90,7 @@ def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_
 def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_games():
     env = make_env(TICTACTOE)
     policy = make_policy(env, ModelConfig(image_encoder="flatten"))
-    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 16, 4, seed=3, lineup=Lineup("pool", 2))
+    spec = ActorSpec(TICTACTOE, Lineup.of(ModelConfig(image_encoder="flatten"), "pool", 2), 16, 4, seed=3)
     weights, snapshots = SharedWeights(policy, snapshot_slots=1), SnapshotPool(OpponentPoolConfig(size=1))
     snapshots.offer(policy, 0)
     weights.publish_snapshots(snapshots.snapshots)
@@ -115,7 +115,7 @@ def test_a_recurrent_policy_against_the_pool_hands_over_its_own_state_only():
     weights, snapshots = SharedWeights(policy, snapshot_slots=1), SnapshotPool(OpponentPoolConfig(size=1))
     snapshots.offer(policy, 0)
     weights.publish_snapshots(snapshots.snapshots)
-    actor = ActorSpec(TICTACTOE, model, 8, 2, seed=0, lineup=Lineup("pool", 1)).build(0, weights)
+    actor = ActorSpec(TICTACTOE, Lineup.of(model, "pool", 1), 8, 2, seed=0).build(0, weights)
     try:
         assert any(name.startswith(OPPONENT_STATE) for name in actor.acting.state_shapes("player"))  # kept...
         (trajectory,) = actor.rollout().trajectories.values()
@@ -269,8 +269,7 @@ def test_selected_columns_keep_their_data_and_their_truncated_decisions():
 def test_an_actor_against_an_opponent_hands_over_only_its_own_seats_decisions():
     env = make_env(TICTACTOE)
     policy = make_policy(env, ModelConfig(image_encoder="flatten"))
-    spec = ActorSpec(TICTACTOE, ModelConfig(image_encoder="flatten"), 8, 4, seed=3,
-                     lineup=Lineup("random", 3))  # fmt: skip
+    spec = ActorSpec(TICTACTOE, Lineup.of(ModelConfig(image_encoder="flatten"), "random", 3), 8, 4, seed=3)  # fmt: skip
     for index, agent in ((0, 0), (1, 1), (2, 0)):  # the seats in turn
         actor = spec.build(index, SharedWeights(policy))
         try:
@@ -309,7 +308,7 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
     opponent = make_policy(env, model)
     record = {"env": TICTACTOE, "model": {"image_encoder": "flatten"}}
     save_checkpoint(tmp_path / "opponent.pt", {"policy": opponent.state_dict(), "config": record})
-    spec = ActorSpec(TICTACTOE, model, 8, 2, seed=3, lineup=Lineup(str(tmp_path / "opponent.pt"), 1))
+    spec = ActorSpec(TICTACTOE, Lineup.of(model, str(tmp_path / "opponent.pt"), 1), 8, 2, seed=3)
     assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.is_random
     (tmp_path / "opponent.pt").unlink()  # an actor that read the checkpoint would fail now
     actor = spec.build(0, SharedWeights(make_policy(env, model)))
@@ -320,7 +319,7 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
     built = spec.lineup.opponent.policy(env)
     assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), opponent.state_dict().values()))
     with pytest.raises(ConfigError, match="neither 'random' nor a checkpoint"):
-        Lineup(str(tmp_path / "opponent.pt"), 1)
+        Lineup.of(model, str(tmp_path / "opponent.pt"), 1)
 
 
 @pytest.mark.slow

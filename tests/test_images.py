@@ -19,16 +19,18 @@ from maze_impala.nn.encoders import ImageEncoder, NatureCNN, ObservationEncoder,
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.torch_acting import TorchActing, make_acting, numpy_form_of
+from maze_impala.play.lineup import Lineup
 
 
 def _spec(model, envs=3, steps=5):
-    return ActorSpec(PixelGoalEnv, model, n_rollout_steps=steps, envs_per_actor=envs, seed=1)
+    return ActorSpec(PixelGoalEnv, Lineup.of(model), n_rollout_steps=steps, envs_per_actor=envs, seed=1)
 
 
 def test_frames_stay_uint8_from_the_env_to_the_learner_batch_and_through_shared_memory():
     env = make_env(PixelGoalEnv)
-    spec = _spec(ModelConfig(image_encoder="flatten"))
-    actor = spec.build(0, SharedWeights(make_policy(env, spec.model)))
+    model = ModelConfig(image_encoder="flatten")
+    spec = _spec(model)
+    actor = spec.build(0, SharedWeights(make_policy(env, model)))
     rollout = actor.rollout()
     actor.close()
     frames = rollout.trajectories[0].observations["observation"]

@@ -21,6 +21,7 @@ from maze_impala.impala.losses import RHO_NOISE, impala_step_loss
 from maze_impala.nn.critics import StepStateCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy, make_policy
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv
 from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
 
@@ -37,7 +38,9 @@ def _setup(model=MODEL, **overrides):
     hub.listeners.append(stats)
     config = ImpalaAlgorithmConfig(**overrides)
     learner = ImpalaLearner(policy, critic, config, hub.publisher(MultiStepIMPALAEvents))
-    actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=3, seed=0).build(0, SharedWeights(policy))
+    actor = ActorSpec(CounterEnv, Lineup.of(model), n_rollout_steps=4, envs_per_actor=3, seed=0).build(
+        0, SharedWeights(policy)
+    )
     return learner, actor, stats
 
 
@@ -455,7 +458,7 @@ def test_a_batch_without_padding_takes_plain_means_with_the_masked_means_values(
     torch.testing.assert_close(plain, masked)
     for field in ("policy_loss", "value_loss", "entropy", "advantage_std", "behaviour_kl", "clipped_rho_fraction"):
         torch.testing.assert_close(getattr(plain_parts[0], field), getattr(masked_parts[0], field))
-    shorter = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=3, seed=1).build(
+    shorter = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=3, envs_per_actor=3, seed=1).build(
         1, SharedWeights(learner.policy)
     )
     assert not stack_step([rollout, shorter.rollout()], 0, learner.device).dense  # padded: masked means

@@ -28,6 +28,7 @@ from maze_impala.impala.replica_processes import ReplicaProcesses
 from maze_impala.impala.replicas import DataParallelLearner, LearnerFailedError, shards_of
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import TwoStepEnv
 
 TWO_KEYS = functools.partial(TwoStepEnv, n_steps=4, end_mid_step_at=2)
@@ -97,7 +98,9 @@ def test_two_learners_on_a_split_batch_make_the_update_of_one_on_the_whole(env_f
     config = ImpalaAlgorithmConfig(
         n_sgd_passes=3, n_sgd_minibatches=2, lr=3e-3, envs_per_actor=8, max_grad_norm=0.05
     )  # fmt: skip  (a clip that bites: the norms must be joint)
-    actor = ActorSpec(env_fn, model, n_rollout_steps=6, envs_per_actor=5, seed=1).build(0, SharedWeights(policy))
+    actor = ActorSpec(env_fn, Lineup.of(model), n_rollout_steps=6, envs_per_actor=5, seed=1).build(
+        0, SharedWeights(policy)
+    )
     one, one_seen = _recording_learner(policy, critic, config)
     groups = _groups(2)
     pair = [_recording_learner(policy, critic, config, group) for group in groups]
@@ -127,7 +130,9 @@ def test_two_learners_on_a_split_batch_make_the_update_of_one_on_the_whole(env_f
 def test_a_minibatch_with_fewer_trajectories_than_learners_is_refused_by_name():
     policy, critic, model = _parts("CartPole-v1", normalize=False)
     config = ImpalaAlgorithmConfig(envs_per_actor=2)
-    actor = ActorSpec("CartPole-v1", model, n_rollout_steps=4, envs_per_actor=2, seed=1).build(0, SharedWeights(policy))
+    actor = ActorSpec("CartPole-v1", Lineup.of(model), n_rollout_steps=4, envs_per_actor=2, seed=1).build(
+        0, SharedWeights(policy)
+    )
     learner, _ = _recording_learner(policy, critic, config)
     with pytest.raises(ValueError, match=r"num_learners=3 .* at least 3 trajectories of step key 0"):
         learner.prepare([actor.rollout()]).split(3)
@@ -136,7 +141,9 @@ def test_a_minibatch_with_fewer_trajectories_than_learners_is_refused_by_name():
 def _process_learner(env_fn="CartPole-v1", timeout_s=60.0, num_learners=2):
     policy, critic, model = _parts(env_fn, normalize=True)
     config = ImpalaAlgorithmConfig(n_sgd_passes=2, envs_per_actor=4, num_learners=num_learners)
-    actor = ActorSpec(env_fn, model, n_rollout_steps=8, envs_per_actor=4, seed=2).build(0, SharedWeights(policy))
+    actor = ActorSpec(env_fn, Lineup.of(model), n_rollout_steps=8, envs_per_actor=4, seed=2).build(
+        0, SharedWeights(policy)
+    )
     learner, seen = _recording_learner(policy, critic, config)
     return DataParallelLearner(learner, ReplicaProcesses(num_learners, timeout_s, threads=1)), actor, seen
 

@@ -19,6 +19,7 @@ from maze_impala.nn.flat import flatten
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.normalize import CLIP, RunningMeanStd
 from maze_impala.nn.torch_acting import TorchActing, numpy_form_of
+from maze_impala.play.lineup import Lineup
 from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
 
@@ -60,7 +61,9 @@ def test_the_learner_updates_the_statistics_from_valid_decisions_and_the_actors_
     from maze_impala.testing import leaving_agents_parallel
 
     learner, weights = _learner(leaving_agents_parallel)  # agents leave: columns hold padding
-    spec = ActorSpec(leaving_agents_parallel, NORMALIZED, 6, 2, seed=0, numpy_policy=numpy_form_of(learner.policy))
+    spec = ActorSpec(
+        leaving_agents_parallel, Lineup.of(NORMALIZED, numpy_form=numpy_form_of(learner.policy)), 6, 2, seed=0
+    )
     actor = spec.build(0, weights)
     rollout = actor.rollout()
     trajectory = next(iter(rollout.trajectories.values()))

@@ -140,6 +140,7 @@ def test_a_learner_update_does_not_import_torch_dynamo(optimizer):
     code = """
 import sys
 from maze_impala.actors.actor import ActorSpec
+from maze_impala.play.lineup import Lineup
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 from maze_impala.envs.gym_adapter import GymStructuredEnv
@@ -154,7 +155,8 @@ policy = StructuredPolicy(env.observation_spaces_dict, env.action_spaces_dict, m
 critic = StepStateCritic(env.observation_spaces_dict, model)
 events = EventHub().publisher(MultiStepIMPALAEvents)
 learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(n_sgd_passes=2, optimizer="OPTIMIZER"), events)
-actor = ActorSpec(CounterEnv, model, n_rollout_steps=4, envs_per_actor=2, seed=0).build(0, SharedWeights(policy))
+spec = ActorSpec(CounterEnv, Lineup.of(model), n_rollout_steps=4, envs_per_actor=2, seed=0)
+actor = spec.build(0, SharedWeights(policy))
 learner.step([actor.rollout()])
 learner.load_state_dict(learner.state_dict())
 print(learner.version, "torch._dynamo" in sys.modules)

@@ -8,7 +8,6 @@ import functools
 import os
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +30,7 @@ from maze_impala.events.interfaces import ActorEvents  # noqa: E402
 from maze_impala.events.stats import StatsAggregator, by_column  # noqa: E402
 from maze_impala.nn.models import make_policy  # noqa: E402
 from maze_impala.nn.torch_acting import numpy_form_of  # noqa: E402
+from maze_impala.play.lineup import Lineup  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
 pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: one worker, run alone
@@ -48,7 +48,7 @@ def local_ray():
 def _pool(env=CounterEnv, num_actors=2, limit=1, steps=4, **restarts):
     policy = make_policy(make_env(env if env is not BrokenEnv else CounterEnv), MODEL)
     weights = RayWeights(policy)
-    spec = ActorSpec(env, MODEL, n_rollout_steps=steps, envs_per_actor=2, seed=0)
+    spec = ActorSpec(env, Lineup.of(MODEL), n_rollout_steps=steps, envs_per_actor=2, seed=0)
     hub, stats = EventHub(), StatsAggregator("train")
     hub.listeners.append(stats)
     policy_ = RestartPolicy(**{"max_restarts": 20} | restarts)
@@ -66,7 +66,7 @@ def _same(a, b):
 
 def test_sequential_subprocess_and_ray_give_the_same_first_rollouts():
     policy = make_policy(make_env(CounterEnv), MODEL)
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=3, envs_per_actor=2, seed=5)
     with SequentialActors(spec, SharedWeights(policy), num_actors=2) as pool:
         expected = {r.actor_index: copy.deepcopy(r) for r in pool.collect(2)}
     for pool in (SubprocessActors(spec, SharedWeights(policy), 2, queue_size_limit=4),
@@ -196,9 +196,9 @@ def test_close_kills_every_actor_and_leaves_a_ray_it_did_not_start_running():
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
 def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
     policy = make_policy(make_env(CounterEnv), MODEL)
-    plain = ActorSpec(CounterEnv, MODEL, n_rollout_steps=3, envs_per_actor=2, seed=5)
+    plain = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=3, envs_per_actor=2, seed=5)
     mapped = {}
-    for name, spec in (("numpy", replace(plain, numpy_policy=numpy_form_of(policy))), ("torch", plain)):
+    for name, spec in (("numpy", plain.in_numpy(numpy_form_of(policy))), ("torch", plain)):
         with RayActors(spec, RayWeights(policy), 1, queue_size_limit=1) as pool:
             assert pool.collect(1)[0].env_steps == 6
             ((_, pid),) = pool.placements()
@@ -209,7 +209,6 @@ def test_a_ray_actor_of_a_numpy_policy_never_imports_torch():
 @pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
 def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it():
     from maze_impala.config import OpponentPoolConfig
-    from maze_impala.play.lineup import Lineup
     from maze_impala.play.pool import SnapshotPool
 
     tictactoe = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
@@ -223,7 +222,7 @@ def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it()
         weights.publish_snapshots(snapshots.snapshots)
     assert weights.latest_pool()[0] == 3  # one object per published pool, sent to an actor when it is new to it
     weights.publish_pool_scores({2: 0.25, 3: 0.75})  # the learner's estimates, sent with every request
-    spec = ActorSpec(tictactoe, model, n_rollout_steps=8, envs_per_actor=2, seed=0, lineup=Lineup("pool", 1))
+    spec = ActorSpec(tictactoe, Lineup.of(model, "pool", 1), n_rollout_steps=8, envs_per_actor=2, seed=0)
     with RayActors(spec, weights, 1, 1, restarts=RestartPolicy(max_restarts=1)) as pool:
         pool.collect(1)  # an actor that found no pool would fail its first game, and the run with it
         os.kill(pool.placements()[0][1], signal.SIGKILL)

@@ -18,6 +18,7 @@ from maze_impala.actors.restarts import RestartPolicy  # noqa: E402
 from maze_impala.config import ModelConfig  # noqa: E402
 from maze_impala.envs.factory import make_env  # noqa: E402
 from maze_impala.nn.models import make_policy  # noqa: E402
+from maze_impala.play.lineup import Lineup  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: one worker, run alone
 HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 0}
@@ -85,7 +86,7 @@ def test_a_ray_learner_that_dies_fails_the_run_by_name_with_its_checkpoint_kept(
     algorithm = ImpalaAlgorithmConfig(n_epochs=3, epoch_length=5, envs_per_actor=4, num_learners=2)
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     started = time.monotonic()
-    with pytest.raises(TrainingError, match=r"epoch 2: LearnerFailedError: learner 1 failed: "):
+    with pytest.raises(TrainingError, match=r"epoch 2: LearnerFailedError: learner 1 died \("):
         train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
               output_dir=tmp_path / "run", seed=3)  # fmt: skip
     assert time.monotonic() - started < 60, "no wait for the learner's timeout"
@@ -97,7 +98,7 @@ def test_actors_spread_over_the_nodes_and_come_back_after_a_node_is_lost(cluster
     model = ModelConfig(hidden_units=[16])
     policy = make_policy(make_env("CartPole-v1"), model)
     weights = RayWeights(policy)
-    spec = ActorSpec("CartPole-v1", model, n_rollout_steps=16, envs_per_actor=4, seed=0)
+    spec = ActorSpec("CartPole-v1", Lineup.of(model), n_rollout_steps=16, envs_per_actor=4, seed=0)
     pool = RayActors(spec, weights, num_actors=2, queue_size_limit=1, address=cluster.address,
                      restarts=RestartPolicy(max_restarts=3))  # fmt: skip
     with pool:

@@ -27,6 +27,7 @@ from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.normalize import RunningMeanStd
 from maze_impala.nn.torch_acting import numpy_form_of
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv, TwoStepEnv, leaving_agents_aec, leaving_agents_parallel
 
 ENVS = {
@@ -58,7 +59,7 @@ def _recurrent_setup(env_fn, kind="lstm", acting="numpy", normalize=True, **algo
     config = ImpalaAlgorithmConfig(lr=1e-9, **algorithm)  # steps too small to move any log-probability
     learner = ImpalaLearner(policy, critic, config, EventHub().publisher(MultiStepIMPALAEvents))
     form = numpy_form_of(policy) if acting == "numpy" else None
-    spec = ActorSpec(env_fn, model, n_rollout_steps=7, envs_per_actor=3, seed=1, numpy_policy=form)
+    spec = ActorSpec(env_fn, Lineup.of(model, numpy_form=form), n_rollout_steps=7, envs_per_actor=3, seed=1)
     return learner, spec.build(0, SharedWeights(policy))
 
 

@@ -196,8 +196,7 @@ def test_an_actor_reports_each_game_against_the_pool_with_the_snapshot_that_play
     torch.nn.init.normal_(next(policy.parameters()))
     pool.offer(policy, 1)
     weights.publish_snapshots(pool.snapshots)
-    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=16, envs_per_actor=3, seed=0,
-                     lineup=Lineup("pool", 2, "pfsp"))  # fmt: skip
+    spec = ActorSpec(TICTACTOE, Lineup.of(FLAT, "pool", 2, "pfsp"), n_rollout_steps=16, envs_per_actor=3, seed=0)
     for index in range(2):  # the trained policy in the first seat, then in the second
         actor = spec.build(index, weights)
         try:
@@ -220,7 +219,7 @@ def test_an_actor_killed_and_restarted_plays_the_learners_pool():
         learner_pool.offer(policy, version)
     weights = SharedWeights(policy, version=6, snapshot_slots=2)
     weights.publish_snapshots(learner_pool.snapshots)
-    spec = ActorSpec(TICTACTOE, FLAT, n_rollout_steps=8, envs_per_actor=4, seed=0, lineup=Lineup("pool", 1))
+    spec = ActorSpec(TICTACTOE, Lineup.of(FLAT, "pool", 1), n_rollout_steps=8, envs_per_actor=4, seed=0)
     assert pool_a_new_actor_plays(spec, weights) == [5, 6]
     context = multiprocessing.get_context("spawn")
     answer = context.Queue()

@@ -11,6 +11,7 @@ from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ModelConfig
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.models import make_policy
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import TwoStepEnv, leaving_agents_aec, leaving_agents_parallel
 
 MODEL = ModelConfig(hidden_units=[8])
@@ -18,7 +19,7 @@ MODEL = ModelConfig(hidden_units=[8])
 
 def _actor(env_fn, n_steps: int, n_envs: int = 1, model: ModelConfig = MODEL) -> RolloutActor:
     weights = SharedWeights(make_policy(make_env(env_fn), model))
-    return ActorSpec(env_fn, model, n_steps, n_envs, seed=3).build(0, weights)
+    return ActorSpec(env_fn, Lineup.of(model), n_steps, n_envs, seed=3).build(0, weights)
 
 
 def _x(trajectory, t=slice(None), col=0):

@@ -21,6 +21,7 @@ from maze_impala.nn.acting import StreamNoise
 from maze_impala.nn.critics import DeltaStateCritic, SharedStateCritic, make_critic
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.nn.networks import PerAgentNet
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import TwoStepEnv
 
 MODEL = ModelConfig(hidden_units=[16])
@@ -69,7 +70,7 @@ def _learner(env_fn, model=MODEL, n_envs=2, n_steps=4, **overrides):
     stats = StatsAggregator("train", [MultiStepIMPALAEvents])
     hub.listeners.append(stats)
     learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(**overrides), hub.publisher(MultiStepIMPALAEvents))
-    actor = ActorSpec(env_fn, model, n_steps, n_envs, seed=0).build(0, SharedWeights(policy))
+    actor = ActorSpec(env_fn, Lineup.of(model), n_steps, n_envs, seed=0).build(0, SharedWeights(policy))
     return learner, actor, stats
 
 

@@ -15,6 +15,7 @@ from maze_impala.core import Rollout
 from maze_impala.envs.examples import CuttingEnv
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.models import make_policy
+from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv
 
 MODEL = ModelConfig(hidden_units=[8])
@@ -42,13 +43,15 @@ def _assert_same(a: object, b: object, path: str = "rollout") -> None:
 
 def _cutting_rollouts(n: int, critic: str = "delta") -> list[Rollout]:
     model = ModelConfig(hidden_units=[8], critic=critic)
-    actor = ActorSpec(CuttingEnv, model, 12, 3, seed=1).build(0, SharedWeights(make_policy(CuttingEnv(), model)))
+    actor = ActorSpec(CuttingEnv, Lineup.of(model), 12, 3, seed=1).build(
+        0, SharedWeights(make_policy(CuttingEnv(), model))
+    )
     return [actor.rollout() for _ in range(n)]
 
 
 def test_a_structured_rollout_reads_back_exactly_as_views_of_its_slot():
     model = ModelConfig(hidden_units=[8], critic="delta")
-    size = estimate_rollout_bytes(CuttingEnv(), ActorSpec(CuttingEnv, model, 12, 3, seed=1))
+    size = estimate_rollout_bytes(CuttingEnv(), ActorSpec(CuttingEnv, Lineup.of(model), 12, 3, seed=1))
     slots = RolloutSlots(2, size)
     rollouts = _cutting_rollouts(4)
     assert any(r.events for r in rollouts) and any(tr.ancestors for tr in rollouts[0].trajectories.values())
@@ -67,7 +70,7 @@ def test_a_rollout_larger_than_its_slot_is_refused_whole():
 
 def _pool(**kwargs) -> SubprocessActors:
     policy = make_policy(make_env(CounterEnv), MODEL)
-    spec = ActorSpec(CounterEnv, MODEL, n_rollout_steps=4, envs_per_actor=2, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=2, seed=0)
     return SubprocessActors(spec, SharedWeights(policy), num_actors=2, queue_size_limit=1, **kwargs)
 
 
@@ -111,7 +114,7 @@ def test_rollouts_too_large_for_a_slot_travel_pickled_with_a_warning(capfd):
 def test_a_recurrent_policys_rollout_fits_the_slot_that_its_state_shapes_sized(core):
     """The slot's size reads the recurrent state's shapes from the policy's acting, not from a table of cores."""
     env, model = make_env(CounterEnv), ModelConfig(hidden_units=[8], recurrent=core, recurrent_units=64)
-    spec = ActorSpec(CounterEnv, model, n_rollout_steps=5, envs_per_actor=3, seed=0)
+    spec = ActorSpec(CounterEnv, Lineup.of(model), n_rollout_steps=5, envs_per_actor=3, seed=0)
     actor = spec.build(0, SharedWeights(make_policy(env, model)))
     try:
         rollout = actor.rollout()
@@ -119,7 +122,7 @@ def test_a_recurrent_policys_rollout_fits_the_slot_that_its_state_shapes_sized(c
         actor.close()
     state = rollout.trajectories[0].initial_state
     assert sum(array.shape[-1] for array in state.values()) == {"lstm": 128, "gru": 64}[core]
-    plain = estimate_rollout_bytes(env, dataclasses.replace(spec, model=ModelConfig(hidden_units=[8])))
+    plain = estimate_rollout_bytes(env, dataclasses.replace(spec, lineup=Lineup.of(ModelConfig(hidden_units=[8]))))
     sized = estimate_rollout_bytes(env, spec)
     assert sized - plain >= 4 * 3 * {"lstm": 128, "gru": 64}[core]  # float32 per column: 3 envs
     slots = RolloutSlots(1, sized)

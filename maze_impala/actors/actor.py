@@ -6,7 +6,7 @@ One loop serves training (:meth:`RolloutActor.rollout`), evaluation and rollouts
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,7 +14,6 @@ import numpy as np
 from maze_impala.actors.recorder import StepRecorder, check_finite
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult, agent_returns
 from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Stepping, SubStepping
-from maze_impala.config import ModelConfig
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
 from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
@@ -23,11 +22,10 @@ from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
-from maze_impala.nn.numpy_acting import NumpyActing
-from maze_impala.nn.numpy_forms import NumpyPolicyForm
 from maze_impala.play.games import SCORES, outcome, publish_game
 
 if TYPE_CHECKING:
+    from maze_impala.nn.numpy_forms import NumpyPolicyForm
     from maze_impala.play.lineup import Lineup
 
 SEED_BOUND = 2**31
@@ -39,48 +37,28 @@ def seed_for(*entropy: int) -> int:
     return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0]) % SEED_BOUND
 
 
-def torch_acting(env: StructuredEnv, model: ModelConfig, device: str = "cpu") -> Acting:
-    """Acting through a torch policy built for ``env`` on ``device`` (its weights come from the actor's weight
-    source)."""
-    from maze_impala.nn.models import make_policy
-    from maze_impala.nn.torch_acting import TorchActing
-
-    policy = make_policy(env, model)
-    policy.requires_grad_(False)
-    return TorchActing(policy.to(device))
-
-
 @dataclass
 class ActorSpec:
-    """Everything needed to build an actor, picklable so that it can travel to a worker process."""
+    """Everything needed to build an actor, picklable so that it can travel to a worker process: the env, the
+    rollouts' sizes, the seed, and what acts (its :class:`~maze_impala.play.lineup.Lineup`: the trained policy and
+    whom it plays against)."""
 
     env: EnvSpec
-    model: ModelConfig
+    lineup: Lineup
     n_rollout_steps: int
     envs_per_actor: int
     seed: int
-    numpy_policy: NumpyPolicyForm | None = None
-    """The policy's numpy form where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`): its
-    actors then act without torch, and an actor process never imports it. None: the actor builds the torch policy."""
-    lineup: Lineup | None = None
-    """Whom the trained policy plays against, in the actors the lineup names (None: it plays every seat)."""
-    device: str | None = None
-    """None: act with ``numpy_policy`` where there is one, else through torch on the CPU. A torch device (``cuda``,
-    ``cpu``): act through torch there (``runner.actor_device``)."""
 
-    def acting(self, env: StructuredEnv) -> Acting:
-        if self.device is None and self.numpy_policy is not None:
-            return NumpyActing(self.numpy_policy)
-        return torch_acting(env, self.model, self.device or "cpu")
+    def in_numpy(self, form: NumpyPolicyForm | None) -> ActorSpec:
+        """This spec with its trained policy acting in numpy through ``form`` where it acts on no device: its actor
+        processes then never import torch."""
+        return replace(self, lineup=self.lineup.in_numpy(form))
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
-        acting, learned = self.acting(envs[0]), None
-        if self.lineup is not None:
-            acting, learned = self.lineup.acting(acting, lambda: self.acting(envs[0]), envs[0], index,
-                                                 seed_for(self.seed, index, 1), weights)  # fmt: skip
+        acting, learned = self.lineup.acting(envs[0], index, seed_for(self.seed, index, 1), weights)
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
-                            record_ancestors=self.model.critic == "delta", learned=learned)  # fmt: skip
+                            record_ancestors=self.lineup.records_ancestors, learned=learned)  # fmt: skip
 
 
 class _Training(Episodes):
@@ -151,7 +129,7 @@ class RolloutActor(Actor):
     def __init__(
         self,
         envs: list[StructuredEnv],
-        weights: WeightSource,
+        weights: WeightSource | None,
         acting: Acting,
         n_rollout_steps: int,
         seed: int,
@@ -163,7 +141,8 @@ class RolloutActor(Actor):
         keep_raw_events: bool = False,
         learned: frozenset[ActorID] | None = None,
     ):
-        """``weights`` and ``acting``: the weights to act with and how (see :mod:`maze_impala.nn.acting`);
+        """``weights`` and ``acting``: the weights to act with and how (see :mod:`maze_impala.nn.acting`); no
+        ``weights``: the acting keeps its own (a fixed policy, as :func:`~maze_impala.play.spec.load_acting` builds it);
         ``env_seeds`` (default: derived from ``seed``) seed the envs' first training episodes; ``deterministic``
         takes the most likely actions (for tests and demonstrations; training samples); ``stepping``: ``general``
         takes the general strategy for flat envs too (see :mod:`.stepping`); ``record_ancestors``: record the earlier
@@ -228,7 +207,7 @@ class RolloutActor(Actor):
             for e, env_seed in enumerate(self._env_seeds):
                 self.stepping.start(e, env_seed)
             self._started = True
-        if self.weights.version() != self.version:
+        if self.weights is not None and self.weights.version() != self.version:
             self.version = self._load_weights()
         steps_left = np.full(len(self.batch), self.n_steps)
         self._run(self.stepping, steps_left, self.noise)
@@ -278,7 +257,9 @@ class RolloutActor(Actor):
         self._streams[env] = np.random.default_rng(seed_for(seed, 1))
 
     def _load_weights(self) -> int:
-        """Load the newest weights; their version."""
+        """Load the newest weights; their version (0 for an acting that keeps its own)."""
+        if self.weights is None:
+            return 0
         flat, version = self.weights.read()
         self.acting.load(flat)
         return version

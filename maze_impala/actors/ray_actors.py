@@ -25,7 +25,6 @@ a running cluster that ``close`` only leaves (the cluster keeps running).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -43,6 +42,7 @@ from maze_impala.actors.actor import ActorSpec, RolloutActor, seed_for
 from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
+from maze_impala.children import how_a_ray_call_ended, kill_ray_actors
 from maze_impala.core import ActorPool, Rollout, Snapshots, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
@@ -301,15 +301,9 @@ class RayActors(ActorPool):
     def _finish(self, host: _Host) -> None:
         try:
             rollout = ray.get(host.call)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-            self._failed(host, f"died ({_first_line(error)})")
-            return
-        except ray.exceptions.RayTaskError as error:
-            cause = error.cause if error.cause is not None else error
-            self._failed(host, f"raised {type(cause).__name__}: {cause}\n{error}", raised=True)
-            return
-        except ray.exceptions.RayError as error:  # its result lost with its node, ...
-            self._failed(host, f"failed ({type(error).__name__}: {_first_line(error)})")
+        except ray.exceptions.RayError as error:  # it died, raised, or its result was lost with its node
+            cause, raised = how_a_ray_call_ended(error)
+            self._failed(host, f"{cause}\n{error}" if raised else cause, raised=raised)
             return
         host.call = None
         self.finished.add(rollout)
@@ -323,13 +317,11 @@ class RayActors(ActorPool):
     def _failed(self, host: _Host, cause: str, raised: bool = False, hung: bool = False) -> None:
         self.budget.failed(self._who(host), host, cause, raised=raised, hung=hung)
         index = self.hosts.index(host)
-        ray.kill(host.handle, no_restart=True)
+        kill_ray_actors([host.handle])
         self.hosts[index] = self._create(index, host.generation + 1)
 
     def close(self) -> None:
-        for host in self.hosts:
-            with contextlib.suppress(Exception):  # e.g. Ray was shut down under us: the actors are gone already
-                ray.kill(host.handle, no_restart=True)
+        kill_ray_actors(host.handle for host in self.hosts)
         self.hosts = []
         self.finished.clear()
         if self._owns_ray:
@@ -350,7 +342,3 @@ def _reaper_of_local_ray() -> subprocess.Popen | None:
         log.debug("no reaper for this Ray: its processes could not be listed")
         return None
     return start_reaper(raylet, [pid for pids in processes.values() for pid in pids])
-
-
-def _first_line(error: BaseException) -> str:
-    return str(error).strip().partition("\n")[0]

@@ -37,6 +37,7 @@ from maze_impala.core import Rollout
 from maze_impala.envs.layout import DecisionLayout
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventRecord
+from maze_impala.play.spec import load_acting
 
 ALIGN = 64
 HEADER = 64
@@ -145,9 +146,10 @@ def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
     total = 1 << 16  # the pickled skeleton: events, bookkeeping
     keys = list(action_spaces)
     # the recurrent state's shapes as the policy's acting declares them (on the CPU: the shapes are the device's)
-    acting = (dataclasses.replace(spec, device="cpu") if spec.device else spec).acting(env)
+    learned = spec.lineup.learned
+    acting = load_acting(dataclasses.replace(learned, device="cpu") if learned.device else learned, env)
     for position, key in enumerate(keys):
-        ancestors = keys[:position] if spec.model.critic == "delta" else []
+        ancestors = keys[:position] if spec.lineup.records_ancestors else []
         layout = DecisionLayout(
             observation_spaces[key],
             action_spaces[key],

@@ -18,6 +18,7 @@ import torch
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from maze_impala.children import how_a_ray_call_ended, kill_ray_actors
 from maze_impala.impala.parallel import ProcessGroup, Shard, host_store
 from maze_impala.impala.replicas import (
     STARTUP_TIMEOUT_S,
@@ -111,9 +112,8 @@ class RayReplicas(Replicas):
                 continue
             try:
                 ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
-                lines = str(error).strip().splitlines()
-                return LearnerFailedError(f"learner {rank} failed: {type(error).__name__}: {lines[0] if lines else ''}")
+            except ray.exceptions.RayError as error:
+                return LearnerFailedError(f"learner {rank} {how_a_ray_call_ended(error)[0]}")
         return None
 
     def failure(self, error: BaseException) -> LearnerFailedError | None:
@@ -122,11 +122,8 @@ class RayReplicas(Replicas):
         return failed or timed_out(error, self.timeout_s)
 
     def close(self) -> None:
-        if ray.is_initialized():
-            for actor in self.actors:
-                with contextlib.suppress(Exception):
-                    ray.kill(actor)
-            if self.group is not None:
-                with contextlib.suppress(Exception):
-                    remove_placement_group(self.group)
+        kill_ray_actors(self.actors)
+        if ray.is_initialized() and self.group is not None:
+            with contextlib.suppress(Exception):
+                remove_placement_group(self.group)
         self.actors, self.pending, self.group = [], [], None

@@ -14,20 +14,20 @@ Nothing in this module imports torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from maze_impala.config import ConfigError
+from maze_impala.config import ConfigError, ModelConfig
 from maze_impala.core import ActorID, NestedArrays, StepKey, WeightSource
 from maze_impala.nn.acting import Acting, Actions, Noise, State, act_in_parts
 from maze_impala.play.pool import PoolOpponent
-from maze_impala.play.spec import POOL, load_acting, opponent_spec
+from maze_impala.play.spec import POOL, PolicySpec, load_acting, opponent_spec
 
 if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
-    from maze_impala.play.spec import PolicySpec
+    from maze_impala.nn.numpy_forms import NumpyPolicyForm
 
 TRAINED, OPPONENT = "trained", "opponent"
 """The policy names of a trained seat against an opponent (:func:`seated`)."""
@@ -145,30 +145,49 @@ def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
 
 @dataclass(frozen=True)
 class Lineup:
-    """Whom an actor's trained policy plays against, picklable (it travels in the
-    :class:`~maze_impala.actors.actor.ActorSpec`): the first ``actors`` actors play ``opponent``, actor ``i`` seat
-    ``i % seats`` with the trained policy and the opponent every other seat; the other actors play every seat.
+    """What acts in an actor, picklable (it travels in the :class:`~maze_impala.actors.actor.ActorSpec`): the
+    trained policy ``learned`` (:meth:`PolicySpec.learned <maze_impala.play.spec.PolicySpec.learned>`), and whom it
+    plays against. Without an ``opponent`` it plays every seat; with one, the first ``actors`` actors play it, actor
+    ``i`` seat ``i % seats`` with the trained policy and the opponent every other seat, and the other actors play
+    every seat.
 
     ``opponent``: ``pool`` (the learner's snapshots of the trained policy, which the actor's weight source holds,
     drawn by the rule ``draw`` names: ``uniform``, ``latest`` or ``pfsp``), or a fixed opponent's
     :class:`~maze_impala.play.spec.PolicySpec`; a name (``random``, a checkpoint or a run dir) is resolved to its
     spec where the lineup is made, so that no actor process reads a checkpoint."""
 
-    opponent: PolicySpec | str
-    actors: int
+    learned: PolicySpec
+    opponent: PolicySpec | str | None = None
+    actors: int = 0
     draw: str = "uniform"
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
             object.__setattr__(self, "opponent", opponent_spec(self.opponent))
 
-    def acting(self, acting: Acting, make: Callable[[], Acting], env: StructuredEnv, index: int, seed: int,
+    @classmethod
+    def of(cls, model: ModelConfig, opponent: PolicySpec | str | None = None, actors: int = 0, draw: str = "uniform",
+           numpy_form: NumpyPolicyForm | None = None, device: str | None = None) -> Lineup:  # fmt: skip
+        """The lineup of a trained policy of ``model`` (acting as :meth:`PolicySpec.learned` says)."""
+        return cls(PolicySpec.learned(model, numpy_form, device), opponent, actors, draw)
+
+    @property
+    def records_ancestors(self) -> bool:
+        """Whether the trained policy's critic reads each decision's earlier sub-steps (the delta critic)."""
+        return (self.learned.model or {}).get("critic") == "delta"
+
+    def in_numpy(self, form: NumpyPolicyForm | None) -> Lineup:
+        """This lineup with its trained policy acting in numpy through ``form`` (see :meth:`PolicySpec.in_numpy`)."""
+        return replace(self, learned=self.learned.in_numpy(form))
+
+    def acting(self, env: StructuredEnv, index: int, seed: int,
                weights: WeightSource) -> tuple[Acting, frozenset[ActorID] | None]:  # fmt: skip
-        """Actor ``index``'s acting (its trained policy's is ``acting``; ``make`` builds more of its kind) and the
-        agents whose decisions are learned (None: all of them)."""
-        if index >= self.actors:
+        """Actor ``index``'s acting in ``env`` and the agents whose decisions are learned (None: all of them)."""
+        acting = load_acting(self.learned, env)
+        if self.opponent is None or index >= self.actors:
             return acting, None
-        return against_opponent(acting, make, env, self.opponent, index, seed, weights, self.draw)
+        return against_opponent(acting, lambda: load_acting(self.learned, env), env, self.opponent, index, seed,
+                                weights, self.draw)  # fmt: skip
 
 
 def against_opponent(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,

@@ -1,9 +1,11 @@
 """The policy seam: what acts, as plain picklable data (:class:`PolicySpec`), and the one way to build it.
 
 A spec names a model (the model config a run recorded) and where its weights come from: a checkpoint, read
-once where the spec is made, or random play. The process that builds a run resolves every opponent and the
-rollout CLI's policy to a spec; actor and worker processes build their policy from it with :meth:`PolicySpec.policy`
-or :func:`load_acting`, and never read a checkpoint themselves.
+once where the spec is made; random play; or the learner (:meth:`PolicySpec.learned`, the trained policy, whose
+weights the actors read from their weight source), with how it acts there (in numpy through its numpy form, or
+in torch on a device). The process that builds a run resolves every opponent, the trained policy and the rollout
+CLI's policy to specs; actor and worker processes act from them through :func:`load_acting`, and never read a
+checkpoint themselves.
 
 An opponent is named in a config (``random``, a checkpoint, a run dir; ``pool`` for training against past
 selves): :func:`opponent_spec` resolves a name to a spec once, where the run is built.
@@ -15,7 +17,7 @@ the module they are loaded into.
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in n
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
+    from maze_impala.nn.numpy_forms import NumpyPolicyForm
 
 
 RANDOM = "random"
@@ -93,17 +96,23 @@ def run_record(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """What acts: a model record and its weights (None with the model: random play). Picklable; made once in the
-    process that builds a run (:meth:`from_checkpoint`, :meth:`random`), built anywhere (:meth:`policy`)."""
+    """What acts: a model record, its weights and how it acts. Picklable; made once in the process that builds a
+    run (:meth:`from_checkpoint`, :meth:`random`, :meth:`learned`), acted anywhere (:func:`load_acting`)."""
 
     model: dict[str, Any] | None = None
     """The model config as a run records it; None: a random policy."""
     weights: dict[str, torch.Tensor] | None = None
-    """The policy's state dict."""
+    """The policy's state dict; None with a model: the learner's, which the actors read from their weight source."""
     source: str = "random"
     """Where the weights came from, for messages: a checkpoint's path, or ``random``."""
     env: Any = None
-    """The env config of the run that trained the policy (None for random play)."""
+    """The env config of the run that trained the policy (None for random play and the learner's policy)."""
+    numpy_form: NumpyPolicyForm | None = None
+    """The learner's policy as plain data, where it acts in numpy (:func:`~maze_impala.nn.torch_acting.numpy_form_of`):
+    an actor process then never imports torch."""
+    device: str | None = None
+    """Where the learner's policy acts through torch (``runner.actor_device``); None: in numpy where it has a numpy
+    form, else through torch on the CPU."""
 
     @classmethod
     def random(cls) -> PolicySpec:
@@ -119,9 +128,30 @@ class PolicySpec:
             raise CheckpointMismatchError(f"{path} holds no 'policy' weights (it has {sorted(state)})")
         return cls(dict(record["model"]), dict(state["policy"]), str(path), record["env"])
 
+    @classmethod
+    def learned(cls, model: ModelConfig, numpy_form: NumpyPolicyForm | None = None,
+                device: str | None = None) -> PolicySpec:  # fmt: skip
+        """The trained policy of a run: ``model``'s, acting with the weights the learner publishes."""
+        return cls(asdict(model), None, "the trained policy", None, numpy_form, device)
+
     @property
     def is_random(self) -> bool:
         return self.model is None
+
+    @property
+    def is_learned(self) -> bool:
+        """The learner's policy: its weights come from the actors' weight source."""
+        return self.model is not None and self.weights is None
+
+    @property
+    def model_config(self) -> ModelConfig | None:
+        return None if self.model is None else from_mapping(ModelConfig, self.model, "model")
+
+    def in_numpy(self, form: NumpyPolicyForm | None) -> PolicySpec:
+        """This spec acting in numpy through ``form``, where it names neither a form nor a device already."""
+        if form is None or self.numpy_form is not None or self.device is not None:
+            return self
+        return replace(self, numpy_form=form)
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data and tensors (what a checkpoint saves: a run's fixed opponents go into its checkpoints)."""
@@ -133,22 +163,31 @@ class PolicySpec:
         return cls(state["model"], state["weights"], state["source"], state["env"])
 
     def policy(self, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
-        """The policy for ``env``'s spaces, its weights loaded, in eval mode (``seed``: random play's draws)."""
+        """The policy for ``env``'s spaces, its weights loaded (the learner's: as initialised, until the actor loads
+        the published ones), in eval mode (``seed``: random play's draws)."""
         from maze_impala.nn.models import make_policy, make_random_policy
 
         if self.model is None:
             return make_random_policy(env, seed)
         policy = make_policy(env, from_mapping(ModelConfig, self.model, "model"))
-        restore_modules({"policy": self.weights}, self.source, policy=policy)
+        if self.weights is not None:
+            restore_modules({"policy": self.weights}, self.source, policy=policy)
         return policy.eval()
 
 
 def load_acting(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> Acting:
-    """The one way to act as ``spec`` says in ``env``: the policy, refused if it plays another game, frozen; in
-    numpy where the policy exports a form, in torch otherwise."""
-    from maze_impala.nn.torch_acting import make_acting
+    """The one way from a spec to an acting in ``env``. The learner's policy: in numpy through its numpy form
+    (no torch imported), else through torch on its device; its weights are the actor's to load. Any other: the
+    policy, refused if it plays another game, frozen, with its own weights; in numpy where it exports a numpy form,
+    in torch otherwise (``seed``: random play's draws)."""
+    if spec.numpy_form is not None and spec.device is None:
+        from maze_impala.nn.numpy_acting import NumpyActing
 
-    return make_acting(opponent_policy(spec, env, seed))
+        return NumpyActing(spec.numpy_form)
+    from maze_impala.nn.torch_acting import TorchActing, make_acting
+
+    policy = opponent_policy(spec, env, seed)
+    return TorchActing(policy.to(spec.device or "cpu")) if spec.is_learned else make_acting(policy)
 
 
 def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
@@ -182,11 +221,12 @@ def opponent_spec(name: str) -> PolicySpec:
 
 
 def opponent_policy(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
-    """The opponent ``spec`` describes, for ``env`` (whose spaces it must play), frozen."""
+    """The policy ``spec`` describes (an opponent's, a rolled-out one's), for ``env`` (whose spaces it must play),
+    frozen."""
     policy = spec.policy(env, seed)
     if not plays(policy, env):
         raise ConfigError(f"opponent={spec.source!r} was trained on an env with other spaces than this one's: an "
-                          "opponent must play the same game")  # fmt: skip
+                          "opponent (or a policy rolled out) must play the same game")  # fmt: skip
     policy.requires_grad_(False)
     return policy
 

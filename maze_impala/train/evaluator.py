@@ -15,8 +15,10 @@ from maze_impala.play.games import SCORES
 from maze_impala.train.video import Videos
 
 if TYPE_CHECKING:
+    from maze_impala.core import WeightSource
     from maze_impala.envs.batch import FrameSink
     from maze_impala.envs.structured import StructuredEnv
+    from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
     from maze_impala.train.games import GameResult, Games
 
@@ -28,8 +30,15 @@ def episode_player(
     acting as training's actors do: in numpy where the policy exports a numpy form, else in torch."""
     from maze_impala.nn.torch_acting import make_acting
 
-    return RolloutActor(envs, ModuleWeights(policy), make_acting(policy), PLAY_CHUNK, seed=0,
-                        deterministic=deterministic, stepping="general", keep_raw_events=keep_raw_events)  # fmt: skip
+    return spec_player(envs, make_acting(policy), deterministic, keep_raw_events, ModuleWeights(policy))
+
+
+def spec_player(envs: list[StructuredEnv], acting: Acting, deterministic: bool, keep_raw_events: bool = False,
+                weights: WeightSource | None = None) -> RolloutActor:  # fmt: skip
+    """An actor that plays episodes with ``acting`` (a fixed policy's, as :func:`~maze_impala.play.spec.load_acting`
+    builds it from a spec; or a trained one's, whose ``weights`` it reloads for every play)."""
+    return RolloutActor(envs, weights, acting, PLAY_CHUNK, seed=0, deterministic=deterministic, stepping="general",
+                        keep_raw_events=keep_raw_events)  # fmt: skip
 
 
 def play_episodes(

@@ -33,7 +33,7 @@ from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.impala.threads import usable_cores
 from maze_impala.nn.models import StructuredPolicy
-from maze_impala.play.spec import RANDOM, PolicySpec
+from maze_impala.play.spec import RANDOM, PolicySpec, load_acting
 from maze_impala.run_files import (
     CONFIG_YAML,
     EVENT_LOG_DIR,
@@ -44,7 +44,7 @@ from maze_impala.run_files import (
     STATS_CSV,
     VIDEO_DIR,
 )
-from maze_impala.train.evaluator import play_episodes
+from maze_impala.train.evaluator import spec_player
 from maze_impala.train.games import GameResult, Games
 from maze_impala.train.games import summary as games_summary
 from maze_impala.train.progress import Progress
@@ -80,8 +80,8 @@ def _play(
     videos = Videos(Path(job.videos_dir), job.video.format, job.video.fps)
     record = (lambda episode_id: videos.open(episode_id) if episode_id < filmed else None) if filmed else None
     try:
-        policy = _policy(job, envs[0])
-        return play_episodes(envs, policy, episodes, job.deterministic, on_episode, job.keep_raw_events, record)
+        player = spec_player(envs, load_acting(job.policy, envs[0]), job.deterministic, job.keep_raw_events)
+        return player.play(episodes, on_episode, record)
     finally:
         for env in envs:
             env.close()
@@ -106,7 +106,7 @@ def _job(config: RolloutConfig, output_dir: Path) -> _Job:
     job = _Job(env, spec, config.deterministic, keep_raw, n_envs, config.video, videos)
     probe = make_env(env)
     try:
-        _policy(job, probe)  # a mismatched env or checkpoint fails here, before any worker starts
+        load_acting(job.policy, probe)  # a mismatched env or checkpoint fails here, before any worker starts
     finally:
         probe.close()
     _check_renders(job)

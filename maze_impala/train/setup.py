@@ -110,9 +110,9 @@ def make_actors(
     """The actor backend ``runner.type`` names, running ``spec``'s actors, and the publisher of ``policy``'s weights
     (at ``version``) for it, and of ``snapshots`` (the learner's snapshot pool, if the run has one); restarts are
     published to ``events``. A policy that acts in numpy goes to the actors as its numpy form
-    (:attr:`ActorSpec.numpy_policy`): an actor process then never imports torch."""
-    if spec.numpy_policy is None and spec.device is None and isinstance(policy, StructuredPolicy):
-        spec = replace(spec, numpy_policy=numpy_form_of(policy))
+    (:meth:`ActorSpec.in_numpy`): an actor process then never imports torch."""
+    if isinstance(policy, StructuredPolicy):
+        spec = spec.in_numpy(numpy_form_of(policy))
     if runner.type == "ray":
         from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
 
@@ -263,12 +263,15 @@ def _wire(
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     # A resumed run's actors start from seeds of their own: their envs do not replay the first epochs.
     actor_seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
-    lineup = None
-    if algorithm.train_opponent:
-        lineup = Lineup(opponents.get(algorithm.train_opponent, algorithm.train_opponent),
-                        algorithm.opponent_actors, algorithm.opponent_pool.draw)  # fmt: skip
-    spec = ActorSpec(config.env, config.model, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
-                     lineup=lineup, device=config.runner.actor_device)  # fmt: skip
+    opponent = algorithm.train_opponent
+    lineup = Lineup.of(
+        config.model,
+        opponents.get(opponent, opponent) if opponent else None,
+        algorithm.opponent_actors,
+        algorithm.opponent_pool.draw,
+        device=config.runner.actor_device,
+    )
+    spec = ActorSpec(config.env, lineup, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents),
                                 snapshots)  # fmt: skip
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
