@@ -3,11 +3,15 @@
     python benchmarks/gpu.py                                   # on cuda if torch sees one, else cpu
     python benchmarks/gpu.py --device cpu --tiny               # small batches: the tests' smoke run
     python benchmarks/gpu.py --models mlp impala --rollouts 1 4 16 64 --seconds 5
+    python benchmarks/gpu.py --models mlp --rollouts 1 --compile off default --precision float32 bf16
 
 Models (the shipped settings of each): ``mlp``, CartPole-v1's 128x128 MLP with 8 SGD passes a batch; ``impala`` and
 ``nature``, ``env=atari``'s 4x84x84 uint8 frames through the IMPALA or the Nature CNN, 1 pass. A batch is
 ``--rollouts`` rollouts of the shipped ``envs_per_actor x n_rollout_steps`` (``--tiny``: 2 x 4), collected once by
-the policy; the learner then updates on it for ``--seconds`` (after 3 warm-up updates).
+the policy; the learner then updates on it for ``--seconds`` (after 3 warm-up updates; ``first s``: the first
+one's seconds, which with ``--compile`` include compiling). ``--compile`` and ``--precision`` measure each
+combination of ``algorithm.compile`` and ``algorithm.precision``, in turns of ``--rounds`` (alternating, so that
+a machine whose speed drifts treats each alike; the table gives each row's median over its rounds).
 
 Per update, from one update under ``torch.profiler``: ``ops``, the aten operators called (nested ones included);
 ``host reads``, the values read back to the host (``aten::_local_scalar_dense``: ``.item()``, ``.tolist()``); on
@@ -31,7 +35,7 @@ MODELS = {
 """Each model: its env (an id, or a shipped env config's name), model settings, algorithm settings."""
 
 
-def learner_and_batch(name: str, device: str, rollouts: int, tiny: bool) -> tuple[Any, list[Any]]:
+def learner_and_batch(name: str, device: str, rollouts: int, tiny: bool, **update: str) -> tuple[Any, list[Any]]:
     from calibration import learner_and_batch as build
 
     from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
@@ -42,7 +46,7 @@ def learner_and_batch(name: str, device: str, rollouts: int, tiny: bool) -> tupl
     if env != "CartPole-v1":  # a shipped family: its env and its own settings
         family = workload(env)
         env, settings, model = family.env, {**family.algorithm}, {**family.model, **model}
-    settings = {**settings, **algorithm, "device": device, "actors_batch_size": rollouts}
+    settings = {**settings, **algorithm, **update, "device": device, "actors_batch_size": rollouts}
     if tiny:
         settings.update(envs_per_actor=2, n_rollout_steps=4)
     settings.pop("rollout_evaluator", None)
@@ -72,13 +76,16 @@ def update_profile(learner: Any, batch: list[Any], device: str) -> dict[str, flo
     return found
 
 
-def measure(name: str, device: str, rollouts: int, seconds: float, tiny: bool) -> dict[str, Any]:
+def measure(name: str, device: str, rollouts: int, seconds: float, tiny: bool, **update: str) -> dict[str, Any]:
     import torch
 
-    learner, batch = learner_and_batch(name, device, rollouts, tiny)
+    learner, batch = learner_and_batch(name, device, rollouts, tiny, **update)
     samples = sum(r.env_steps for r in batch)
-    for _ in range(3):  # allocations, the optimizer's state, cuDNN's choice of algorithms
+    started = time.perf_counter()
+    for warm_up in range(3):  # allocations, the optimizer's state, cuDNN's choice of algorithms, compiling
         learner.step(batch)
+        if warm_up == 0:
+            first = time.perf_counter() - started
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     sync()
     updates, started = 0, time.perf_counter()
@@ -87,8 +94,8 @@ def measure(name: str, device: str, rollouts: int, seconds: float, tiny: bool) -
         updates += 1
     sync()
     rate = updates / (time.perf_counter() - started)
-    return {"model": name, "rollouts": rollouts, "samples": samples, "updates/s": rate, "samples/s": rate * samples,
-            **update_profile(learner, batch, device)}  # fmt: skip
+    return {"model": name, **update, "rollouts": rollouts, "samples": samples, "updates/s": rate,
+            "samples/s": rate * samples, "first s": first, **update_profile(learner, batch, device)}  # fmt: skip
 
 
 def main() -> None:
@@ -101,13 +108,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of updates per measurement")
     parser.add_argument("--tiny", action="store_true", help="batches of 2 envs x 4 steps a rollout")
     parser.add_argument("--threads", type=int, default=None, help="torch's CPU threads (default: torch's)")
+    parser.add_argument("--compile", nargs="+", default=["off"], help="algorithm.compile modes to measure")
+    parser.add_argument("--precision", nargs="+", default=["float32"], help="algorithm.precision values to measure")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds of every combination")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
     print(f"device {args.device} ({name}), torch {torch.__version__}", flush=True)
-    rows = [measure(m, args.device, r, args.seconds, args.tiny) for m in args.models for r in args.rollouts]
+    combinations = [{"compile": c, "precision": p} for c in args.compile for p in args.precision]
+    cases = [(m, r, update) for m in args.models for r in args.rollouts for update in combinations]
+    rounds = [[measure(m, args.device, r, args.seconds, args.tiny, **update) for m, r, update in cases]
+              for _ in range(args.rounds)]  # fmt: skip
+    rows = [_median([found[i] for found in rounds]) for i in range(len(cases))]
     keys = list(dict.fromkeys(k for row in rows for k in row))
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
@@ -117,6 +131,13 @@ def main() -> None:
         print("| " + " | ".join(cells) + " |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+
+
+def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the rounds of one case: the median of each number (ops and reads are the same in each)."""
+    import statistics
+
+    return {k: statistics.median(r[k] for r in rows) if isinstance(v, float) else v for k, v in rows[0].items()}
 
 
 if __name__ == "__main__":

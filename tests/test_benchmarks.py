@@ -215,7 +215,8 @@ def test_the_device_benchmark_runs_on_the_cpu_with_tiny_batches(tmp_path):
     out = tmp_path / "gpu.json"
     stdout = run_script("gpu.py", "--device", "cpu", "--tiny", "--rollouts", "1", "--seconds", "0.2", "--json",
                         str(out), cwd=tmp_path)  # fmt: skip
-    assert "| model | rollouts | samples | updates/s | samples/s | ops | host reads |" in stdout
+    header = "| model | compile | precision | rollouts | samples | updates/s | samples/s | first s | ops | host reads |"
+    assert header in stdout
     rows = json.loads(out.read_text())
     assert [row["model"] for row in rows] == ["mlp", "impala", "nature"]
     assert all(row["updates/s"] > 0 and row["ops"] > 100 and row["samples"] == 8 for row in rows)

@@ -17,6 +17,10 @@ OPTIMIZER_EPS = {"adam": 1e-5, "rmsprop": 0.01}
 """Each optimizer's epsilon where ``eps`` is None: Adam's as in PPO's implementations (for a loss that is a mean over
 the batch, as maze_impala's are); RMSProp's as in the IMPALA paper's settings and torchbeast's, for a loss summed
 over the batch's steps (see :attr:`ImpalaAlgorithmConfig.optimizer_eps`)."""
+COMPILE_MODES = ("off", "default", "reduce-overhead")
+"""The values of ``algorithm.compile``: eager, ``torch.compile``, ``torch.compile`` replayed as CUDA graphs."""
+PRECISIONS = ("float32", "bf16")
+"""The values of ``algorithm.precision``."""
 
 
 def _check(ok: bool, name: str, value: object, requirement: str, after: tuple[str, ...] = ()) -> None:
@@ -128,7 +132,17 @@ class ImpalaAlgorithmConfig:
     max_grad_norm: float = 40.0
     """Clip each network's gradient to this norm; 0 disables clipping."""
     device: str = "cpu"
-    """Where the learner runs: cpu or cuda (actors always act on the CPU)."""
+    """Where the learner runs: cpu or cuda (actors act on the CPU unless ``runner.actor_device`` says otherwise)."""
+    compile: str = "off"
+    """The update's forward pass and losses compiled with ``torch.compile``: off (eager), default (its default
+    mode), or reduce-overhead (compiled and replayed as CUDA graphs, for a learner on a GPU, where launches cost
+    more than the arithmetic). The first updates of each batch shape compile (seconds to a minute); a batch whose
+    shapes vary (agents that come and go) compiles again for each new shape. See docs/benchmarks.md for what it
+    measured; off by default."""
+    precision: str = "float32"
+    """float32, or bf16: the networks' matrix products and convolutions in the learner's forward pass under bfloat16
+    autocast (weights, optimizer, V-trace and the losses stay float32). See docs/benchmarks.md for its speed and
+    learning beside float32; float32 by default."""
     num_learners: int = 1
     """Data-parallel learners (rllte's num_learners): each takes a share of every minibatch's trajectories and
     their gradients are summed (gloo on CPUs, NCCL on GPUs), which makes the update that of one learner on the
@@ -218,6 +232,8 @@ class ImpalaAlgorithmConfig:
             self.train_opponent_share,
             "a float in (0, 1]",
         )
+        _check(self.compile in COMPILE_MODES, "compile", self.compile, f"one of {', '.join(COMPILE_MODES)}")
+        _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {', '.join(PRECISIONS)}")
         for name in (
             "n_epochs",
             "epoch_length",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import fields, replace
@@ -13,6 +14,7 @@ from torch import nn
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ANCESTRAL, OBSERVED, Learner, NonFiniteError, Rollout, StepKey, Trajectory
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
+from maze_impala.impala.compiled import compiled_losses
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
 from maze_impala.impala.optim import make_optimizer
@@ -80,6 +82,8 @@ class ImpalaLearner(Learner):
         self.events = events
         self.version = 0
         """The policy version: the number of updates made so far."""
+        self._compiled = compiled_losses(self._forward_and_loss, config.compile)
+        """The forward pass and losses of a minibatch compiled (``algorithm.compile``); None: eager."""
 
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
         """One update on a batch of rollouts (``n_sgd_passes`` x ``n_sgd_minibatches`` optimizer steps); bumps
@@ -134,11 +138,17 @@ class ImpalaLearner(Learner):
         for sgd_pass in range(cfg.n_sgd_passes):
             for index, minibatch in enumerate(minibatches):
                 shares = shard.shares(index)
-                forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
-                clock.lap("forward")
                 first, last = sgd_pass == 0, sgd_pass == cfg.n_sgd_passes - 1  # the passes whose metrics are read
-                total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index],
-                                            entropy_coef, shares, diagnostics=first or last)  # fmt: skip
+                if self._compiled is None:
+                    with self._precision():
+                        forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+                    clock.lap("forward")
+                    total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index],
+                                                entropy_coef, shares, diagnostics=first or last)  # fmt: skip
+                else:
+                    with self._precision():
+                        total, losses = self._compiled(minibatch, train_policy, anchors[index], entropy_coef, shares,
+                                                       first or last)  # fmt: skip
                 if first:  # the batch as the policy that arrived at it saw it
                     metrics += self._loss_metrics(losses, shares)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
@@ -157,6 +167,16 @@ class ImpalaLearner(Learner):
         ev.time_learner_rollout(time=clock.seconds["forward"], percent=share("forward"))
         ev.time_loss_computation(time=clock.seconds["loss"], percent=share("loss"))
         ev.time_backprop(time=clock.seconds["apply"], percent=share("apply"))
+
+    def _forward_and_loss(self, minibatch: dict[StepKey, StepBatch], train_policy: bool,
+                          anchor: dict[StepKey, torch.Tensor] | None, entropy_coef: torch.Tensor | float,
+                          shares: dict[StepKey, torch.Tensor | float] | None,
+                          diagnostics: bool) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:  # fmt: skip
+        """A minibatch's forward pass and losses in one function, what ``algorithm.compile`` compiles."""
+        forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+        distributions = {key: self.policy.distribution(key) for key in minibatch}
+        return impala_loss(minibatch, forward, distributions, self.config, train_policy, anchor, entropy_coef, shares,
+                           diagnostics=diagnostics)  # fmt: skip
 
     def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:
         """Backward, clip each network's gradient (measuring its norm first) and take an optimizer step."""
@@ -251,7 +271,14 @@ class ImpalaLearner(Learner):
             lengths = batch.mask.sum(0)
             rows = torch.arange(values.shape[0], device=values.device).unsqueeze(1)
             values = values.gather(0, torch.minimum(rows, lengths.unsqueeze(0)))
-        return StepForward(unroll.logits, values, self._rewards_with_truncation(key, batch, unroll))
+        # float32 from here on, whatever the networks computed in (algorithm.precision): V-trace and the losses
+        return StepForward(unroll.logits.float(), values.float(), self._rewards_with_truncation(key, batch, unroll))
+
+    def _precision(self) -> contextlib.AbstractContextManager[Any]:
+        """What the networks compute in: bfloat16 autocast with ``algorithm.precision=bf16``, else float32."""
+        if self.config.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _schedule(self, schedule: str) -> float:
         """The factor of this update (:attr:`version`, 0-based) under ``schedule`` (constant or linear to 0)."""

@@ -22,7 +22,7 @@ from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.torch_acting import make_acting
 from maze_impala.play.games import OUTCOMES, outcome, publish_game
 from maze_impala.play.lineup import seated, seats
-from maze_impala.play.spec import PolicySpec, opponent_policy, opponent_spec
+from maze_impala.play.spec import PolicySpec, load_acting, opponent_spec
 
 if TYPE_CHECKING:
     from maze_impala.nn.models import StructuredPolicy
@@ -51,10 +51,7 @@ class Games:
         self.seed, self.deterministic = seed, deterministic
         self.games = [(i, seed_for(seed, 2**31 - 2, i)) for i in range(n_games)]
         self.events = hub.publisher(GameEvents) if hub is not None else None
-        self._opponent = opponent_policy(
-            self.opponent, self.envs[0], seed
-        )  # a bad opponent fails here, before training
-        self._opponent_acting = make_acting(self._opponent)
+        self._opponent = load_acting(self.opponent, self.envs[0], seed)  # a bad opponent fails here, before training
         self._players: dict[str, RolloutActor] = {}
         self._policy: StructuredPolicy | None = None
 
@@ -62,12 +59,12 @@ class Games:
         """Every seat's games with ``policy``'s current weights, seat after seat."""
         if self._policy is not policy:
             self._policy, self._players = policy, {}
-        if self.opponent.is_random:
-            self._opponent.reseed(self.seed)  # type: ignore[attr-defined]  # the same draws in every evaluation
+        if self.opponent.is_random:  # random play from its first draws again: the same games in every evaluation
+            self._opponent, self._players = load_acting(self.opponent, self.envs[0], self.seed), {}
         results: list[GameResult] = []
         for seat, actor in self.agents.items():
             if seat not in self._players:
-                acting = seated(make_acting(policy), self._opponent_acting, frozenset({actor}))
+                acting = seated(make_acting(policy), self._opponent, frozenset({actor}))
                 self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), acting, PLAY_CHUNK, seed=0,
                                                    deterministic=self.deterministic, stepping="general")  # fmt: skip
             for episode in self._players[seat].play(self.games):
