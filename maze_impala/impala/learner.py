@@ -252,9 +252,11 @@ class ImpalaLearner(Learner):
     def _log_probs(
         self, minibatch: dict[StepKey, StepBatch], distributions: dict[StepKey, DictActionDistribution]
     ) -> dict[StepKey, torch.Tensor]:
-        """log pi(a_t|x_t) of the actions taken, per step key, under the current policy."""
-        return {key: distributions[key].log_prob(self._unroll(key, batch).logits, batch.actions)
-                for key, batch in minibatch.items()}  # fmt: skip
+        """log pi(a_t|x_t) of the actions taken, per step key, under the current policy (its networks computing as
+        in the passes: ``algorithm.precision``)."""
+        with self._precision():
+            logits = {key: self._unroll(key, batch).logits.float() for key, batch in minibatch.items()}
+        return {key: distributions[key].log_prob(logits[key], batch.actions) for key, batch in minibatch.items()}
 
     def _unroll(self, key: StepKey, batch: StepBatch) -> PolicyUnroll:
         """The target policy over the batch: logits on x_0..x_{T-1}, ``[T, N, L]``, and a recurrent policy's memory,

@@ -143,10 +143,6 @@ class PolicySpec:
         """The learner's policy: its weights come from the actors' weight source."""
         return self.model is not None and self.weights is None
 
-    @property
-    def model_config(self) -> ModelConfig | None:
-        return None if self.model is None else from_mapping(ModelConfig, self.model, "model")
-
     def in_numpy(self, form: NumpyPolicyForm | None) -> PolicySpec:
         """This spec acting in numpy through ``form``, where it names neither a form nor a device already."""
         if form is None or self.numpy_form is not None or self.device is not None:
