@@ -39,14 +39,18 @@ settings = json.loads(sys.argv[2])
 def rollout_bytes(args):
     # the bytes of one rollout as it travels (pickled, arrays included): as both versions build their actors
     from maze_impala.actors.actor import ActorSpec
-from maze_impala.play.lineup import Lineup
     from maze_impala.actors.subprocess import SubprocessActors
     from maze_impala.actors.weights import SharedWeights
     from maze_impala.envs.factory import make_env
     from maze_impala.nn.models import make_policy
     from maze_impala.config import ModelConfig
     model = throughput.model_of(args) if hasattr(throughput, "model_of") else ModelConfig(hidden_units=args.hidden)
-    spec = ActorSpec(args.env, Lineup.of(model), args.n_rollout_steps, args.envs_per_actor, seed=0)
+    try:  # a release whose ActorSpec takes a Lineup; earlier ones take the model
+        from maze_impala.play.lineup import Lineup
+        acts = Lineup.of(model)
+    except (ImportError, AttributeError):
+        acts = model
+    spec = ActorSpec(args.env, acts, args.n_rollout_steps, args.envs_per_actor, seed=0)
     with SubprocessActors(spec, SharedWeights(make_policy(make_env(args.env), model)), 1, 1, batch_size=1) as pool:
         return len(pickle.dumps(pool.collect(1)[0], protocol=5))
 
