@@ -3,7 +3,7 @@
 The learner's update is many small operations; on a GPU each is a kernel launch that costs more than its arithmetic.
 Compiled, the forward pass and the losses become a few fused kernels (``default``), replayed as one CUDA graph per
 shape with ``reduce-overhead``. Backward, clipping and the optimizer step stay eager. The numbers a compiled update
-gives are the eager update's up to float rounding (fused kernels sum in another order); ``tests/test_compiled.py``
+gives are the eager update's up to float rounding (fused kernels sum in another order); ``tests/test_update_modes.py``
 compares them.
 """
 
