@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from maze_impala.cli_compose import compose_once
 from maze_impala.cli_dirs import (
     RESULTS,
     detach_log,
@@ -427,6 +428,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     OmegaConf.register_new_resolver("maze_run_name", run_name, replace=True)
     sys.argv = [sys.argv[0], *argv]
+    compose_once(argv)
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=None)(_run)()
 
 

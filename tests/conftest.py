@@ -15,10 +15,12 @@ def _deterministic_torch():
 
 class _MachineShare:
     """With pytest-xdist (``-n 2``), tests run side by side; a test marked ``serial`` (one that scans the whole
-    machine's processes, its Ray processes or its shared memory, starts busy programs or measures speed) runs
-    alone: it takes the machine's lock exclusively, every other test shares it. A turnstile lets a waiting serial
-    test in before tests that come after it. Serial tests that follow each other in one process (a Ray module)
-    keep the lock between them: run as a block, they wait for the others once."""
+    machine's processes or its shared memory, starts busy programs or measures speed) runs alone: it takes the
+    machine's lock exclusively, every other test shares it. A turnstile lets a waiting serial test in before tests
+    that come after it. Serial tests that follow each other in one process keep the lock between them: run as a
+    block, they wait for the others once. The Ray tests share the machine: they run in one worker
+    (``xdist_group("ray")``), so one Ray runs at a time, and their scans look for Ray's own processes only. A
+    module's Ray starts and stops inside its tests' shared hold, never while a serial test scans."""
 
     def __init__(self, run: str) -> None:
         folder = Path(tempfile.gettempdir())

@@ -147,12 +147,22 @@ def run_line(line: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(line, shell=True, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+def runs_ray(path: Path) -> bool:
+    """Whether a page's commands or examples start a Ray: such a page runs among the Ray tests (one Ray at a time)."""
+    runnable = [c for c in commands(path) if not any(skip in c for skip in NOT_RUN)]
+    return any("runner=ray" in c for c in runnable) or any('RunnerConfig("ray")' in code for code in snippets(path))
+
+
+PAGES = [pytest.param(p, id=p.name, marks=[pytest.mark.xdist_group("ray")] if runs_ray(p) else []) for p in DOCS]
+
+
 def test_the_docs_have_examples():
     counts = {path.name: (len(snippets(path)), len(commands(path))) for path in DOCS}
     assert counts["README.md"][0] >= 1 and counts["getting_started.md"][1] >= 10, counts
     assert "class MyNet(nn.Module)" in files(ROOT / "docs" / "models.md")["my_networks.py"]
     assert reads_a_run_first(commands(ROOT / "docs" / "events.md"))
     assert not reads_a_run_first(commands(ROOT / "README.md"))
+    assert [p.name for p in DOCS if runs_ray(p)] == ["distributed.md"]
     assert budgeted("maze-run -cn conf_train algorithm.n_epochs=48 seed=7") == (
         "maze-run -cn conf_train seed=7 algorithm.n_epochs=2 algorithm.epoch_length=2 algorithm.envs_per_actor=4 "
         "algorithm.n_rollout_steps=8 algorithm.rollout_evaluator.n_episodes=1 output.progress=false output.plot=false"
@@ -160,7 +170,7 @@ def test_the_docs_have_examples():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES)
 def test_every_shell_command_of_a_page_runs(tmp_path, path):
     runnable = [c for c in commands(path) if not any(skip in c for skip in NOT_RUN)]
     if not runnable:
@@ -173,7 +183,7 @@ def test_every_shell_command_of_a_page_runs(tmp_path, path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES)
 def test_each_python_example_runs_as_a_script(tmp_path, path):
     """The examples of one file run in order, each as its own script, in one directory (later ones may read what
     earlier ones wrote, e.g. a run under outputs/)."""

@@ -294,7 +294,8 @@ def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
     evaluation = RolloutEvaluatorConfig(n_episodes=200, opponent="random")
     algorithm = ImpalaAlgorithmConfig(n_epochs=3, epoch_length=25, train_opponent="random",
                                       rollout_evaluator=evaluation)  # fmt: skip
-    result = train(TICTACTOE, algorithm, ModelConfig(image_encoder="flatten"), output=QUIET, output_dir=tmp_path)
+    result = train(TICTACTOE, algorithm, ModelConfig(image_encoder="flatten"), RunnerConfig("dev"), output=QUIET,
+                   output_dir=tmp_path)  # fmt: skip
     win = {seat: result.column(StatKey.of(GameEvents.win, mean, "eval", group=f"seat={seat}").column())[-1]
            for seat in ("player_1", "player_2")}  # fmt: skip
     assert win["player_1"] >= 0.9 and win["player_2"] >= 0.65, win
@@ -326,9 +327,10 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
 def test_the_shipped_tictactoe_config_learns_by_self_play_beating_random_play_in_both_seats(tmp_path):
     """``env=tictactoe`` trains against itself and its snapshot pool, never against the random player: at a
     tenth of its budget (102,400 env steps) it already beats random play far beyond random play's own rates
-    (0.70 and 0.42 win or draw in the first and second seat)."""
+    (0.70 and 0.42 win or draw in the first and second seat). On runner=dev, as the learning tests
+    (tests/test_learning.py): the run repeats exactly, and costs the suite less CPU time than subprocess actors."""
     out = tmp_path / "run"
-    run = run_cli(["-cn", "conf_train", "env=tictactoe", "algorithm.n_epochs=4", f"hydra.run.dir={out}",
+    run = run_cli(["-cn", "conf_train", "env=tictactoe", "algorithm.n_epochs=4", "runner=dev", f"hydra.run.dir={out}",
                    "output.tensorboard=false", "output.progress=false"], tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     last = pd.read_csv(out / "stats.csv").iloc[-1]
@@ -344,10 +346,10 @@ def test_the_shipped_tictactoe_config_learns_by_self_play_beating_random_play_in
 def test_the_shipped_connect_four_config_learns_by_self_play_beating_random_play_in_both_seats(tmp_path):
     """``env=connect_four`` trains against itself and its snapshot pool (drawn by pfsp), never against the random
     player: at a tenth of its budget (102,400 env steps) it wins far more often than random play's own rates
-    (0.54 and 0.46 in the first and second seat)."""
+    (0.54 and 0.46 in the first and second seat), on runner=dev as the tic-tac-toe test above."""
     out = tmp_path / "run"
-    run = run_cli(["-cn", "conf_train", "env=connect_four", "algorithm.n_epochs=4", f"hydra.run.dir={out}",
-                   "output.tensorboard=false", "output.progress=false"], tmp_path)  # fmt: skip
+    run = run_cli(["-cn", "conf_train", "env=connect_four", "algorithm.n_epochs=4", "runner=dev",
+                   f"hydra.run.dir={out}", "output.tensorboard=false", "output.progress=false"], tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     last = pd.read_csv(out / "stats.csv").iloc[-1]
     for seat in ("player_0", "player_1"):

@@ -33,9 +33,13 @@ from maze_impala.nn.torch_acting import numpy_form_of  # noqa: E402
 from maze_impala.play.lineup import Lineup  # noqa: E402
 from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 
-pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: one worker, run alone
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time: the Ray tests run in one worker, in turn
 
 MODEL = ModelConfig(hidden_units=[8])
+START = 180
+"""Seconds a test waits for Ray actors to start and deliver (more than the pool's own 120 s start-up deadline):
+the Ray tests share the machine with the suite's others, and beside two busy programs three actors' first
+rollouts took 73 s. A wait ends as soon as they deliver."""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,7 +90,7 @@ def test_the_queue_keeps_its_bound_actors_take_new_weights_and_lag_stays_bounded
     limit, num_actors = 2, 3
     pool, weights, policy, _ = _pool(num_actors=num_actors, limit=limit, steps=2)
     with pool:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START
         parked = lambda: len(pool.finished.parked)  # noqa: E731  finished beyond the queue's bound
         while (pool.queue_size() < limit or parked() < num_actors) and time.monotonic() < deadline:
             time.sleep(0.05)  # actors start (a Ray worker imports torch)
@@ -141,9 +145,9 @@ def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():
 def test_a_stopped_ray_actor_is_caught_by_its_deadline_and_replaced():
     pool, weights, policy, stats = _pool(num_actors=2, actor_timeout_s=1.0)
     with pool:
-        version, deadline = 0, time.monotonic() + 60
+        version, deadline = 0, time.monotonic() + START
         while version < 10 or not all(host.delivered for host in pool.hosts):  # both past start-up
-            assert time.monotonic() < deadline, "an actor did not deliver its first rollout within 60 s"
+            assert time.monotonic() < deadline, f"an actor did not deliver its first rollout within {START} s"
             pool.collect(1)
             version += 1
             weights.publish(policy, version)
@@ -186,7 +190,7 @@ def test_close_kills_every_actor_and_leaves_a_ray_it_did_not_start_running():
     with pool:
         pool.collect(1)
         pids = [pid for _, pid in pool.placements()]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
@@ -226,8 +230,8 @@ def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it()
     with RayActors(spec, weights, 1, 1, restarts=RestartPolicy(max_restarts=1)) as pool:
         pool.collect(1)  # an actor that found no pool would fail its first game, and the run with it
         os.kill(pool.placements()[0][1], signal.SIGKILL)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START
         while not pool.hosts[0].delivered or pool.hosts[0].generation == 0:
-            assert time.monotonic() < deadline, "the replacement delivered no rollout within 60 s"
+            assert time.monotonic() < deadline, f"the replacement delivered no rollout within {START} s"
             pool.collect(1)
         assert pool.hosts[0].sent_pool == 3

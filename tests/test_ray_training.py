@@ -17,7 +17,7 @@ from maze_impala.actors.reaper import raylet_processes
 
 pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.xdist_group("ray")]  # Ray: run alone, one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one Ray at a time: in one worker, in turn
 
 
 def ray_processes():
@@ -48,7 +48,7 @@ def test_cartpole_with_ray_actors_reaches_475_within_the_budget_of_local_actors(
     assert stats[EVAL].iloc[-1] >= 475, stats[[STEPS, RETURN, EVAL]].to_string()
     assert stats[STEPS].iloc[-1] == len(stats) * 10 * 1024 <= 25 * 10 * 1024
     assert "type: ray" in (out / "config.yaml").read_text()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # Ray's processes end within seconds; the suite's other tests slow them
     while set(ray_processes()) - before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert set(ray_processes()) - before == set(), "the run stopped the Ray it started"
@@ -78,7 +78,7 @@ def test_a_ray_run_stopped_by_ctrl_c_or_sigkill_leaves_no_ray_process_behind(tmp
         else:
             proc.kill()
             proc.wait(timeout=10)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while alive(started) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert alive(started) == [], "Ray's agents would otherwise linger for about a minute"

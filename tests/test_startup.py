@@ -48,3 +48,53 @@ def test_maze_plot_never_imports_torch(tmp_path):
     torch, output = _imports_torch("train.plots", "main", "maze-plot", [str(run)], tmp_path)
     assert (run / "training_curves.png").is_file(), output
     assert not torch, f"maze-plot imported torch:\n{output}"
+
+
+COUNTED = """
+import sys
+from hydra._internal.hydra import Hydra
+composed = []
+compose = Hydra.compose_config
+def counted(self, *args, **kwargs):
+    composed.append(kwargs.get("run_mode"))
+    return compose(self, *args, **kwargs)
+Hydra.compose_config = counted
+from maze_impala.cli import main
+sys.argv = ["maze-run", *{args!r}]
+try:
+    main()
+except SystemExit as stop:
+    assert not stop.code, stop.code
+print("COMPOSED", len(composed), file=sys.stderr)
+"""
+ONE_UPDATE = ["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=1", "algorithm.epoch_length=1",
+              "algorithm.rollout_evaluator.n_episodes=1", "output.tensorboard=false", "output.progress=false",
+              "output.plot=false", "output.console=false", "hydra.run.dir=run"]  # fmt: skip
+
+
+def _compositions(args: list[str], cwd) -> int:
+    proc = subprocess.run([sys.executable, "-c", COUNTED.format(args=args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return int(proc.stderr.strip().splitlines()[-1].split()[1])
+
+
+@pytest.mark.slow
+def test_a_run_composes_its_config_once_unless_something_may_set_hydra_mode(tmp_path):
+    assert _compositions(ONE_UPDATE, tmp_path) == 1  # Hydra's own way composes twice (once for hydra.mode)
+    assert _compositions([*ONE_UPDATE, "hydra.mode=RUN", "hydra.run.dir=run2"], tmp_path) == 2  # read as Hydra does
+
+
+def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_may():
+    from omegaconf import OmegaConf
+
+    from maze_impala.cli_compose import mode_is_the_command_lines
+    from maze_impala.config.workloads import config_dir
+
+    assert mode_is_the_command_lines(["-cn", "conf_train", "-m", "seed=1,2", "env=minigrid"])
+    for extra in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["--config-dir", "conf"], ["--config-dir=conf"],
+                  ["-cd", "conf"], ["-cp", "/somewhere"]):  # fmt: skip
+        assert not mode_is_the_command_lines(["-cn", "conf_train", *extra]), extra
+    for path in config_dir().rglob("*.yaml"):  # what makes skipping Hydra's reading of hydra.mode safe
+        config = OmegaConf.to_container(OmegaConf.load(path))
+        assert "mode" not in (config or {}).get("hydra", {}), f"{path} sets hydra.mode"
