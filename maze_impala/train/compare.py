@@ -211,7 +211,8 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
         ax.set_title(f"{scope} return")
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.lines:  # no run has this curve yet (no episode ended): an empty panel, no legend
+            ax.legend(fontsize=7)
     try:
         atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
     finally:
