@@ -10,13 +10,15 @@ import pytest
 from columns import EVAL, RETURN, STEPS
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig, train
-from maze_impala.config.workloads import shipped_env, shipped_model
+from maze_impala.config.workloads import shipped_env, shipped_model, shipped_runner
 from maze_impala.events.writers import StatsWriter
 from maze_impala.train.setup import build_trainer
 
 pytestmark = pytest.mark.slow
 QUIET = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
 MEMORY = {"_target_": "maze_impala.envs.examples.MemoryEnv"}
+EPOCH = 10
+"""Updates an epoch of :func:`_train`'s runs: a run can stop after any epoch."""
 
 
 def _example(name):
@@ -117,15 +119,15 @@ class _Rows(StatsWriter):
 
 
 def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False, runner=None, **settings):
-    """``updates`` updates in epochs of 10 (``runner=dev`` unless ``runner`` says otherwise; ``settings``: algorithm
-    fields), stopped at the first epoch where ``reached(rows)``: the algorithm, and per epoch the mean training
-    return (rounded) and the mean greedy evaluation.
+    """``updates`` updates in epochs of ``EPOCH`` (``runner=dev`` unless ``runner`` says otherwise; ``settings``:
+    algorithm fields), stopped at the first epoch where ``reached(rows)``: the algorithm, and per epoch the mean
+    training return (rounded) and the mean greedy evaluation.
 
     runner=dev acts and learns in one process on one thread: a run repeats exactly for its seed, so a learning test
     passes or fails the same way every time, and beside the suite's other tests it costs half the CPU time of
     subprocess actors (the 2-core machine's scarce resource). The subprocess and Ray backends learn in tests of
     their own (here and in tests/test_ray_training.py)."""
-    algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=updates // 10, **settings)
+    algorithm = ImpalaAlgorithmConfig(epoch_length=EPOCH, n_epochs=updates // EPOCH, **settings)
     runner = runner or RunnerConfig(type="dev")
     config = TrainingConfig(env, algorithm, model, runner, output=QUIET, seed=seed)
     rows = _Rows(reached)
@@ -138,18 +140,19 @@ def _train(env, model, updates, seed, tmp_path, reached=lambda rows: False, runn
 
 
 def _shipped(name, updates, seed, tmp_path, reached):
-    """:func:`_train` on what ``maze-run -cn conf_train env=<name>`` trains: the family's env and the algorithm and
-    model settings its config sets, on runner=dev (its runner settings place the work, they do not change it)."""
+    """:func:`_train` on what ``maze-run -cn conf_train env=<name>`` trains: the family's env and the algorithm,
+    model and runner settings its config sets, on runner=dev."""
     env, settings = shipped_env(name)
-    return _train(env, ModelConfig(**shipped_model(name)), updates, seed, tmp_path, reached, **settings)
+    model, runner = ModelConfig(**shipped_model(name)), RunnerConfig(**{**shipped_runner(name), "type": "dev"})
+    return _train(env, model, updates, seed, tmp_path, reached, runner, **settings)
 
 
 def _updates(per_epoch: list) -> int:
-    """The updates a stopped run took (epochs of 10): the budget its control gets. A control run beside a run that
+    """The updates a stopped run took: the budget its control gets. A control run beside a run that
     passed gets as many env steps as that run needed; staying below the threshold on them is what "beats" means,
     and the controls' own ceilings (chance, or a flat head's best) keep them below it at any budget (their
     full-budget runs are benchmarks/learning.py's ``-mlp`` and ``-flat`` tasks)."""
-    return 10 * len(per_epoch)
+    return EPOCH * len(per_epoch)
 
 
 def _reaches(**thresholds):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from poolcheck import check_adaptive_batches
+from poolcheck import START, check_adaptive_batches
 
 ray = pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
 
@@ -36,10 +36,6 @@ from maze_impala.testing import BrokenEnv, CounterEnv, CrashingEnv  # noqa: E402
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time: the Ray tests run in one worker, in turn
 
 MODEL = ModelConfig(hidden_units=[8])
-START = 180
-"""Seconds a test waits for Ray actors to start and deliver (more than the pool's own 120 s start-up deadline):
-the Ray tests share the machine with the suite's others, and beside two busy programs three actors' first
-rollouts took 73 s. A wait ends as soon as they deliver."""
 
 
 @pytest.fixture(scope="module", autouse=True)
