@@ -19,7 +19,7 @@ from maze_impala.envs.layout import select_columns
 from maze_impala.events.api import EventHub, mean
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
-from maze_impala.events.tables import agent_return_column
+from maze_impala.events.tables import agent_return_column, read_columns
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy, make_random_policy
 from maze_impala.play.games import outcome
@@ -194,7 +194,7 @@ def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour
             assert StatKey.of(event, mean, "eval", group=f"seat={seat}").column() in shown, shown
     status = [line for line in shown.splitlines() if line.startswith("epoch 1/1 |")]
     assert status and "| win/draw/loss in evaluation player_1 " in status[-1] and ", player_2 " in status[-1]
-    figure = training_curves(pd.read_csv(tmp_path / "stats.csv"))
+    figure = training_curves(read_columns(tmp_path / "stats.csv"))
     colours: dict[str, set] = {}
     for ax in figure.axes:
         for line in ax.get_lines():

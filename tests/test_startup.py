@@ -51,7 +51,10 @@ def test_maze_plot_never_imports_torch(tmp_path):
 
 
 COUNTED = """
+import gc
 import sys
+collections = []
+gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
 from hydra._internal.hydra import Hydra
 composed = []
 compose = Hydra.compose_config
@@ -65,24 +68,54 @@ try:
     main()
 except SystemExit as stop:
     assert not stop.code, stop.code
+print("LOADED", *[name for name in {heavy!r} if name in sys.modules], file=sys.stderr)
 print("COMPOSED", len(composed), file=sys.stderr)
+print("COLLECTOR", int(gc.isenabled()), gc.get_freeze_count(), len(collections), file=sys.stderr)
 """
+HEAVY = ["pandas", "matplotlib.pyplot", "tensorboard.util.tensor_util", "torch.utils.tensorboard"]
+"""What a run's end used to import for its curves and TensorBoard's hparams: about a second of a 1-update run."""
 ONE_UPDATE = ["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=1", "algorithm.epoch_length=1",
               "algorithm.rollout_evaluator.n_episodes=1", "output.tensorboard=false", "output.progress=false",
               "output.plot=false", "output.console=false", "hydra.run.dir=run"]  # fmt: skip
 
 
-def _compositions(args: list[str], cwd) -> int:
-    proc = subprocess.run([sys.executable, "-c", COUNTED.format(args=args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+def _run(args: list[str], cwd) -> dict[str, list[str]]:
+    """A run in a process of its own: ``COMPOSED`` (how many times Hydra composed its config), ``LOADED`` (which of
+    :data:`HEAVY` it imported), ``COLLECTOR`` (after it: the garbage collector on, the objects it froze, and how many
+    collections ran)."""
+    proc = subprocess.run([sys.executable, "-c", COUNTED.format(args=args, heavy=HEAVY)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return int(proc.stderr.strip().splitlines()[-1].split()[1])
+    return {line.split()[0]: line.split()[1:] for line in proc.stderr.strip().splitlines()[-3:]}
+
+
+def _compositions(args: list[str], cwd) -> int:
+    return int(_run(args, cwd)["COMPOSED"][0])
 
 
 @pytest.mark.slow
 def test_a_run_composes_its_config_once_unless_something_may_set_hydra_mode(tmp_path):
     assert _compositions(ONE_UPDATE, tmp_path) == 1  # Hydra's own way composes twice (once for hydra.mode)
     assert _compositions([*ONE_UPDATE, "hydra.mode=RUN", "hydra.run.dir=run2"], tmp_path) == 2  # read as Hydra does
+
+
+@pytest.mark.slow
+def test_a_runs_end_draws_its_curves_and_hparams_without_pandas_pyplot_or_tensorboards_tensor_utilities(tmp_path):
+    """The curves are drawn on a bare matplotlib ``Figure`` from the CSV's columns, TensorBoard's hparams written from
+    its protocol buffers alone (tests/test_tensorboard.py reads them back with TensorBoard's reader)."""
+    drawn = [arg for arg in ONE_UPDATE if not arg.startswith(("output.plot=", "output.tensorboard="))]
+    loaded = _run(drawn, tmp_path)["LOADED"]
+    assert (tmp_path / "run" / "training_curves.png").stat().st_size > 10_000
+    assert any((tmp_path / "run" / "tensorboard").iterdir())
+    assert not loaded, f"a 1-update run imported {loaded}"
+
+
+@pytest.mark.slow
+def test_start_up_is_frozen_out_of_garbage_collection_which_runs_during_training(tmp_path):
+    """``maze-run`` pauses the collector while torch and the package import, freezes what they built (``gc.freeze``)
+    and collects as usual from there: the collector is on again, and it ran."""
+    enabled, frozen, collections = map(int, _run(ONE_UPDATE, tmp_path)["COLLECTOR"])
+    assert enabled and frozen > 100_000 and collections > 0, (enabled, frozen, collections)
 
 
 def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_may():

@@ -35,6 +35,23 @@ def _csv_text(columns: list[str], rows: Iterable[dict[str, Any]], header: bool) 
     return buffer.getvalue()
 
 
+def read_columns(path: str | Path) -> dict[str, np.ndarray]:
+    """A CSV of numbers (``stats.csv``) as one float array per column, an empty cell NaN, read without pandas (whose
+    import would cost a training run's end a fifth of a second); a column with text keeps its strings."""
+    with open(path, newline="") as file:
+        reader = csv.reader(file)
+        header = next(reader, [])
+        rows = list(reader)
+    columns: dict[str, np.ndarray] = {}
+    for i, name in enumerate(header):
+        cells = [row[i] if i < len(row) else "" for row in rows]
+        try:
+            columns[name] = np.array([float(cell) if cell else np.nan for cell in cells], dtype=float)
+        except ValueError:
+            columns[name] = np.array(cells, dtype=object)
+    return columns
+
+
 class CsvTable:
     """A CSV file that grows by rows (``stats.csv``, ``kpis.csv``), with stable columns in order of first appearance.
 

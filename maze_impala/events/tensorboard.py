@@ -86,11 +86,18 @@ def scalars(row: dict[str, float]) -> Any:
     return Summary(value=[Summary.Value(tag=name, simple_value=float(value)) for name, value in row.items()])
 
 
+HPARAMS_PLUGIN, HPARAMS_DATA_VERSION = "hparams", 0
+HPARAMS_TAGS = {part: f"_hparams_/{part}" for part in ("experiment", "session_start_info", "session_end_info")}
+"""The HParams plugin's name, data version and tags, as ``tensorboard.plugins.hparams.metadata`` has them: that
+module imports TensorBoard's tensor utilities (0.2 s) for three strings and a number (tests/test_tensorboard.py
+reads them back through it)."""
+
+
 def hparams_summaries(hparams: dict[str, Any], metrics: dict[str, float]) -> list[Any]:
     """The three summaries of TensorBoard's HParams view (experiment, session start, session end), as
     ``torch.utils.tensorboard``'s ``add_hparams`` writes them."""
     from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
     infos, start = [], plugin_data_pb2.SessionStartInfo()
     for name, value in hparams.items():
@@ -111,12 +118,12 @@ def hparams_summaries(hparams: dict[str, Any], metrics: dict[str, float]) -> lis
     end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value("STATUS_SUCCESS"))
 
     def summary(tag: str, **content: Any) -> Any:
-        data = plugin_data_pb2.HParamsPluginData(version=metadata.PLUGIN_DATA_VERSION, **content)
-        plugin = SummaryMetadata.PluginData(plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString())
+        data = plugin_data_pb2.HParamsPluginData(version=HPARAMS_DATA_VERSION, **content)
+        plugin = SummaryMetadata.PluginData(plugin_name=HPARAMS_PLUGIN, content=data.SerializeToString())
         return Summary(value=[Summary.Value(tag=tag, metadata=SummaryMetadata(plugin_data=plugin))])
 
     return [
-        summary(metadata.EXPERIMENT_TAG, experiment=experiment),
-        summary(metadata.SESSION_START_INFO_TAG, session_start_info=start),
-        summary(metadata.SESSION_END_INFO_TAG, session_end_info=end),
+        summary(HPARAMS_TAGS["experiment"], experiment=experiment),
+        summary(HPARAMS_TAGS["session_start_info"], session_start_info=start),
+        summary(HPARAMS_TAGS["session_end_info"], session_end_info=end),
     ]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from maze_impala.files import atomic_write
 from maze_impala.run_files import COMPARISON_PNG, CURVES_PNG, STATS_CSV
 
 if TYPE_CHECKING:  # imported where it plots: every actor process imports this package
-    import pandas as pd
     from matplotlib.figure import Figure
 
 
@@ -50,39 +50,40 @@ class NothingToPlot(ValueError):
 def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     """Plot return, losses, grad norms (per step key), policy lag and steps/s over env steps into ``png``; in a
     multi-agent env each agent's return too, and with games against an opponent the win and draw rates per seat."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
+    from maze_impala.events.tables import read_columns
 
-    fig = training_curves(pd.read_csv(stats_csv), str(stats_csv))
+    fig = training_curves(read_columns(stats_csv), str(stats_csv))
     png = Path(png)
-    try:
-        atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
-    finally:
-        plt.close(fig)
+    atomic_write(png, lambda file: fig.savefig(file, dpi=80, format="png"))
     return png
 
 
-def training_curves(stats: pd.DataFrame, source: str = "the statistics") -> Figure:
-    """The figure of :func:`plot_training_curves`. A curve keeps its colour in every panel: a seat, a step key, an
-    agent or the train and eval scopes (each line's ``gid`` is that name)."""
+def training_curves(stats: Mapping[str, Any], source: str = "the statistics") -> Figure:
+    """The figure of :func:`plot_training_curves`, from a stats table's columns (``read_columns`` or a pandas
+    ``DataFrame``). A curve keeps its colour in every panel: a seat, a step key, an agent or the train and eval
+    scopes (each line's ``gid`` is that name).
+
+    Drawn on a bare ``Figure`` in a fixed grid: pyplot's import and a constrained layout's solving cost a training run's
+    end most of a second, for a picture that has the same panels every time."""
     import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    chosen = [(title, columns) for title, prefixes in panels() if (columns := _columns(stats, prefixes))]
+    columns_of = list(stats)
+    chosen = [(title, columns) for title, prefixes in panels() if (columns := _columns(columns_of, prefixes))]
     if not chosen:
+        rows = len(stats["env_steps"]) if "env_steps" in stats else 0
         raise NothingToPlot(
-            f"{source} has no training curves (only {len(stats)} row(s) of rollout or other statistics); "
+            f"{source} has no training curves (only {rows} row(s) of rollout or other statistics); "
             "a rollout's results are in its kpis.csv and kpis_summary.csv"
         )
     rows = max(2, -(-len(chosen) // 4))
-    fig, axes = plt.subplots(rows, 4, figsize=(18, 3.75 * rows), constrained_layout=True, squeeze=False)
-    for ax in axes.flat[len(chosen) :]:
-        ax.set_visible(False)
+    height = _ROW_INCHES * rows
+    fig = Figure(figsize=(_WIDTH_INCHES, height))
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.5 / height, top=1 - 0.35 / height, wspace=0.3, hspace=0.45)
     colours: dict[str, str] = {}
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, (title, columns) in zip(axes.flat, chosen):
+    palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (title, columns) in enumerate(chosen):
+        ax = fig.add_subplot(rows, 4, index + 1)
         scopes = {c.split("/")[0] for c in columns}
         for column in columns:
             # the scope (train, eval) where the panel mixes them, else the group (e.g. step_key=select, seat=...)
@@ -98,8 +99,11 @@ def training_curves(stats: pd.DataFrame, source: str = "the statistics") -> Figu
     return fig
 
 
-def _columns(stats: pd.DataFrame, prefixes: list[str]) -> list[str]:
-    return [c for c in stats.columns if any(c == p or (p.endswith("/") and c.startswith(p)) for p in prefixes)]
+_WIDTH_INCHES, _ROW_INCHES = 18.0, 3.75
+
+
+def _columns(names: list[str], prefixes: list[str]) -> list[str]:
+    return [c for c in names if any(c == p or (p.endswith("/") and c.startswith(p)) for p in prefixes)]
 
 
 def main() -> None:
