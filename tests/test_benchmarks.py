@@ -220,3 +220,12 @@ def test_the_device_benchmark_runs_on_the_cpu_with_tiny_batches(tmp_path):
     rows = json.loads(out.read_text())
     assert [row["model"] for row in rows] == ["mlp", "impala", "nature"]
     assert all(row["updates/s"] > 0 and row["ops"] > 100 and row["samples"] == 8 for row in rows)
+
+
+def test_startup_times_each_command_from_process_start_against_another_version(tmp_path):
+    args = ["--rounds", "1", "--cases", "help", "refused", "--old-python", sys.executable]
+    stdout = run_script("startup.py", *args, cwd=tmp_path)
+    rows = {line.split(" | ")[0]: line.strip("| ").split(" | ")[1:] for line in stdout.splitlines() if "`" in line}
+    for title in ("| `maze-run --help`", "| a refused key (`seeed=2`)"):
+        this, old, ratio = map(float, rows[title])
+        assert 0 < this < 60 and 0 < old < 60 and ratio == pytest.approx(this / old, rel=0.05)  # of unrounded medians
