@@ -1,0 +1,103 @@
+"""What ``maze-run`` says when a training run ends or stops: why it ended early, and the commands that continue it
+or the rest of its sweep (quoted for Hydra and for the shell)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from maze_impala.config import TrainingConfig
+from maze_impala.config.overrides import override_key
+
+
+def why_stopped(config: TrainingConfig, result: Any) -> str:
+    """Why a run ended before its ``n_epochs``: `` (early: ...)``, or nothing for a run that trained them all."""
+    algorithm = config.algorithm
+    if not result.stopped_early:
+        return ""
+    if algorithm.target_score is not None and result.best_eval_return >= algorithm.target_score:
+        return f" (early: an evaluation reached algorithm.target_score={algorithm.target_score:g})"
+    return f" (early: no better evaluation in algorithm.patience={algorithm.patience} epochs)"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[str]) -> str:
+    """What an interrupted training run says: the command that continues it from its checkpoint, or, where no epoch
+    ended before the interrupt (so there is no checkpoint), that there is nothing to resume and how to start again."""
+    if saved_epoch is None:
+        kept = [o for o in overrides if not override_key(o).startswith("resume")]
+        return (f"maze-run: interrupted before the first checkpoint: no epoch ended, so there is nothing to resume "
+                f"(what the run logged is in {output_dir}). Start it again with\n  {_command(kept)}")  # fmt: skip
+    return (f"maze-run: interrupted; {output_dir / 'model_last.pt'} holds epoch {saved_epoch}; continue the run "
+            f"with\n  {resume_command(output_dir, overrides)}")  # fmt: skip
+
+
+def score_name(config: TrainingConfig) -> str:
+    opponent = config.algorithm.rollout_evaluator.opponent
+    return "return" if opponent is None else f"score against {opponent} (win + draw / 2)"
+
+
+def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:
+    """The command that continues the run in ``output_dir``: its own overrides, and ``resume=`` the directory
+    (quoted for Hydra where its name holds ``=`` or ``,``, as a sweep job's does, and for the shell)."""
+    kept = [o for o in overrides if not override_key(o).startswith(("hydra.", "resume"))]
+    return _command([*kept, f"resume={hydra_value(str(output_dir))}"])
+
+
+def hydra_value(text: str) -> str:
+    """``text`` as a value Hydra's override grammar reads back as ``text``: as it is, or quoted where it holds
+    characters the grammar gives a meaning (``=`` and ``,`` in a sweep job's folder name, spaces, brackets)."""
+    if re.fullmatch(r"[\w./\-+:~@%]+", text):
+        return text
+    quote = '"' if '"' not in text else "'"  # double: the shell's single quotes then wrap it cleanly
+    return quote + text.replace(quote, "\\" + quote) + quote
+
+
+def sweep_rest(sweep_dir: Path, job: int, argv: Sequence[str]) -> str:
+    """What an interrupted sweep (``argv``: its command line) says about the jobs after ``job``: a command for each,
+    into the sweep's folder, and how to sum the sweep up."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweep = [
+        a
+        for a in argv
+        if "=" in a and not a.startswith("-") and not override_key(a).startswith(("hydra.sweep", "resume"))
+    ]
+    jobs = [j for batch in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(sweep), None)
+            for j in batch]  # fmt: skip
+    rest = jobs[job + 1 :]
+    folder = f"hydra.sweep.dir={hydra_value(str(sweep_dir))}"
+    lines = [f"maze-run: the sweep in {sweep_dir} stopped in job {job + 1} of {len(jobs)}."]
+    if rest:
+        lines.append(f"maze-run: the {plural(len(rest), 'job')} after it did not run; each runs into the sweep's "
+                     "folder with (the summary is written again after each):")  # fmt: skip
+        lines += ["  " + _command(["-m", *j, folder]) for j in rest[:10]]
+        if len(rest) > 10:
+            lines.append(f"  ... and {len(rest) - 10} more, likewise")
+    lines.append(f"maze-run: a summary of the jobs that finished: maze-plot {shlex.quote(str(sweep_dir))} --summary")
+    return "\n".join(lines)
+
+
+def _command(overrides: Sequence[str]) -> str:
+    """``maze-run`` with this command's config directories, ``-cn conf_train`` and ``overrides``, quoted for a shell."""
+    config_dirs = [f"--config-dir {shlex.quote(d)}" for d in _config_dirs(sys.argv)]
+    return " ".join(["maze-run", *config_dirs, "-cn conf_train", *map(shlex.quote, overrides)])
+
+
+def _config_dirs(argv: Sequence[str]) -> list[str]:
+    found = []
+    for i, arg in enumerate(argv):
+        if arg in ("-cd", "--config-dir") and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--config-dir="):
+            found.append(arg.split("=", 1)[1])
+    return found
