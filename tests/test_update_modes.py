@@ -43,11 +43,19 @@ def _learners(*variants: dict, **settings):
     return made, batch
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+
+
 @pytest.mark.slow  # compiling the forward pass and the losses takes tens of seconds on 2 cores
-def test_a_compiled_update_is_the_eager_update_up_to_rounding():
-    learners, batch = _learners(n_sgd_passes=2, entropy_coef=0.01, entropy_schedule="linear")
+@pytest.mark.parametrize(("device", "mode"), [("cpu", "default"), pytest.param("cuda", "reduce-overhead", marks=CUDA)])
+def test_a_compiled_update_is_the_eager_update_up_to_rounding(device, mode, monkeypatch):
+    variants = ({"compile": "off"}, {"compile": mode})
+    learners, batch = _learners(*variants, n_sgd_passes=2, entropy_coef=0.01, entropy_schedule="linear", device=device)
     (eager, eager_stats), (compiled, compiled_stats) = learners
     assert eager._compiled is None and compiled._compiled is not None
+    if device == "cuda":  # a CUDA learner turns TF32 on (10 bits of mantissa): compared here in float32
+        monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     for _ in range(3):  # the entropy coefficient anneals: a number that changes between updates
         eager.step(batch)
         compiled.step(batch)
