@@ -47,6 +47,10 @@ class NothingToPlot(ValueError):
     """A stats table without any training curve (e.g. a rollout's)."""
 
 
+_WIDTH_INCHES, _ROW_INCHES = 18.0, 3.75
+"""The figure's width and the height of a row of four panels."""
+
+
 def plot_training_curves(stats_csv: str | Path, png: str | Path) -> Path:
     """Plot return, losses, grad norms (per step key), policy lag and steps/s over env steps into ``png``; in a
     multi-agent env each agent's return too, and with games against an opponent the win and draw rates per seat."""
@@ -71,9 +75,9 @@ def training_curves(stats: Mapping[str, Any], source: str = "the statistics") ->
     columns_of = list(stats)
     chosen = [(title, columns) for title, prefixes in panels() if (columns := _columns(columns_of, prefixes))]
     if not chosen:
-        rows = len(stats["env_steps"]) if "env_steps" in stats else 0
+        found = len(stats["env_steps"]) if "env_steps" in stats else 0
         raise NothingToPlot(
-            f"{source} has no training curves (only {rows} row(s) of rollout or other statistics); "
+            f"{source} has no training curves (only {found} row(s) of rollout or other statistics); "
             "a rollout's results are in its kpis.csv and kpis_summary.csv"
         )
     rows = max(2, -(-len(chosen) // 4))
@@ -97,9 +101,6 @@ def training_curves(stats: Mapping[str, Any], source: str = "the statistics") ->
         if len(columns) > 1:
             ax.legend(fontsize=7)
     return fig
-
-
-_WIDTH_INCHES, _ROW_INCHES = 18.0, 3.75
 
 
 def _columns(names: list[str], prefixes: list[str]) -> list[str]:
