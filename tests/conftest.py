@@ -45,6 +45,12 @@ class _MachineShare:
 
 
 _SHARE = _MachineShare(os.environ["PYTEST_XDIST_TESTRUNUID"]) if "PYTEST_XDIST_TESTRUNUID" in os.environ else None
+_ALONE_THREADS = torch.get_num_threads()
+"""torch's own thread count, kept for the tests that run alone. A test that shares the machine computes in-process on
+one thread: torch's threads wait for each other at every operation, and beside another busy process one of them is
+often off its core, so a test of small operations ran 10-40 times slower on two threads than on one (a learner
+test of a small LSTM: 11-14 s against 0.3-1.4 s). What a test's run or learner sets for itself (the trainer's thread
+rule, runner=dev's one thread, actor processes) is unchanged."""
 
 
 def _serial(item) -> bool:
@@ -55,6 +61,7 @@ def _serial(item) -> bool:
 def pytest_runtest_setup(item):
     if _SHARE is not None:  # one process: every test runs alone anyway
         _SHARE.enter(_serial(item))
+        torch.set_num_threads(_ALONE_THREADS if _serial(item) else 1)
 
 
 @pytest.hookimpl(trylast=True)
