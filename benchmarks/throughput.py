@@ -9,6 +9,7 @@
     python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
     python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
     python benchmarks/throughput.py --env env=atari --learner-batches 1 4 --epochs 2   # the shipped Atari config
+    python benchmarks/throughput.py --env env=atari --device cuda --num-actors 14 --runners local   # Pong on a GPU
     python benchmarks/throughput.py --env env=minatar --learner-only --learner-batches 1 2 4   # the learner alone
     python benchmarks/throughput.py --env env=butterfly:name=pettingzoo.butterfly.cooperative_pong_v6 ...
 
@@ -232,12 +233,12 @@ def measure(args: argparse.Namespace) -> dict:
         row["actors_only_env_steps_per_s"] = statistics.median(actors)
         row["learner"] = [dict(zip(("updates_per_s", "samples_per_s"), learner_only(args, args.seconds, size)),
                                rollouts=size) for size in args.learner_batches]  # fmt: skip
-        for runner in ("local", "dev"):
+        for runner in args.runners:
             for name, value in training(args, runner, args.epochs).items():
                 row[f"train_{runner}_{name}"] = value
             row[f"train_{runner}_actors_idle"] = 1 - row[f"train_{runner}_env_steps_per_s"] / statistics.median(actors)
     top = row["ceiling_env_steps_per_s"]
-    for name in ("actors_only_env_steps_per_s", "train_local_env_steps_per_s", "train_dev_env_steps_per_s"):
+    for name in ("actors_only_env_steps_per_s", *(f"train_{runner}_env_steps_per_s" for runner in args.runners)):
         row[name.replace("_env_steps_per_s", "_ratio_to_ceiling")] = row[name] / top
     row["peak_rss_mib"] = rss.peak / 2**20
     return row
@@ -346,6 +347,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds of ceiling and actors only")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
+    parser.add_argument("--runners", nargs="+", default=["local", "dev"], choices=["local", "dev"],
+                        help="the runners whose training is measured (dev: one process, slow for a CNN)")  # fmt: skip
     parser.add_argument(
         "--sweep",
         action="store_true",
@@ -392,6 +395,8 @@ def main() -> None:
         return
     if args.epochs < 2:
         parser.error(f"--epochs {args.epochs}: the rates are medians over the epochs after the first; give 2 or more")
+    if args.soak and "local" not in args.runners:
+        parser.error("--soak watches a runner=local run: keep local in --runners")
 
     base = measure(args)
     report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}
@@ -405,7 +410,7 @@ def main() -> None:
         *[(f"learner only, {r['rollouts']} rollouts: samples", r["samples_per_s"], None) for r in base["learner"]],
         *[(f"learner only, {r['rollouts']} rollouts: updates", r["updates_per_s"], None) for r in base["learner"]],
     ]
-    for runner in ("local", "dev"):
+    for runner in args.runners:
         lines += [
             (f"train runner={runner}: env steps", base[f"train_{runner}_env_steps_per_s"],
              base[f"train_{runner}_ratio_to_ceiling"]),
@@ -415,7 +420,7 @@ def main() -> None:
     for name, value, ratio in lines:
         shown = f"{value:>14.2f}" if name.endswith("rollouts/update") else f"{value:>14,.0f}"
         print(f"{name:<34}{shown}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
-    for runner in ("local", "dev"):
+    for runner in args.runners:
         print(f"train runner={runner}: the learner waited for actors {base[f'train_{runner}_learner_waiting']:.0%} "
               f"of the loop; the actors idled about {base[f'train_{runner}_actors_idle']:.0%}")  # fmt: skip
     print(f"{'peak RSS of the process tree':<34}{base['peak_rss_mib']:>11,.0f} MiB")
