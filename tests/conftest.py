@@ -60,8 +60,9 @@ def _serial(item) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     if _SHARE is not None:  # one process: every test runs alone anyway
-        _SHARE.enter(_serial(item))
-        torch.set_num_threads(_ALONE_THREADS if _serial(item) else 1)
+        alone = _serial(item)
+        _SHARE.enter(alone)
+        torch.set_num_threads(_ALONE_THREADS if alone else 1)
 
 
 @pytest.hookimpl(trylast=True)
