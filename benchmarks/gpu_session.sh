@@ -62,9 +62,10 @@ learner)
     ;;
 pong)
     step pong_cpu_actors 170 python3 benchmarks/throughput.py --env env=atari --device cuda --num-actors 14 \
-        --learner-batches 4 16 --seconds 10 --repeats 1 --epochs 2 --runners local --json "$out/pong_cpu_actors.json"
+        --actors-batch-size 4 --learner-batches 4 16 --seconds 10 --repeats 1 --epochs 2 --runners local \
+        --json "$out/pong_cpu_actors.json"
     step pong_gpu_actors 170 python3 benchmarks/throughput.py --env env=atari --device cuda --actor-device cuda \
-        --num-actors 14 --learner-batches 4 --seconds 10 --repeats 1 --epochs 2 --runners local \
+        --num-actors 14 --actors-batch-size 4 --learner-batches 4 --seconds 10 --repeats 1 --epochs 2 --runners local \
         --json "$out/pong_gpu_actors.json"
     ;;
 compiled)

@@ -9,9 +9,16 @@
     python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
     python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
     python benchmarks/throughput.py --env env=atari --learner-batches 1 4 --epochs 2   # the shipped Atari config
-    python benchmarks/throughput.py --env env=atari --device cuda --num-actors 14 --runners local   # Pong on a GPU
+    python benchmarks/throughput.py --env env=atari --device cuda --num-actors 14 --actors-batch-size 4 \
+        --runners local                                                                # Pong on a GPU
     python benchmarks/throughput.py --env env=minatar --learner-only --learner-batches 1 2 4   # the learner alone
     python benchmarks/throughput.py --env env=butterfly:name=pettingzoo.butterfly.cooperative_pong_v6 ...
+
+``--env env=NAME`` measures a shipped env family as ``maze-run -cn conf_train env=NAME`` trains it: its env with its
+wrappers, and its algorithm, model and runner settings (``env=atari``: RMSProp, one pass, 2 actors of 16 envs,
+unrolls of 20); a flag that is given overrides the family's setting, one that is not keeps it. The model's
+``image_encoder=auto`` becomes what a run on ``--device`` makes of it (``env=atari``: the Nature CNN for a CPU
+learner, the IMPALA CNN for a GPU learner), in every measurement alike.
 
 All measurements use the same env and the same number of processes (``num_actors``):
 
@@ -51,16 +58,50 @@ import numpy as np
 import yaml
 from calibration import learner_updates_per_second
 
-from maze_impala.config import ModelConfig
+from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.impala.events import MultiStepIMPALAEvents
 
+FLAGS = ("num_actors", "envs_per_actor", "n_rollout_steps", "actors_batch_size", "min_actors_batch_size", "device")
+"""The algorithm settings that flags set; one not given is the family's (``env=NAME``) or the shipped default."""
+
+
+def resolve(args: argparse.Namespace) -> None:
+    """``args`` completed in place: ``--env env=NAME[:KEY=VALUE,...]`` becomes the family's env (with those keys
+    changed), ``args.family`` its settings (:class:`Workload`), and every flag not given the family's setting."""
+    from maze_impala.config.workloads import Workload, workload
+    from maze_impala.envs.factory import make_env
+    from maze_impala.train.setup import image_shapes
+
+    args.family = Workload(env={})
+    if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers and its settings included
+        name, _, changes = args.env.removeprefix("env=").partition(":")
+        args.family = workload(name)
+        args.env = {**args.family.env, **dict(change.split("=", 1) for change in changes.split(",") if change)}
+    family = ImpalaAlgorithmConfig(**args.family.algorithm)  # the shipped defaults where the family sets nothing
+    for name in FLAGS:
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(family, name))
+    if args.hidden is None:
+        args.hidden = args.family.model.get("hidden_units", ModelConfig().hidden_units)
+    args.image_shapes = image_shapes(make_env(args.env))
+
+
+def algorithm_of(args: argparse.Namespace, **changes: object) -> ImpalaAlgorithmConfig:
+    """The algorithm of the measurements: the family's settings, the flags', then ``changes``; one evaluation
+    episode after each epoch of a training measurement (its time is not in the rates)."""
+    settings = {key: value for key, value in args.family.algorithm.items() if key not in ("n_epochs", "epoch_length")}
+    flags = {name: getattr(args, name) for name in FLAGS}
+    return ImpalaAlgorithmConfig(**{**settings, **flags, "rollout_evaluator": {"n_episodes": 1}, **changes})
+
 
 def model_of(args: argparse.Namespace) -> ModelConfig:
-    """The model of the measurements: ``--hidden`` widths and the ``--model`` settings."""
+    """The model of the measurements: the family's, ``--hidden`` widths and the ``--model`` settings, its image
+    encoder resolved for the learner's device as a run resolves it."""
     settings = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in getattr(args, "model", None) or [])}
-    return ModelConfig(**{"hidden_units": list(args.hidden), **settings})
+    model = ModelConfig(**{**args.family.model, "hidden_units": list(args.hidden), **settings})
+    return model.resolved(args.image_shapes, args.device)
 
 
 def _tree_rss_bytes(root: int) -> int:
@@ -176,13 +217,8 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
 
 def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> tuple[float, float]:
     """Updates and samples per second on one fixed batch of ``batch_size`` rollouts, on ``args.device``."""
-    from maze_impala.config import ImpalaAlgorithmConfig
-
-    algorithm = ImpalaAlgorithmConfig(
-        device=args.device, n_rollout_steps=args.n_rollout_steps, envs_per_actor=args.envs_per_actor
-    )
     rate, samples = learner_updates_per_second(
-        args.env, algorithm, model_of(args), batch_size=batch_size, seconds=seconds,
+        args.env, algorithm_of(args), model_of(args), batch_size=batch_size, seconds=seconds,
         threads=max(1, os.cpu_count() or 1),
     )  # fmt: skip
     return rate, rate * samples
@@ -191,23 +227,13 @@ def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> t
 def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, float]:
     """Env steps and updates per second of the update loop, rollouts per update and the share of the loop spent
     waiting for actors (medians over the epochs after the first)."""
-    from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+    from maze_impala import OutputConfig, RunnerConfig, train
 
-    algorithm = ImpalaAlgorithmConfig(
-        n_epochs=epochs,
-        epoch_length=25,
-        num_actors=args.num_actors,
-        envs_per_actor=args.envs_per_actor,
-        n_rollout_steps=args.n_rollout_steps,
-        actors_batch_size=args.actors_batch_size,
-        min_actors_batch_size=args.min_actors_batch_size,
-        device=args.device,
-    )
+    algorithm = algorithm_of(args, n_epochs=epochs, epoch_length=25)
+    runner_config = RunnerConfig(**{**args.family.runner, "type": runner, "actor_device": args.actor_device})
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
-        model = model_of(args)
-        result = train(args.env, algorithm, model, RunnerConfig(runner, actor_device=args.actor_device), 1, out,
-                       output=quiet)  # fmt: skip
+        result = train(args.env, algorithm, model_of(args), runner_config, 1, out, output=quiet)
 
     def median(name: str) -> float:
         return statistics.median(result.column(name)[1:])
@@ -315,27 +341,24 @@ def _print(rows: list[dict], keys: list[str]) -> None:
 
 
 def main() -> None:
-    from maze_impala import ImpalaAlgorithmConfig
-
-    shipped = ImpalaAlgorithmConfig()  # the defaults below are the shipped settings
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--env",
         default="CartPole-v1",
         help="a Gymnasium id, env=NAME (a shipped env config) or env=NAME:KEY=VALUE,... (one with keys changed)",
     )
-    parser.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP widths")
-    parser.add_argument("--num-actors", type=int, default=shipped.num_actors)
-    parser.add_argument("--envs-per-actor", type=int, default=shipped.envs_per_actor)
-    parser.add_argument("--n-rollout-steps", type=int, default=shipped.n_rollout_steps)
-    parser.add_argument("--actors-batch-size", type=int, default=shipped.actors_batch_size)
+    # Not given (None): the env family's setting, else the shipped default (resolve)
+    parser.add_argument("--hidden", type=int, nargs="+", help="MLP widths")
+    parser.add_argument("--num-actors", type=int)
+    parser.add_argument("--envs-per-actor", type=int)
+    parser.add_argument("--n-rollout-steps", type=int)
+    parser.add_argument("--actors-batch-size", type=int)
     parser.add_argument(
         "--min-actors-batch-size",
         type=int,
-        default=shipped.min_actors_batch_size,
         help="adaptive batches: an update takes this many rollouts or more, up to actors_batch_size",
     )
-    parser.add_argument("--device", default=shipped.device, help="the learner's device: cpu or cuda")
+    parser.add_argument("--device", help="the learner's device: cpu or cuda")
     parser.add_argument("--actor-device", default=None, help="runner.actor_device: the actors act through torch there")
     parser.add_argument(
         "--learner-batches",
@@ -370,19 +393,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("throughput.json"))
     args = parser.parse_args()
     label = args.env
-    if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers included
-        from maze_impala.config.workloads import shipped_env
-
-        name, _, changes = args.env.removeprefix("env=").partition(":")
-        args.env = dict(shipped_env(name)[0])
-        args.env.update(change.split("=", 1) for change in changes.split(",") if change)
+    resolve(args)
     if args.compare_models:
         compare_models(args)
         return
     if args.learner_only:
         print(
             f"{label}, {model_of(args)}, learner on {args.device}: one batch of rollouts of {args.envs_per_actor} "
-            f"envs x {args.n_rollout_steps} steps, {ImpalaAlgorithmConfig().n_sgd_passes} SGD passes per update"
+            f"envs x {args.n_rollout_steps} steps, {algorithm_of(args).n_sgd_passes} SGD passes per update"
         )
         print("| rollouts per batch | samples per batch | updates/s | samples/s |\n|---|---|---|---|")
         for size in args.learner_batches:
@@ -399,7 +417,8 @@ def main() -> None:
         parser.error("--soak watches a runner=local run: keep local in --runners")
 
     base = measure(args)
-    report: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "base": base}
+    settings = {k: v for k, v in vars(args).items() if k not in ("json", "family", "image_shapes")}
+    report: dict = {"settings": settings, "base": base}
     print(f"{label}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
           f"steps, batches of {_batches(args)}, {model_of(args)}, learner on {args.device}, {os.cpu_count()} CPU "
           "cores")  # fmt: skip

@@ -358,3 +358,6 @@ def test_actors_on_a_gpu_that_torch_does_not_see_are_refused_before_anything_sta
         RunnerConfig(actor_device="gpu")
     with pytest.raises(ConfigError, match="runner=ray: a Ray actor sees a GPU only where it reserves one"):
         RunnerConfig("ray", actor_device="cuda")
+    with pytest.raises(ConfigError, match="start_method=fork: a forked process cannot use CUDA once its parent has"):
+        RunnerConfig("local", start_method="fork", actor_device="cuda:0")
+    RunnerConfig("local", start_method="fork", actor_device="cpu")  # no CUDA in the children: fork is fine

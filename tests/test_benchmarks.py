@@ -43,6 +43,35 @@ def test_throughput_measures_the_learner_alone_by_batch_size(tmp_path):
     assert all(float(row[3].rstrip(" |").replace(",", "")) > 0 for row in rows)
 
 
+def test_throughput_measures_a_shipped_env_family_with_its_own_settings_and_the_flags_given(monkeypatch):
+    """``--env env=atari`` measures Pong as ``maze-run env=atari`` trains it (RMSProp, one pass, 16 envs, unrolls of
+    20, its wrappers, ``image_encoder=auto`` as a run on that device resolves it), a flag that is given overriding."""
+    import argparse
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import throughput
+
+    args = argparse.Namespace(env="env=atari:name=ALE/Breakout-v5", hidden=None, model=[], device=None,
+                              num_actors=14, envs_per_actor=None, n_rollout_steps=None, actors_batch_size=4,
+                              min_actors_batch_size=None)  # fmt: skip
+    throughput.resolve(args)
+    assert args.env["name"] == "ALE/Breakout-v5" and args.env["wrappers"]  # the family's env, with a key changed
+    algorithm = throughput.algorithm_of(args, epoch_length=25)
+    assert (algorithm.optimizer, algorithm.n_sgd_passes, algorithm.envs_per_actor, algorithm.n_rollout_steps) == (
+        "rmsprop", 1, 16, 20)  # fmt: skip
+    assert (algorithm.num_actors, algorithm.actors_batch_size, algorithm.epoch_length) == (14, 4, 25)
+    assert algorithm.rollout_evaluator.n_episodes == 1  # evaluation is not in the rates: as short as it can be
+    assert throughput.model_of(args).image_encoder == "nature"  # a CPU learner's
+    args.device = "cuda"
+    assert throughput.model_of(args).image_encoder == "impala"  # a GPU learner's, actors alike
+    plain = argparse.Namespace(env="CartPole-v1", hidden=None, model=["recurrent=lstm"], device=None,
+                               **dict.fromkeys(throughput.FLAGS[:-1]))  # fmt: skip
+    throughput.resolve(plain)
+    shipped = throughput.ImpalaAlgorithmConfig()
+    assert throughput.algorithm_of(plain).n_sgd_passes == shipped.n_sgd_passes and plain.device == "cpu"
+    assert throughput.model_of(plain).recurrent == "lstm" and plain.hidden == [128, 128]
+
+
 def test_the_one_node_lstm_unroll_that_was_measured_is_exact(tmp_path):
     # docs/benchmarks.md reports its speed; the figures mean something only if it computes what the shipped unroll does
     stdout = run_script("lstm_unroll.py", "check", cwd=tmp_path)

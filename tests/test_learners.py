@@ -242,5 +242,8 @@ def test_cuda_learners_that_would_share_a_gpu_are_refused_before_anything_starts
               output=quiet, output_dir=tmp_path / "run")  # fmt: skip
     assert not (tmp_path / "run" / "model_last.pt").exists()
     check_devices("cuda", 2, "local", device_count=2)  # a GPU each: fine
+    with pytest.raises(ConfigError, match="start_method=fork: a forked learner cannot use CUDA once its parent has"):
+        check_devices("cuda", 2, "local", "fork", device_count=2)
+    check_devices("cpu", 2, "local", "fork", device_count=0)
     check_devices("cuda", 2, "ray", device_count=1)  # Ray places each on a GPU of the cluster
     check_devices("cpu", 4, "local", device_count=0)

@@ -105,6 +105,10 @@ class RunnerConfig:
             raise ConfigError(f"runner.actor_device={device} with runner=ray: a Ray actor sees a GPU only where it "
                               "reserves one, which runner=ray does not yet; act on GPUs with runner=local, or drop "
                               "runner.actor_device")  # fmt: skip
+        if self.start_method == "fork" and device is not None and device.startswith("cuda"):
+            raise ConfigError(f"runner.actor_device={device} with runner.start_method=fork: a forked process cannot "
+                              "use CUDA once its parent has; start the actors with spawn (the default) or "
+                              "forkserver")  # fmt: skip
         check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
         check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",
               self.actor_timeout_s, "None (derived) or > 0 seconds")  # fmt: skip

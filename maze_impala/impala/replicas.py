@@ -41,11 +41,18 @@ LearnerParts = tuple[torch.nn.Module, torch.nn.Module, ImpalaAlgorithmConfig]
 """What another learner is built from: learner 0's policy and critic (copied) and the algorithm's config."""
 
 
-def check_devices(device: str, num_learners: int, runner: str, device_count: int | None = None) -> None:
+def check_devices(
+    device: str, num_learners: int, runner: str, start_method: str = "spawn", device_count: int | None = None
+) -> None:
     """Refuse, before anything starts, several CUDA learners on this machine that would share a GPU: NCCL's gradient
-    sum fails at the first update when two ranks hold one device (``device_count``: the GPUs torch sees)."""
+    sum fails at the first update when two ranks hold one device (``device_count``: the GPUs torch sees); or that
+    would start as forked processes, which cannot use CUDA once their parent has."""
     if num_learners == 1 or not device.startswith("cuda") or runner == "ray":  # Ray gives each learner a GPU
         return
+    if start_method == "fork":
+        raise ConfigError(f"algorithm.num_learners={num_learners} with algorithm.device={device} and "
+                          "runner.start_method=fork: a forked learner cannot use CUDA once its parent has; start "
+                          "them with spawn (the default) or forkserver")  # fmt: skip
     count = torch.cuda.device_count() if device_count is None else device_count
     if num_learners > count:
         raise ConfigError(

@@ -159,7 +159,9 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
         config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
-        check_devices(config.algorithm.device, config.algorithm.num_learners, config.runner.type)
+        check_devices(
+            config.algorithm.device, config.algorithm.num_learners, config.runner.type, config.runner.start_method
+        )
         check_actor_device(config.runner.actor_device)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()
