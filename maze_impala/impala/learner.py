@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from dataclasses import fields, replace
 from typing import Any
 
@@ -12,33 +11,17 @@ import torch
 from torch import nn
 
 from maze_impala.config import ImpalaAlgorithmConfig
-from maze_impala.core import ANCESTRAL, OBSERVED, Learner, NonFiniteError, Rollout, StepKey, Trajectory
+from maze_impala.core import ANCESTRAL, OBSERVED, Learner, Rollout, StepKey, Trajectory
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.compiled import compiled_losses
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
+from maze_impala.impala.metrics import PhaseClock, last_pass_metrics, loss_metrics, publish
 from maze_impala.impala.optim import make_optimizer
-from maze_impala.impala.parallel import MAX, MEAN, SPREAD, Metric, ProcessGroup, Shard
+from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
-
-
-class _PhaseClock:
-    """Seconds per phase of one learner step, accumulated over its passes."""
-
-    def __init__(self) -> None:
-        self.seconds = dict.fromkeys(("stack", "forward", "loss", "apply"), 0.0)
-        self._last = time.perf_counter()
-
-    def lap(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.seconds[phase] += now - self._last
-        self._last = now
-
-    def share(self, phase: str) -> float:
-        whole = sum(self.seconds.values())
-        return 100.0 * self.seconds[phase] / whole if whole > 0 else 0.0
 
 
 class ImpalaLearner(Learner):
@@ -89,7 +72,7 @@ class ImpalaLearner(Learner):
         """One update on a batch of rollouts (``n_sgd_passes`` x ``n_sgd_minibatches`` optimizer steps); bumps
         :attr:`version`."""
         self.record_lag(rollouts)
-        clock = _PhaseClock()
+        clock = PhaseClock()
         shard = self.prepare(rollouts, train_policy)
         clock.lap("stack")
         self._update(shard, clock)
@@ -115,13 +98,13 @@ class ImpalaLearner(Learner):
     def update(self, shard: Shard) -> None:
         """One update on ``shard``: the whole batch (:meth:`prepare`'s), or with :attr:`group` this learner's part
         of it, whose gradients and metrics are summed with the other learners'."""
-        clock = _PhaseClock()
+        clock = PhaseClock()
         self.version = shard.version
         if shard.normalizers and self.group is not None and self.group.rank > 0:
             self.policy.normalizers.load_state_dict(shard.normalizers)
         self._update(shard, clock)
 
-    def _update(self, shard: Shard, clock: _PhaseClock) -> None:
+    def _update(self, shard: Shard, clock: PhaseClock) -> None:
         cfg, ev, train_policy = self.config, self.events, shard.train_policy
         self.optimizer.lr = cfg.lr * self._schedule(cfg.lr_schedule)
         entropy_coef = cfg.entropy_coef * self._schedule(cfg.entropy_schedule)
@@ -150,23 +133,19 @@ class ImpalaLearner(Learner):
                         total, losses = self._compiled(minibatch, train_policy, anchors[index], entropy_coef, shares,
                                                        first or last)  # fmt: skip
                 if first:  # the batch as the policy that arrived at it saw it
-                    metrics += self._loss_metrics(losses, shares)
+                    metrics += loss_metrics(self.events, losses, shares, self.critic.critic_key)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
                 if last:  # how far the batch moved the policy, what the region held back
-                    metrics += self._last_pass_metrics(losses, shares)
+                    metrics += last_pass_metrics(self.events, losses, shares, cfg.clip_range is not None)
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
         ev.learning_rate(value=self.optimizer.lr)
         ev.entropy_coef(value=entropy_coef)
         self.version += 1
-        self._publish(metrics)
+        publish(metrics, self.group, self.version)
         clock.lap("apply")
-        share = clock.share
-        ev.time_collecting_actors(time=clock.seconds["stack"], percent=share("stack"))
-        ev.time_learner_rollout(time=clock.seconds["forward"], percent=share("forward"))
-        ev.time_loss_computation(time=clock.seconds["loss"], percent=share("loss"))
-        ev.time_backprop(time=clock.seconds["apply"], percent=share("apply"))
+        clock.record(ev)
 
     def _forward_and_loss(self, minibatch: dict[StepKey, StepBatch], train_policy: bool,
                           anchor: dict[StepKey, torch.Tensor] | None, entropy_coef: torch.Tensor | float,
@@ -193,44 +172,6 @@ class ImpalaLearner(Learner):
                       for key in keys]  # fmt: skip
         self.optimizer.step()
         return norms
-
-    def _publish(self, metrics: list[Metric]) -> None:
-        """Record the update's metrics with one host transfer; a non-finite one stops training."""
-        values = self.group.pool(metrics) if self.group is not None else [m.value for m in metrics]
-        on_host = torch.stack([value.detach().float().reshape(()) for value in values]).tolist()
-        for (event, args, *_), value in zip(metrics, on_host):
-            if not math.isfinite(value):
-                what = ", ".join(f"{k} {v!r}" for k, v in args.items())
-                raise NonFiniteError(f"update {self.version}: {event.__name__} is {value} ({what}); the weights are "
-                                     "not published and the last checkpoint holds the last finite ones")  # fmt: skip
-            event(**args, value=value)
-
-    def _loss_metrics(self, losses: dict[StepKey, StepLoss], shares: dict[StepKey, float] | None) -> list[Metric]:
-        ev, metrics = self.events, []
-        for key, loss in losses.items():
-            share = 1.0 if shares is None else shares[key]
-            step, critic = {"step_key": key}, {"critic_key": self.critic.critic_key(key)}  # a shared critic: one name
-            metrics += [
-                Metric(ev.policy_loss, step, loss.policy_loss, MEAN, share),
-                Metric(ev.policy_entropy, step, loss.entropy, MEAN, share),
-                Metric(ev.critic_value, critic, loss.mean_value, MEAN, share),
-                Metric(ev.critic_value_loss, critic, loss.value_loss, MEAN, share),
-                Metric(ev.policy_clipped_rho_fraction, step, loss.clipped_rho_fraction, MEAN, share),
-                Metric(ev.policy_max_abs_logit, step, loss.max_abs_logit, MAX),
-                Metric(ev.policy_advantage_std, step, loss.advantage_std, SPREAD, share, loss.advantage_mean),
-                Metric(ev.policy_behaviour_kl, step, loss.behaviour_kl, MEAN, share),
-            ]
-        return metrics
-
-    def _last_pass_metrics(self, losses: dict[StepKey, StepLoss], shares: dict[StepKey, float] | None) -> list[Metric]:
-        ev, metrics = self.events, []
-        for key, loss in losses.items():
-            share = 1.0 if shares is None else shares[key]
-            metrics.append(Metric(ev.policy_update_kl, {"step_key": key}, loss.update_kl, MEAN, share))
-            if self.config.clip_range is not None:
-                metrics.append(Metric(ev.policy_clipped_ratio_fraction, {"step_key": key},
-                                      loss.clipped_ratio_fraction, MEAN, share))  # fmt: skip
-        return metrics
 
     def _normalized(self, key: StepKey, batch: StepBatch) -> StepBatch:
         """The batch's observations as the networks' inputs; a normalising policy first adds the batch's decisions to
