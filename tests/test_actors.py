@@ -326,7 +326,7 @@ def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_act
     """``runner.actor_device``: the path that acts on a GPU, run on the CPU: the spec keeps no numpy form, every
     actor (in process or in a process of its own) acts through torch on the device, with the same actions."""
     from maze_impala.config import ImpalaAlgorithmConfig, RunnerConfig
-    from maze_impala.train.setup import make_actors
+    from maze_impala.train.backends import make_actors
 
     policy, weights = _weights()
     plain = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=3, seed=2)
@@ -348,7 +348,7 @@ def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_act
 
 def test_actors_on_a_gpu_that_torch_does_not_see_are_refused_before_anything_starts():
     from maze_impala.config import ConfigError, RunnerConfig
-    from maze_impala.train.setup import check_actor_device
+    from maze_impala.train.backends import check_actor_device
 
     with pytest.raises(ConfigError, match=r"runner.actor_device=cuda:1, and torch sees 1 GPU\(s\) here: act on"):
         check_actor_device("cuda:1", device_count=1)

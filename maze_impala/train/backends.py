@@ -1,0 +1,90 @@
+"""The backends of a run: the pool its actors run in (``runner.type``), and where its other learners run
+(``algorithm.num_learners``), each refused before anything starts where the machine cannot hold it."""
+
+from __future__ import annotations
+
+import torch
+
+from maze_impala.actors.actor import ActorSpec
+from maze_impala.actors.restarts import RestartPolicy
+from maze_impala.actors.sequential import SequentialActors
+from maze_impala.actors.subprocess import SubprocessActors
+from maze_impala.actors.weights import SharedWeights
+from maze_impala.config import ConfigError, ImpalaAlgorithmConfig, RunnerConfig
+from maze_impala.core import ActorPool, WeightPublisher
+from maze_impala.events.interfaces import ActorEvents
+from maze_impala.impala.replica_processes import ReplicaProcesses
+from maze_impala.impala.replicas import Replicas
+from maze_impala.impala.threads import ThreadPlan, plan_threads
+from maze_impala.nn.models import StructuredPolicy
+from maze_impala.nn.torch_acting import numpy_form_of
+from maze_impala.play.pool import SnapshotPool
+
+
+def check_actor_device(device: str | None, device_count: int | None = None) -> None:
+    """Refuse, before anything starts, actors on a GPU that torch does not see (``device_count``: the GPUs it sees)."""
+    if device is None or not device.startswith("cuda"):
+        return
+    count = torch.cuda.device_count() if device_count is None else device_count
+    if (int(device[5:]) if device.startswith("cuda:") else 0) >= count:
+        raise ConfigError(f"runner.actor_device={device}, and torch sees {count} GPU(s) here: act on the CPU (drop "
+                          "runner.actor_device) or name a GPU that torch sees")  # fmt: skip
+
+
+def make_actors(
+    spec: ActorSpec,
+    policy: torch.nn.Module,
+    version: int,
+    algorithm: ImpalaAlgorithmConfig,
+    runner: RunnerConfig,
+    events: ActorEvents | None = None,
+    snapshots: SnapshotPool | None = None,
+) -> tuple[ActorPool, WeightPublisher]:
+    """The actor backend ``runner.type`` names, running ``spec``'s actors, and the publisher of ``policy``'s weights
+    (at ``version``) for it, and of ``snapshots`` (the learner's snapshot pool, if the run has one); restarts are
+    published to ``events``. A policy that acts in numpy goes to the actors as its numpy form
+    (:meth:`ActorSpec.in_numpy`): an actor process then never imports torch."""
+    if isinstance(policy, StructuredPolicy):
+        spec = spec.in_numpy(numpy_form_of(policy))
+    if runner.type == "ray":
+        from maze_impala.actors.ray_actors import RayActors, RayWeights  # Ray is an optional dependency
+
+        weights = RayWeights(policy, version=version)
+    else:
+        weights = SharedWeights(policy, version=version, snapshot_slots=snapshots.size if snapshots is not None else 0)
+    if snapshots is not None:  # before any actor starts: its first game against the pool finds the pool
+        weights.publish_snapshots(snapshots.snapshots)
+        weights.publish_pool_scores(snapshots.scores())
+    if runner.type == "dev":
+        return SequentialActors(spec, weights, algorithm.num_actors), weights
+    restarts = RestartPolicy(
+        max_restarts=runner.max_restarts,
+        window_s=runner.restart_window_s,
+        actor_timeout_s=runner.actor_timeout_s,
+        startup_timeout_s=runner.failure_timeout,
+    )
+    if runner.type == "ray":
+        return RayActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.address,
+                         runner.num_cpus_per_actor, restarts, events), weights  # fmt: skip
+    pool = SubprocessActors(spec, weights, algorithm.num_actors, algorithm.queue_size_limit, runner.start_method,
+                            batch_size=algorithm.actors_batch_size, restarts=restarts, events=events)  # fmt: skip
+    return pool, weights
+
+
+def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool: ActorPool) -> ThreadPlan | None:
+    """The thread counts a CPU learner may compute with beside ``pool``'s actors (None: a GPU learner's, which
+    leaves torch's threads as they are)."""
+    if algorithm.device != "cpu":
+        return None
+    return plan_threads(runner.learner_cores, pool.actor_cores(), algorithm.num_learners,
+                        deterministic=runner.type == "dev")  # fmt: skip
+
+
+def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, threads: int | None) -> Replicas:
+    """Learners 1..``num_learners - 1`` for ``runner.type``: Ray actors with runner=ray, else processes here; a CPU
+    learner's ``threads`` are its share of those the actors leave (:func:`learner_threads`; None: a GPU learner)."""
+    if runner.type == "ray":
+        from maze_impala.impala.ray_replicas import RayReplicas  # Ray is an optional dependency
+
+        return RayReplicas(algorithm.num_learners, runner.learner_timeout_s, threads or 1, algorithm.device)
+    return ReplicaProcesses(algorithm.num_learners, runner.learner_timeout_s, threads, runner.start_method)
