@@ -16,25 +16,52 @@ from typing import Any
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 
 
+class Collector:
+    """The rollouts of an actor of the seeded policy (:func:`learner_and_batch`'s, or ``policy``), collected as they
+    are asked for: the first ``n`` are the batch that a fresh collection of ``n`` gives, so batches of several sizes
+    share them."""
+
+    def __init__(self, env_id: str | dict, algorithm: ImpalaAlgorithmConfig, model: ModelConfig, policy: Any = None):
+        import torch
+
+        from maze_impala.actors.actor import ActorSpec
+        from maze_impala.actors.weights import SharedWeights
+        from maze_impala.envs.factory import make_env
+        from maze_impala.nn.models import make_policy
+        from maze_impala.play.lineup import Lineup
+
+        if policy is None:
+            torch.manual_seed(0)
+            policy = make_policy(make_env(env_id), model)
+        spec = ActorSpec(env_id, Lineup.of(model), algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
+        self.actor = spec.build(0, SharedWeights(policy))  # the weights as they are now: updates do not reach it
+        self.rollouts: list[Any] = []
+
+    def take(self, n: int) -> list[Any]:
+        """The first ``n`` rollouts, collecting those not collected yet."""
+        while len(self.rollouts) < n:
+            self.rollouts.append(self.actor.rollout())
+        return self.rollouts[:n]
+
+
 def learner_and_batch(
     env_id: str = "CartPole-v1",
     algorithm: ImpalaAlgorithmConfig | None = None,
     model: ModelConfig | None = None,
     batch_size: int | None = None,
+    collector: Collector | None = None,
 ) -> tuple[Any, list[Any]]:
     """The learner of ``algorithm`` and ``model`` (default the shipped ones) for ``env_id``, seeded, and one batch of
-    ``batch_size`` rollouts (default ``algorithm.actors_batch_size``) that its policy collected."""
+    ``batch_size`` rollouts (default ``algorithm.actors_batch_size``) that its policy collected (``collector``'s,
+    one for the same env, model and rollout sizes, whose batches are the same; default a collector of its own)."""
     import torch  # here, not at the top: the actor processes of a benchmark re-import its script
 
-    from maze_impala.actors.actor import ActorSpec
-    from maze_impala.actors.weights import SharedWeights
     from maze_impala.envs.factory import make_env
     from maze_impala.events.api import EventHub
     from maze_impala.impala.events import MultiStepIMPALAEvents
     from maze_impala.impala.learner import ImpalaLearner
     from maze_impala.nn.critics import make_critic
     from maze_impala.nn.models import make_policy
-    from maze_impala.play.lineup import Lineup
 
     algorithm = algorithm or ImpalaAlgorithmConfig()
     model = model or ModelConfig()
@@ -42,9 +69,7 @@ def learner_and_batch(
     torch.manual_seed(0)
     policy = make_policy(env, model)
     critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
-    spec = ActorSpec(env_id, Lineup.of(model), algorithm.n_rollout_steps, algorithm.envs_per_actor, seed=0)
-    actor = spec.build(0, SharedWeights(policy))
-    batch = [actor.rollout() for _ in range(batch_size or algorithm.actors_batch_size)]
+    batch = (collector or Collector(env_id, algorithm, model, policy)).take(batch_size or algorithm.actors_batch_size)
     return ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents)), batch
 
 

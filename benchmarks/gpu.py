@@ -35,7 +35,15 @@ MODELS = {
 """Each model: its env (an id, or a shipped env config's name), model settings, algorithm settings."""
 
 
+_COLLECTORS: dict[tuple[str, bool], Any] = {}
+"""Each model's rollouts (with ``--tiny`` or not), shared by its batches: a smaller batch is the first rollouts of a
+larger one, as the seeded policy collects them (an Atari batch of 64 rollouts is 20,480 env steps of a CNN acting on
+the CPU, collected once)."""
+
+
 def learner_and_batch(name: str, device: str, rollouts: int, tiny: bool, **update: str) -> tuple[Any, list[Any]]:
+    """The learner of ``name`` on ``device`` with the ``update`` settings, and a batch of ``rollouts`` rollouts."""
+    from calibration import Collector
     from calibration import learner_and_batch as build
 
     from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
@@ -50,7 +58,10 @@ def learner_and_batch(name: str, device: str, rollouts: int, tiny: bool, **updat
     if tiny:
         settings.update(envs_per_actor=2, n_rollout_steps=4)
     settings.pop("rollout_evaluator", None)
-    return build(env, ImpalaAlgorithmConfig(**settings), ModelConfig(**model), batch_size=rollouts)
+    algorithm_config, model_config = ImpalaAlgorithmConfig(**settings), ModelConfig(**model)
+    if (name, tiny) not in _COLLECTORS:
+        _COLLECTORS[(name, tiny)] = Collector(env, algorithm_config, model_config)
+    return build(env, algorithm_config, model_config, batch_size=rollouts, collector=_COLLECTORS[(name, tiny)])
 
 
 def update_profile(learner: Any, batch: list[Any], device: str) -> dict[str, float]:
@@ -119,8 +130,12 @@ def main() -> None:
     print(f"device {args.device} ({name}), torch {torch.__version__}", flush=True)
     combinations = [{"compile": c, "precision": p} for c in args.compile for p in args.precision]
     cases = [(m, r, update) for m in args.models for r in args.rollouts for update in combinations]
-    rounds = [[measure(m, args.device, r, args.seconds, args.tiny, **update) for m, r, update in cases]
-              for _ in range(args.rounds)]  # fmt: skip
+    rounds: list[list[dict[str, Any]]] = []
+    for _ in range(args.rounds):  # each case's figures printed as it ends: a run cut short keeps what it measured
+        rounds.append([])
+        for m, r, update in cases:
+            rounds[-1].append(measure(m, args.device, r, args.seconds, args.tiny, **update))
+            print(json.dumps(rounds[-1][-1]), flush=True)
     rows = [_median([found[i] for found in rounds]) for i in range(len(cases))]
     keys = list(dict.fromkeys(k for row in rows for k in row))
     print("| " + " | ".join(keys) + " |")

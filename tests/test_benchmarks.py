@@ -72,6 +72,30 @@ def test_throughput_measures_a_shipped_env_family_with_its_own_settings_and_the_
     assert throughput.model_of(plain).recurrent == "lstm" and plain.hidden == [128, 128]
 
 
+def test_the_learners_batches_of_several_sizes_share_the_rollouts_a_fresh_collection_gives(monkeypatch):
+    """``benchmarks/gpu.py`` measures batches of 1 to 64 rollouts from one collection: a smaller batch must be what
+    the seeded policy would collect for it alone, and a learner built beside it computes with the same policy."""
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import calibration
+
+    from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
+
+    algorithm, model = ImpalaAlgorithmConfig(envs_per_actor=2, n_rollout_steps=4), ModelConfig()
+    shared = calibration.Collector("CartPole-v1", algorithm, model)
+    learner, batch = calibration.learner_and_batch("CartPole-v1", algorithm, model, 2, collector=shared)
+    assert len(shared.take(3)) == 3 and shared.take(2) == batch  # the larger batch begins with the smaller one
+    _, alone = calibration.learner_and_batch("CartPole-v1", algorithm, model, 2)
+    for ours, theirs in zip(batch, alone):
+        a, b = ours.trajectories[0], theirs.trajectories[0]
+        np.testing.assert_array_equal(a.actions["action"], b.actions["action"])
+        np.testing.assert_array_equal(a.behaviour_log_probs, b.behaviour_log_probs)
+        np.testing.assert_array_equal(a.observations["observation"], b.observations["observation"])
+    learner.step(batch)  # a batch the learner steps on
+    assert learner.version == 1
+
+
 def test_the_one_node_lstm_unroll_that_was_measured_is_exact(tmp_path):
     # docs/benchmarks.md reports its speed; the figures mean something only if it computes what the shipped unroll does
     stdout = run_script("lstm_unroll.py", "check", cwd=tmp_path)
