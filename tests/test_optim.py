@@ -1,6 +1,7 @@
-"""The learner's Adam and RMSProp: torch.optim's updates, their state formats, and no torch._dynamo import."""
+"""The learner's Adam, RMSProp and clipping: torch's updates, their state formats, no torch._dynamo import."""
 
 import copy
+import math
 import subprocess
 import sys
 from dataclasses import replace
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from maze_impala.config import ImpalaAlgorithmConfig
-from maze_impala.impala.optim import Adam, RMSProp, make_optimizer
+from maze_impala.impala.optim import Adam, RMSProp, clip_grad_norms, make_optimizer
 
 SHAPES = [(8, 4), (8,), (3, 8), (3,)]
 SETTINGS = {"lr": 3e-3, "betas": (0.9, 0.99), "eps": 1e-5}
@@ -165,3 +166,32 @@ print(learner.version, "torch._dynamo" in sys.modules)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "False"], f"torch._dynamo was imported: {proc.stdout}"
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 3.0, math.inf])
+def test_clipping_groups_together_is_clip_grad_norm_on_each_group(max_norm):
+    """The learner measures and clips every network's gradient in one call: each group's norm and gradients are
+    those of ``clip_grad_norm_`` on that group alone (up to rounding), an empty group's norm is 0 and leaves the
+    others alone, and a group of non-finite gradients reports a non-finite norm (the learner's stop)."""
+    torch.manual_seed(0)
+    groups = [[torch.randn(4, 3), torch.randn(3)], [], [torch.randn(5) * 10, torch.randn(2, 2), torch.randn(1)]]
+    expected = [[g.clone() for g in group] for group in groups]
+    norms = clip_grad_norms(groups, max_norm)
+    for group, theirs, norm in zip(groups, expected, norms):
+        want = torch.nn.utils.clip_grad_norm_([_with_grad(g) for g in theirs], max_norm) if theirs else 0.0
+        torch.testing.assert_close(norm, torch.as_tensor(want, dtype=norm.dtype), rtol=1e-6, atol=0)
+        for ours, grad in zip(group, theirs):
+            torch.testing.assert_close(ours, grad, rtol=1e-6, atol=1e-7)
+    assert norms[2] > 3.0 and (max_norm == math.inf or norms[0] > max_norm)  # the cases clip something
+    broken = [[torch.tensor([1.0, math.nan])], [torch.ones(2)]]
+    found = clip_grad_norms(broken, 1.0)
+    assert not math.isfinite(found[0].item()) and found[1].item() == pytest.approx(math.sqrt(2))
+    assert clip_grad_norms([[], []], 1.0).tolist() == [0.0, 0.0]  # no gradient anywhere: every norm 0
+
+
+def _with_grad(grad: torch.Tensor) -> torch.Tensor:
+    """A parameter whose gradient is ``grad`` (clip_grad_norm_ takes parameters and scales their gradients in place,
+    so the check reads the clipped gradient back from ``grad`` itself)."""
+    param = torch.zeros_like(grad, requires_grad=True)
+    param.grad = grad
+    return param

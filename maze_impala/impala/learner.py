@@ -8,7 +8,6 @@ from dataclasses import fields, replace
 from typing import Any
 
 import torch
-from torch import nn
 
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ANCESTRAL, OBSERVED, Learner, Rollout, StepKey, Trajectory
@@ -17,11 +16,16 @@ from maze_impala.impala.compiled import compiled_losses
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
 from maze_impala.impala.metrics import PhaseClock, last_pass_metrics, loss_metrics, publish
-from maze_impala.impala.optim import make_optimizer
+from maze_impala.impala.optim import clip_grad_norms, make_optimizer
 from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
+
+
+def grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The gradients the last backward pass left on ``params`` (a network a loss did not reach has none)."""
+    return [p.grad for p in params if p.grad is not None]
 
 
 class ImpalaLearner(Learner):
@@ -59,9 +63,11 @@ class ImpalaLearner(Learner):
         self.optimizer = make_optimizer(self._params, config)
         # What "the policy of step key k" means for gradient norms and clipping: its network and its
         # action distribution's own parameters (e.g. a Gaussian's log-std).
-        self._policy_parts = {
-            key: nn.ModuleList([self.policy.network(key), self.policy.distribution(key)]) for key in policy.step_keys
+        self._policy_params = {
+            key: [*self.policy.network(key).parameters(), *self.policy.distribution(key).parameters()]
+            for key in policy.step_keys
         }
+        self._critic_params = {key: list(network.parameters()) for key, network in critic.networks_by_key().items()}
         self.events = events
         self.version = 0
         """The policy version: the number of updates made so far."""
@@ -159,19 +165,18 @@ class ImpalaLearner(Learner):
 
     def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:
         """Backward, clip each network's gradient (measuring its norm first) and take an optimizer step."""
-        ev, norms = self.events, []
+        ev = self.events
         self.optimizer.zero_grad()
         total.backward()
         if self.group is not None:  # the joint minibatch's gradient, before any norm is measured
             self.group.all_reduce_gradients(self._params)
-        for critic_key, network in self.critic.networks_by_key().items():
-            if any(p.grad is not None for p in network.parameters()):
-                norms.append(Metric(ev.critic_grad_norm, {"critic_key": critic_key}, self._clip(network)))
+        networks = [(ev.critic_grad_norm, {"critic_key": critic_key}, found)
+                    for critic_key, params in self._critic_params.items() if (found := grads(params))]  # fmt: skip
         if train_policy:
-            norms += [Metric(ev.policy_grad_norm, {"step_key": key}, self._clip(self._policy_parts[key]))
-                      for key in keys]  # fmt: skip
+            networks += [(ev.policy_grad_norm, {"step_key": key}, grads(self._policy_params[key])) for key in keys]
+        norms = clip_grad_norms([found for *_, found in networks], self.config.max_grad_norm or math.inf, self.device)
         self.optimizer.step()
-        return norms
+        return [Metric(event, args, norm) for (event, args, _), norm in zip(networks, norms.unbind())]
 
     def _normalized(self, key: StepKey, batch: StepBatch) -> StepBatch:
         """The batch's observations as the networks' inputs; a normalising policy first adds the batch's decisions to
@@ -260,13 +265,6 @@ class ImpalaLearner(Learner):
         rewards = rewards.clone()
         rewards[t, col] += self.config.gamma * final_values
         return rewards
-
-    def _clip(self, module: nn.Module) -> torch.Tensor:
-        """The module's gradient norm before clipping (on the device); clips it to max_grad_norm unless that is 0."""
-        params = [p for p in module.parameters() if p.grad is not None]
-        if not params:
-            return torch.zeros((), device=self.device)
-        return torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm or math.inf)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer state and the policy version (which sets the schedule's

@@ -13,7 +13,8 @@ the same way, with ``torch._foreach`` kernels and ``torch.optim.RMSprop``'s upda
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -165,6 +166,35 @@ class RMSProp:
                                  "another model")  # fmt: skip
             self.steps[position] = int(float(saved["step"]))
             self.square_avgs[position] = saved["square_avg"].to(param.device, param.dtype).clone()
+
+
+def clip_grad_norms(
+    groups: Sequence[Sequence[torch.Tensor]], max_norm: float, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """Each group's gradient norm, measured before clipping, on ``device``, and each group's gradients scaled in place
+    so that its norm is at most ``max_norm`` (``math.inf``: none is clipped).
+
+    ``torch.nn.utils.clip_grad_norm_`` applied to every group on its own, in a few operations for all of them: one
+    norm kernel over every gradient, the groups' norms from those by one indexed sum, one scaling per group. The
+    gradients are on ``device`` in one dtype (one learner's); an empty group's norm is 0.
+    """
+    grads = [grad for group in groups for grad in group]
+    if not grads:
+        return torch.zeros(len(groups), device=device)
+    squares = torch.stack(torch._foreach_norm(grads)).square()
+    owners = _owners(tuple(len(group) for group in groups), squares.device)
+    norms = squares.new_zeros(len(groups)).index_add_(0, owners, squares).sqrt()
+    scales = (max_norm / (norms + 1e-6)).clamp(max=1.0)  # clip_grad_norm_'s coefficient
+    for group, scale in zip(groups, scales.unbind()):
+        if group:
+            torch._foreach_mul_(list(group), scale)
+    return norms
+
+
+@functools.lru_cache(maxsize=64)
+def _owners(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """The group of each gradient, for groups of ``sizes`` gradients (kept: a learner's groups repeat every step)."""
+    return torch.tensor([group for group, size in enumerate(sizes) for _ in range(size)], device=device)
 
 
 def make_optimizer(params: Iterable[torch.Tensor], config: ImpalaAlgorithmConfig) -> Adam | RMSProp:
