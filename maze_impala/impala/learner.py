@@ -23,7 +23,7 @@ from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
 
 
-def grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
+def _grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
     """The gradients the last backward pass left on ``params`` (a network a loss did not reach has none)."""
     return [p.grad for p in params if p.grad is not None]
 
@@ -171,9 +171,9 @@ class ImpalaLearner(Learner):
         if self.group is not None:  # the joint minibatch's gradient, before any norm is measured
             self.group.all_reduce_gradients(self._params)
         networks = [(ev.critic_grad_norm, {"critic_key": critic_key}, found)
-                    for critic_key, params in self._critic_params.items() if (found := grads(params))]  # fmt: skip
+                    for critic_key, params in self._critic_params.items() if (found := _grads(params))]  # fmt: skip
         if train_policy:
-            networks += [(ev.policy_grad_norm, {"step_key": key}, grads(self._policy_params[key])) for key in keys]
+            networks += [(ev.policy_grad_norm, {"step_key": key}, _grads(self._policy_params[key])) for key in keys]
         norms = clip_grad_norms([found for *_, found in networks], self.config.max_grad_norm or math.inf, self.device)
         self.optimizer.step()
         return [Metric(event, args, norm) for (event, args, _), norm in zip(networks, norms.unbind())]
