@@ -50,6 +50,9 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs nee
 @pytest.mark.parametrize(("device", "mode"), [("cpu", "default"), pytest.param("cuda", "reduce-overhead", marks=CUDA)])
 def test_a_compiled_update_is_the_eager_update_up_to_rounding(device, mode, monkeypatch):
     variants = ({"compile": "off"}, {"compile": mode})
+    for flags in (torch.backends.cuda.matmul, torch.backends.cudnn):  # the process's settings back after the test
+        monkeypatch.setattr(flags, "allow_tf32", flags.allow_tf32)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
     learners, batch = _learners(*variants, n_sgd_passes=2, entropy_coef=0.01, entropy_schedule="linear", device=device)
     (eager, eager_stats), (compiled, compiled_stats) = learners
     assert eager._compiled is None and compiled._compiled is not None
