@@ -100,6 +100,10 @@ SUITE: dict[str, Task] = {
     "CartPole-v1": Task("CartPole-v1", threshold=475.0, floor=400.0),
     "Acrobot-v1": Task("Acrobot-v1", threshold=-100.0, floor=-150.0),
     "Pendulum-v1": Task("Pendulum-v1", threshold=-400.0, floor=-600.0),
+    # Box2D (pip install "maze_impala[box2d]"): Gymnasium counts 200 as solved
+    "LunarLander-v3": Task("LunarLander-v3", threshold=200.0, floor=100.0, budget=1_000_000),
+    # the flag at -110 or better; a policy that never finds it stays at -200
+    "MountainCar-v0": Task("MountainCar-v0", threshold=-120.0, floor=-180.0, budget=1_000_000),
     "cutting": Task({"_target_": "maze_impala.envs.examples.CuttingEnv"}, threshold=6.5, floor=5.0),
     "coordination": Task({"_target_": "maze_impala.envs.examples.CoordinationEnv"}, threshold=9.5, floor=8.0),
     # memory: a cue named 9 steps after it was shown (optimum 1, chance 0.25); an MLP cannot

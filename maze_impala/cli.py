@@ -103,10 +103,21 @@ def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
 
     env = OmegaConf.to_container(cfg.env, resolve=True)
     keys = [override_key(o) for o in overrides]
-    if "env._target_" in keys and "env" not in keys and isinstance(env, dict):
+    group = next((o.split("=", 1)[1] for o in reversed(overrides) if override_key(o) == "env"), None)
+    if "env._target_" in keys and group in (None, "gym_env") and isinstance(env, dict):
         given = {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
         env = {k: v for k, v in env.items() if k in given}
     return env
+
+
+def rollout_env(argv: list[str]) -> list[str]:
+    """A rollout's ``env.*`` keys without an ``env=`` group start from ``env=gym_env``, as training's do, so that
+    ``env._target_=my_env.MyEnv`` or ``env.name=Acrobot-v1`` name an env to play (a rollout has no env by default:
+    a trained policy plays its run's)."""
+    keys = [override_key(a) for a in argv if not a.startswith("-") and "=" in a]
+    if "env" not in keys and any(key.startswith("env.") for key in keys):
+        return [*argv, "env=gym_env"]
+    return argv
 
 
 def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
@@ -348,6 +359,8 @@ def _main(argv: Sequence[str] | None) -> None:
     except ConfigError as error:
         print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
         sys.exit(2)
+    if name == "conf_rollout":
+        argv = rollout_env(argv)
     # A module in the working directory (e.g. env._target_=my_env.MyEnv) is importable, as with `python -m`.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

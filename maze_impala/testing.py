@@ -42,6 +42,14 @@ class CounterEnv(gym.Env):
         return self._obs(), 1.0 + float(action), terminated, truncated, {}
 
 
+class EndlessEnv(CounterEnv):
+    """A :class:`CounterEnv` that never terminates or truncates, and has no time limit of its own (as MinAtar's games
+    have none): only the run's ``max_episode_steps`` ends its episodes."""
+
+    def __init__(self) -> None:
+        super().__init__(limit=2**62)
+
+
 class CrashingEnv(CounterEnv):
     """Raises in ``step`` after ``crash_after`` steps: an actor that fails with an exception."""
 

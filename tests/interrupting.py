@@ -3,7 +3,7 @@
     python interrupting.py STAGE [maze-run arguments]
 
 STAGE: ``import`` (while the training modules, torch among them, are imported), ``actors`` (before the actors
-start), ``update:N`` (at the N-th learner update) or ``checkpoint:N`` (in the
+start), ``update:N`` (at the N-th learner update), ``evaluate:N`` (as the N-th evaluation starts) or ``checkpoint:N`` (in the
 middle of writing the N-th ``model_last.pt``, after half of its bytes). The test suite runs it on the installed
 package, to check what every stage leaves behind and what a resume of it does.
 """
@@ -74,6 +74,10 @@ elif stage == "actors":
     SequentialActors.start = at_call(SequentialActors.start, 1, lambda self: interrupt())
 elif stage == "update":
     ImpalaLearner.step = at_call(ImpalaLearner.step, int(number), lambda *args: interrupt())
+elif stage == "evaluate":
+    from maze_impala.train.evaluator import RolloutEvaluator
+
+    RolloutEvaluator.evaluate = at_call(RolloutEvaluator.evaluate, int(number), lambda *args: interrupt())
 elif stage == "checkpoint":
     count = [0]
 

@@ -48,6 +48,8 @@ class ActorSpec:
     n_rollout_steps: int
     envs_per_actor: int
     seed: int
+    max_episode_steps: int | None = None
+    """Episodes of an env without a time limit of its own end as truncated after this many structured steps."""
 
     def in_numpy(self, form: NumpyPolicyForm | None) -> ActorSpec:
         """This spec with its trained policy acting in numpy through ``form`` where it acts on no device: its actor
@@ -58,7 +60,8 @@ class ActorSpec:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
         acting, learned = self.lineup.acting(envs[0], index, seed_for(self.seed, index, 1), weights)
         return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
-                            record_ancestors=self.lineup.records_ancestors, learned=learned)  # fmt: skip
+                            record_ancestors=self.lineup.records_ancestors, learned=learned,
+                            max_episode_steps=self.max_episode_steps)  # fmt: skip
 
 
 class _Training(Episodes):
@@ -94,7 +97,8 @@ class _Playing(Episodes):
         summary = episode.summary
         named = agent_returns(episode.actor_returns, self.actor.agents)
         result = EpisodeResult(episode_id, seed, episode.length, episode.episode_return, episode.actor_returns,
-                               named, summary.kpis, summary.records, summary.raw)  # fmt: skip
+                               named, summary.kpis, summary.records, summary.raw, episode.truncated,
+                               episode.capped)  # fmt: skip
         self.results.append(result)
         if self.on_episode is not None:
             self.on_episode(result)
@@ -107,6 +111,16 @@ class _Playing(Episodes):
         self.actor.episode_noise(env, seed)
         self.actor.batch.frame_sinks[env] = self.record(episode_id) if self.record is not None else None
         return True, seed
+
+
+@dataclass(frozen=True)
+class PlayProgress:
+    """How far :meth:`RolloutActor.play` is: episodes done of all, and the longest episode so far (finished or
+    playing), in structured steps."""
+
+    done: int
+    total: int
+    longest: int
 
 
 PLAY_CHUNK = 64
@@ -140,6 +154,7 @@ class RolloutActor(Actor):
         record_ancestors: bool = False,
         keep_raw_events: bool = False,
         learned: frozenset[ActorID] | None = None,
+        max_episode_steps: int | None = None,
     ):
         """``weights`` and ``acting``: the weights to act with and how (see :mod:`maze_impala.nn.acting`); no
         ``weights``: the acting keeps its own (a fixed policy, as :func:`~maze_impala.play.spec.load_acting` builds it);
@@ -148,8 +163,9 @@ class RolloutActor(Actor):
         takes the general strategy for flat envs too (see :mod:`.stepping`); ``record_ancestors``: record the earlier
         sub-steps' observations of each decision (the delta critic); ``keep_raw_events``: keep every event of a
         played episode; ``learned``: the actors whose decisions go into the rollouts (None: every one), where the
-        others are a fixed opponent's, part of the env for the learner."""
-        self.batch = EnvBatch(envs, keep_raw_events)
+        others are a fixed opponent's, part of the env for the learner; ``max_episode_steps``: the structured steps
+        after which an episode of an env without a time limit of its own ends as truncated (None: never)."""
+        self.batch = EnvBatch(envs, keep_raw_events, max_episode_steps)
         self.learned = learned
         self.weights, self.acting = weights, acting
         self.noise: Noise | None = None if deterministic else StreamNoise(seed)
@@ -230,12 +246,14 @@ class RolloutActor(Actor):
         episodes: Sequence[tuple[int, int]],
         on_episode: Callable[[EpisodeResult], None] | None = None,
         record: Callable[[int], FrameSink | None] | None = None,
+        on_progress: Callable[[PlayProgress], None] | None = None,
     ) -> list[EpisodeResult]:
         """Play ``episodes`` (``(episode id, seed)`` pairs) with the newest weights, nothing recorded for learning:
         each env takes the next episode when its last one ends. Sampled actions draw from a stream per episode,
         seeded by its seed, so an episode's actions depend on its seed and the policy only. Results in episode
         order; ``on_episode`` sees each one as it ends; ``record`` gives the episodes to film their frame sink (a
-        video file) by id, None for the others. Not to be mixed with :meth:`rollout` on one actor."""
+        video file) by id, None for the others; ``on_progress`` sees how far the play is after every chunk of
+        :data:`PLAY_CHUNK` structured steps. Not to be mixed with :meth:`rollout` on one actor."""
         self.version = self._load_weights()
         schedule = _Playing(self, episodes, on_episode, record)
         stepping = SubStepping(self.batch, self.recorders, schedule, self.order)  # envs idle at different times
@@ -245,11 +263,15 @@ class RolloutActor(Actor):
             stepping.start(e, schedule.next(e)[1])
         noise = RowNoise(self._streams) if self.noise is not None else None
         steps_left = np.full(len(self.batch), self.n_steps)
+        longest = 0
         while not stepping.idle.all():
             self._run(stepping, steps_left, noise)  # in chunks, so that the recorders' buffers stay small
             for recorder in self.recorders.values():
                 recorder.discard()
             steps_left[:] = self.n_steps
+            if on_progress is not None:
+                longest = max([longest, *self.batch.lengths(~stepping.idle), *(r.steps for r in schedule.results)])
+                on_progress(PlayProgress(len(schedule.results), len(episodes), longest))
         return sorted(schedule.results, key=lambda r: r.episode_id)
 
     def episode_noise(self, env: int, seed: int) -> None:
@@ -282,7 +304,7 @@ class RolloutActor(Actor):
         plays one seat against an opponent."""
         returns = episode.actor_returns
         self.publisher.publish(episode.episode_return, episode.length, returns, agent_returns(returns, self.agents),
-                               episode.summary.records, episode.summary.kpis)  # fmt: skip
+                               episode.summary.records, episode.summary.kpis, episode.truncated)  # fmt: skip
         if self.seat is not None:  # a game against the training opponent, seen from the trained seat
             seat = self.agents[self.seat]
             result = outcome(returns, seat, self.agents)

@@ -4,11 +4,13 @@ episodes into events, for training's actors, the evaluation and the rollout CLI 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from maze_impala.core import ActorID, StepKey
 from maze_impala.events.api import EventHub, EventRecord
 from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents
+from maze_impala.events.tables import kpi_row
 
 
 def step_key_returns(actor_returns: dict[ActorID, float]) -> dict[StepKey, float]:
@@ -45,6 +47,15 @@ class EpisodeResult:
     """The env's events of the episode, reduced as their interfaces declare."""
     raw: list[tuple[int, EventRecord]] = field(default_factory=list)
     """Every event of the episode with its structured step (when raw events were asked for)."""
+    truncated: bool = False
+    """Cut off by a time limit (the env's own, or ``max_episode_steps``) rather than terminated."""
+    capped: bool = False
+    """Cut off by ``max_episode_steps``: the env has no time limit of its own and the episode had not ended."""
+
+    def kpi_row(self) -> dict[str, Any]:
+        """Its row of ``kpis.csv`` (see :func:`~maze_impala.events.tables.kpi_row`)."""
+        return kpi_row(self.episode_id, self.seed, self.steps, self.episode_return, self.kpis, self.agent_returns,
+                       self.truncated)  # fmt: skip
 
 
 class EpisodePublisher:
@@ -58,9 +69,10 @@ class EpisodePublisher:
 
     def publish(self, episode_return: float, length: int, actor_returns: dict[ActorID, float],
                 agent_returns: dict[str, float], records: list[EventRecord],
-                kpis: dict[str, float]) -> None:  # fmt: skip
+                kpis: dict[str, float], truncated: bool = False) -> None:  # fmt: skip
         self.episodes.episode_return(value=episode_return)
         self.episodes.episode_length(value=length)
+        self.episodes.episode_truncated(value=int(truncated))
         for key, value in step_key_returns(actor_returns).items():
             self.episodes.step_key_return(step_key=key, value=value)
         for name, value in agent_returns.items():
@@ -72,4 +84,4 @@ class EpisodePublisher:
     def __call__(self, result: EpisodeResult) -> None:
         """A played episode (evaluation, rollouts)."""
         self.publish(result.episode_return, result.steps, result.actor_returns, result.agent_returns, result.records,
-                     result.kpis)  # fmt: skip
+                     result.kpis, result.truncated)  # fmt: skip

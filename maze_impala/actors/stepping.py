@@ -21,6 +21,7 @@ decisions through the recorders (which also reset their recurrent states), hands
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -52,6 +53,10 @@ class Episode:
     """The reward credited to each actor (step key and agent) that acted in it."""
     summary: EpisodeSummary
     """The env's reduced events and KPIs."""
+    truncated: bool = False
+    """Cut off by a time limit (the env's own, or ``max_episode_steps``) rather than terminated."""
+    capped: bool = False
+    """Cut off by ``max_episode_steps`` (see :class:`~maze_impala.envs.batch.EnvBatch`)."""
 
 
 class Episodes(ABC):
@@ -189,7 +194,8 @@ class SubStepping(Stepping):
                 recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
         returns = {ActorID(key, int(self.recorders[key].agent_ids[col])): value
                    for (key, col), value in self.credited[e].items()}  # fmt: skip
-        self.episodes.finished(Episode(e, sub.episode_return, sub.episode_length, returns, sub.summary))
+        self.episodes.finished(Episode(e, sub.episode_return, sub.episode_length, returns, sub.summary,
+                                       sub.truncated, sub.capped))  # fmt: skip
         self.credited[e].clear()
         self.pot[e] = 0.0
         self.in_step[e].clear()
@@ -222,6 +228,8 @@ class FlatStepping(Stepping):
         self.direct = [env.direct_env() if hasattr(env, "direct_env") else None for env in batch.envs]
         """Per env, the Gymnasium env to step directly (no Dict wrapping per step), or None."""
         self.all_direct = all(env is not None for env in self.direct)
+        self.caps = [math.inf if cap is None else cap for cap in batch.caps]
+        """Per env, the episode length at which it is truncated (see :class:`~maze_impala.envs.batch.EnvBatch`)."""
         self.ones = np.ones(E, dtype=np.int64)
         """Every env ends a structured step with every step."""
         self.everyone = ((self.key, self.all),)
@@ -252,11 +260,12 @@ class FlatStepping(Stepping):
         """Step ``t`` of every env, all plain Gymnasium envs: the per-env work is the ``step`` call alone."""
         recorder, envs = self.recorder, self.batch.envs
         next_obs, rewards, ended = [], [], []
+        lengths, caps = self.lengths, self.caps
         for e, (env, action) in enumerate(zip(self.direct, actions)):
             observation, reward, terminated, truncated, _ = env.step(action)
             next_obs.append(observation)
             rewards.append(reward)
-            if terminated or truncated:
+            if terminated or truncated or lengths[e] + 1 >= caps[e]:
                 ended.append((e, terminated))
             envs[e].tick()
         stacked = np.asarray(next_obs)
@@ -287,7 +296,7 @@ class FlatStepping(Stepping):
         self.recorder.rewards[t, e] = reward
         self.returns[e] += reward
         self.lengths[e] += 1
-        if terminated or truncated:
+        if terminated or truncated or self.lengths[e] >= self.caps[e]:
             self._close(t, e, terminated, observation)
         else:
             store(self.recorder.obs, (t + 1, e), observation)
@@ -296,7 +305,9 @@ class FlatStepping(Stepping):
         """Env ``e`` ended its episode at step ``t``: close the decision, hand over the episode, start the next."""
         self.recorder.close(e, not terminated, final_obs)
         episode_return, length = float(self.returns[e]), int(self.lengths[e])
-        episode = Episode(e, episode_return, length, {self.actor: episode_return}, self.batch.finish_episode(e))
+        capped = not terminated and length >= self.caps[e]
+        episode = Episode(e, episode_return, length, {self.actor: episode_return}, self.batch.finish_episode(e),
+                          truncated=not terminated, capped=capped)  # fmt: skip
         self.episodes.finished(episode)
         self.returns[e], self.lengths[e] = 0.0, 0
         if not self._next_episode(e):

@@ -13,6 +13,16 @@ from maze_impala.run_files import BEST_MODEL
 
 POLICY_TYPES = ("torch", "random")
 
+MAX_EPISODE_STEPS = 27_000
+"""The default episode cap: Atari's convention of 108,000 frames at a frame skip of 4. The shipped envs without a
+time limit of their own (MinAtar's five games) play far shorter episodes (Freeway ends itself after 2,500 steps), so
+no normal episode reaches it, while an evaluation of a policy that never loses ends within minutes."""
+
+
+def check_episode_cap(value: object) -> None:
+    check(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1),
+          "max_episode_steps", value, "null or an int >= 1")  # fmt: skip
+
 
 @dataclass
 class TrainingConfig:
@@ -30,9 +40,14 @@ class TrainingConfig:
     """Train into an output directory that holds another run's files, replacing them."""
     resume: str | None = None
     """A run directory to continue from its last checkpoint (its outputs continue there too)."""
+    max_episode_steps: int | None = MAX_EPISODE_STEPS
+    """Every episode of an env without a time limit of its own (training, evaluation, games, videos) ends as
+    truncated after this many structured steps; an env's own limit (a Gymnasium id's ``max_episode_steps``) is
+    kept. None: never cut (an env that never ends its episodes then never ends an evaluation)."""
 
     def __post_init__(self) -> None:
         check(isinstance(self.seed, int) and not isinstance(self.seed, bool), "seed", self.seed, "an int")
+        check_episode_cap(self.max_episode_steps)
 
 
 @dataclass
@@ -79,8 +94,12 @@ class RolloutConfig:
     """Multi-agent games: instead of episodes, play ``n_episodes`` games in every seat against this fixed
     opponent (``random``, a checkpoint, or a training output dir), in this process; writes games.csv and
     games_summary.csv (win, draw and loss rates per seat)."""
+    max_episode_steps: int | None = MAX_EPISODE_STEPS
+    """An episode of an env without a time limit of its own ends as truncated after this many structured steps
+    (see :attr:`TrainingConfig.max_episode_steps`)."""
 
     def __post_init__(self) -> None:
+        check_episode_cap(self.max_episode_steps)
         check(self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)), "opponent",
               self.opponent, "null, random, or the path of a checkpoint or training output dir")  # fmt: skip
         if isinstance(self.video, dict):

@@ -47,6 +47,8 @@ class SubStep:
     summary: EpisodeSummary | None = None
     """At the end of an episode: its reduced events, KPIs and (optionally) raw events."""
     info: dict = field(default_factory=dict)
+    capped: bool = False
+    """The episode was truncated by the batch's ``max_episode_steps``, not by the env (see :class:`EnvBatch`)."""
 
     @property
     def episode_ended(self) -> bool:
@@ -71,12 +73,17 @@ class EnvBatch:
     The first :data:`CHECKED_SUBSTEPS` sub-steps of every env are checked (observations against their
     spaces, ``step()``'s 5-tuple, finite rewards, ``actor_id()``), so that a broken env fails at once with
     a message naming the step key and the key, instead of far away in a rollout buffer or a loss.
+
+    Every episode ends: an env without a time limit of its own (:attr:`StructuredEnv.time_limit`) has its episode
+    truncated after ``max_episode_steps`` structured steps (None: never), as Gymnasium's ``TimeLimit`` would.
     """
 
-    def __init__(self, envs: list[StructuredEnv], keep_raw_events: bool = False):
+    def __init__(self, envs: list[StructuredEnv], keep_raw_events: bool = False, max_episode_steps: int | None = None):
         if not envs:
             raise ValueError("EnvBatch needs at least one env")
         self.envs = envs
+        self.caps: list[int | None] = [max_episode_steps if env.time_limit is None else None for env in envs]
+        """Per env, the structured steps after which its episodes are truncated (None: the env ends them)."""
         self.logs = [EpisodeEventLog(keep_raw=keep_raw_events) for _ in envs]
         """Each env's domain events of its current episode."""
         for env, log in zip(envs, self.logs):
@@ -137,13 +144,17 @@ class EnvBatch:
         ended = bool(terminated or truncated)
         step_ended = ended or time != self._times[e]
         self._times[e] = time
+        capped = False
         if step_ended:
             self._lengths[e] += 1
             if self.frame_sinks[e] is not None:
                 self.frame_sinks[e](env.render())
+            cap = self.caps[e]
+            capped = not ended and cap is not None and self._lengths[e] >= cap
+            ended = truncated = ended or capped
         sub = SubStep(
             actor, float(reward), env.get_actor_rewards(), env.get_actor_exits(), step_ended,
-            bool(terminated), bool(truncated) and not terminated, info=info,
+            bool(terminated), bool(truncated) and not terminated, info=info, capped=capped,
         )  # fmt: skip
         if ended:
             sub.final_observation, sub.final_actor = obs, env.actor_id()
@@ -152,6 +163,10 @@ class EnvBatch:
             return sub
         self._observe(e, obs)
         return sub
+
+    def lengths(self, playing: np.ndarray) -> list[int]:
+        """The structured steps of the current episodes of the envs where ``playing`` (a boolean mask) is true."""
+        return self._lengths[playing].tolist()
 
     def finish_episode(self, e: int) -> EpisodeSummary:
         """The reduced events and KPIs of env ``e``'s episode, for a caller that stepped the env itself."""

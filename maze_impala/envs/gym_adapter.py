@@ -128,6 +128,12 @@ class GymStructuredEnv(StructuredEnv):
             self._lives = lives
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
 
+    @property
+    def time_limit(self) -> int | None:
+        """The env's registered ``max_episode_steps`` (its TimeLimit), if it has one."""
+        spec = getattr(self.env, "spec", None)
+        return None if spec is None else spec.max_episode_steps
+
     def get_actor_exits(self) -> dict[ActorID, ActorExit]:
         """With ``episodic_life``, the actor after the step that lost a life (terminated: no bootstrap)."""
         return self._exits

@@ -101,6 +101,13 @@ class StructuredEnv(ABC):
         """The actors that left the episode with the last sub-step (called after every sub-step)."""
         return {}
 
+    @property
+    def time_limit(self) -> int | None:
+        """The structured steps after which the env truncates an episode itself, if it does (a Gymnasium id's
+        ``max_episode_steps``); None: no limit of its own is known. Where there is none, whole episodes are capped
+        at the run's ``max_episode_steps`` (see :class:`~maze_impala.envs.batch.EnvBatch`)."""
+        return None
+
     is_flat: bool = False
     """True for envs with one actor whose every ``step()`` is a structured step and that never return
     per-actor rewards or exits (e.g. Gymnasium envs): actors then take a faster loop."""

@@ -17,6 +17,11 @@ class EpisodeEvents(EventInterface):
     def episode_length(self, value: int):
         """The number of environment steps of one episode."""
 
+    @epoch_stats(sum_)
+    def episode_truncated(self, value: int):
+        """1 for an episode cut off by a time limit (the env's own, or the run's ``max_episode_steps`` for an env
+        without one), 0 for one that terminated: the sum counts the truncated episodes."""
+
     @epoch_stats(mean, group_by="step_key")
     def step_key_return(self, step_key: StepKey, value: float):
         """The reward one episode credited to the actors of one step key."""

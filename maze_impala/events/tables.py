@@ -106,10 +106,12 @@ def agent_return_column(agent: str) -> str:
 
 
 def kpi_row(episode_id: int, seed: int, steps: int, episode_return: float, kpis: dict[str, float],
-            agent_returns: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
-    """One row of ``kpis.csv``: the episode, its return, each named agent's return and the env's KPIs."""
+            agent_returns: Mapping[str, float] | None = None, truncated: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One row of ``kpis.csv``: the episode, its return, whether a time limit cut it off (1) or it terminated (0),
+    each named agent's return and the env's KPIs."""
     agents = {agent_return_column(name): value for name, value in (agent_returns or {}).items()}
-    return {"episode_id": episode_id, "seed": seed, "steps": steps, "return": episode_return, **agents, **kpis}
+    return {"episode_id": episode_id, "seed": seed, "steps": steps, "return": episode_return,
+            "truncated": int(truncated), **agents, **kpis}  # fmt: skip
 
 
 def kpi_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from maze_impala.actors.actor import PLAY_CHUNK, RolloutActor, seed_for
+from maze_impala.actors.actor import PLAY_CHUNK, PlayProgress, RolloutActor, seed_for
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
@@ -24,21 +24,27 @@ if TYPE_CHECKING:
 
 
 def episode_player(
-    envs: list[StructuredEnv], policy: StructuredPolicy, deterministic: bool, keep_raw_events: bool = False
+    envs: list[StructuredEnv],
+    policy: StructuredPolicy,
+    deterministic: bool,
+    keep_raw_events: bool = False,
+    max_episode_steps: int | None = None,
 ) -> RolloutActor:
     """An actor that plays episodes with ``policy``'s current weights (reloaded for every :meth:`~RolloutActor.play`),
     acting as training's actors do: in numpy where the policy exports a numpy form, else in torch."""
     from maze_impala.nn.torch_acting import make_acting
 
-    return spec_player(envs, make_acting(policy), deterministic, keep_raw_events, ModuleWeights(policy))
+    return spec_player(envs, make_acting(policy), deterministic, keep_raw_events, ModuleWeights(policy),
+                       max_episode_steps)  # fmt: skip
 
 
 def spec_player(envs: list[StructuredEnv], acting: Acting, deterministic: bool, keep_raw_events: bool = False,
-                weights: WeightSource | None = None) -> RolloutActor:  # fmt: skip
+                weights: WeightSource | None = None, max_episode_steps: int | None = None) -> RolloutActor:  # fmt: skip
     """An actor that plays episodes with ``acting`` (a fixed policy's, as :func:`~maze_impala.play.spec.load_acting`
-    builds it from a spec; or a trained one's, whose ``weights`` it reloads for every play)."""
+    builds it from a spec; or a trained one's, whose ``weights`` it reloads for every play); an episode of an env
+    without a time limit of its own ends as truncated after ``max_episode_steps`` structured steps."""
     return RolloutActor(envs, weights, acting, PLAY_CHUNK, seed=0, deterministic=deterministic, stepping="general",
-                        keep_raw_events=keep_raw_events)  # fmt: skip
+                        keep_raw_events=keep_raw_events, max_episode_steps=max_episode_steps)  # fmt: skip
 
 
 def play_episodes(
@@ -49,10 +55,12 @@ def play_episodes(
     on_episode: Callable[[EpisodeResult], None] | None = None,
     keep_raw_events: bool = False,
     record: Callable[[int], FrameSink | None] | None = None,
+    max_episode_steps: int | None = None,
 ) -> list[EpisodeResult]:
     """Play ``episodes`` (``(episode id, seed)`` pairs) with ``policy`` on ``envs`` side by side; results in episode
     order (``record``: see :meth:`~maze_impala.actors.actor.RolloutActor.play`)."""
-    return episode_player(envs, policy, deterministic, keep_raw_events).play(episodes, on_episode, record)
+    player = episode_player(envs, policy, deterministic, keep_raw_events, max_episode_steps)
+    return player.play(episodes, on_episode, record)
 
 
 class RolloutEvaluator:
@@ -69,11 +77,15 @@ class RolloutEvaluator:
         videos: Videos | None = None,
         filmed: int = 0,
         games: Games | None = None,
+        max_episode_steps: int | None = None,
     ):
         """``videos`` and ``filmed``: where the films of the first ``filmed`` episodes of an evaluation go (see
         :meth:`evaluate`); the envs then render. ``games``: games against a fixed opponent, played after the
-        episodes of every evaluation."""
-        self.games = games
+        episodes of every evaluation. ``max_episode_steps``: an episode of an env without a time limit of its
+        own ends as truncated after this many structured steps."""
+        self.games, self.max_episode_steps = games, max_episode_steps
+        self.on_progress: Callable[[PlayProgress], None] | None = None
+        """Sees how far each evaluation is (the trainer's status line and watchdog)."""
         self.videos, self.filmed = videos, filmed
         self.envs = [make_env(rendering(env) if filmed else env) for _ in range(n_episodes)]
         self.episodes = [(i, seed_for(seed, 2**31 - 1, i)) for i in range(n_episodes)]
@@ -86,13 +98,14 @@ class RolloutEvaluator:
         """Play the episodes with ``policy``'s current weights; publishes each one's return, length, env events and
         KPIs. ``film``: a prefix for the video files of the first filmed episodes (``<film>episode_<id>``)."""
         if self._player is None or self._player[0] is not policy:
-            self._player = (policy, episode_player(self.envs, policy, self.deterministic, self.keep_raw_events))
+            player = episode_player(self.envs, policy, self.deterministic, self.keep_raw_events, self.max_episode_steps)
+            self._player = (policy, player)
         record = None
         if film is not None and self.videos is not None:
             videos, filmed = self.videos, self.filmed
             videos.prefix, videos.written = film, []
             record = lambda episode_id: videos.open(episode_id) if episode_id < filmed else None  # noqa: E731
-        results = self._player[1].play(self.episodes, self.publish, record)
+        results = self._player[1].play(self.episodes, self.publish, record, self.on_progress)
         self._score = mean_return(results)
         if self.games is not None:
             self._score = game_score(self.games.play(policy))

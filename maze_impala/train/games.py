@@ -44,7 +44,10 @@ class Games:
     compare); each game's outcome is published as :class:`~maze_impala.events.interfaces.GameEvents`."""
 
     def __init__(self, env: EnvSpec, opponent: str | PolicySpec, n_games: int, deterministic: bool, seed: int,
-                 hub: EventHub | None = None):  # fmt: skip
+                 hub: EventHub | None = None, max_episode_steps: int | None = None):  # fmt: skip
+        """``max_episode_steps``: a game of an env without a time limit of its own ends as truncated (a draw, in
+        a zero-sum game) after this many structured steps."""
+        self.max_episode_steps = max_episode_steps
         self.envs = [make_env(env) for _ in range(n_games)]
         self.agents = seats(opponent, self.envs[0])
         self.opponent = opponent_spec(opponent) if isinstance(opponent, str) else opponent
@@ -66,7 +69,8 @@ class Games:
             if seat not in self._players:
                 acting = seated(make_acting(policy), self._opponent, frozenset({actor}))
                 self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), acting, PLAY_CHUNK, seed=0,
-                                                   deterministic=self.deterministic, stepping="general")  # fmt: skip
+                                                   deterministic=self.deterministic, stepping="general",
+                                                   max_episode_steps=self.max_episode_steps)  # fmt: skip
             for episode in self._players[seat].play(self.games):
                 game = GameResult(seat, outcome(episode.actor_returns, actor, self.agents),
                                   episode.actor_returns.get(actor, 0.0), episode)  # fmt: skip

@@ -28,7 +28,7 @@ from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator, by_column
-from maze_impala.events.tables import EventLogWriter, kpi_row, kpi_summary, write_csv
+from maze_impala.events.tables import EventLogWriter, kpi_summary, write_csv
 from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.impala.threads import usable_cores
@@ -64,6 +64,8 @@ class _Job:
     video: VideoConfig = field(default_factory=VideoConfig)
     videos_dir: str = ""
     """Where the first ``video.episodes`` episodes' videos go."""
+    max_episode_steps: int | None = None
+    """An episode of an env without a time limit of its own ends as truncated after this many structured steps."""
 
 
 def _policy(job: _Job, env: Any) -> StructuredPolicy:
@@ -80,7 +82,8 @@ def _play(
     videos = Videos(Path(job.videos_dir), job.video.format, job.video.fps)
     record = (lambda episode_id: videos.open(episode_id) if episode_id < filmed else None) if filmed else None
     try:
-        player = spec_player(envs, load_acting(job.policy, envs[0]), job.deterministic, job.keep_raw_events)
+        player = spec_player(envs, load_acting(job.policy, envs[0]), job.deterministic, job.keep_raw_events,
+                             max_episode_steps=job.max_episode_steps)  # fmt: skip
         return player.play(episodes, on_episode, record)
     finally:
         for env in envs:
@@ -97,13 +100,14 @@ def _job(config: RolloutConfig, output_dir: Path) -> _Job:
     keep_raw, n_envs = config.event_logs != "none", config.runner.envs_per_process
     videos = str(output_dir / VIDEO_DIR)
     if config.policy.type == "random":  # a random policy samples, whatever `deterministic` says
-        job = _Job(config.env, PolicySpec.random(), False, keep_raw, n_envs, config.video, videos)
+        job = _Job(config.env, PolicySpec.random(), False, keep_raw, n_envs, config.video, videos,
+                   config.max_episode_steps)  # fmt: skip
         _check_renders(job)
         return job
     checkpoint = Path(config.input_dir) / config.policy.checkpoint
     spec = PolicySpec.from_checkpoint(checkpoint)  # read here, once: the workers get the weights with the job
     env = config.env if config.env is not None else spec.env
-    job = _Job(env, spec, config.deterministic, keep_raw, n_envs, config.video, videos)
+    job = _Job(env, spec, config.deterministic, keep_raw, n_envs, config.video, videos, config.max_episode_steps)
     probe = make_env(env)
     try:
         load_acting(job.policy, probe)  # a mismatched env or checkpoint fails here, before any worker starts
@@ -152,7 +156,17 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
             progress.close()
     results.sort(key=lambda r: r.episode_id)
     _write(config, results, output_dir)
+    _say_capped(results, config.max_episode_steps)
     return results
+
+
+def _say_capped(results: list[EpisodeResult], cap: int | None) -> None:
+    """Once, how many episodes the cap cut off."""
+    capped = sum(r.capped for r in results)
+    if capped:
+        print(f"{capped} of {len(results)} episodes reached max_episode_steps={cap:,} without ending and were cut off "
+              "as truncated (kpis.csv marks them; the env has no time limit of its own): set max_episode_steps=<steps> "
+              "to change where")  # fmt: skip
 
 
 def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeResult]:
@@ -160,7 +174,8 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     hub = EventHub()
     stats = StatsAggregator("rollout")
     hub.listeners.append(stats)
-    games = Games(job.env, config.opponent or RANDOM, config.n_episodes, job.deterministic, config.seed, hub)
+    games = Games(job.env, config.opponent or RANDOM, config.n_episodes, job.deterministic, config.seed, hub,
+                  job.max_episode_steps)  # fmt: skip
     seats = len(games.agents)
     progress = Progress(config.n_episodes * seats, unit="game") if config.progress else None
     results: list[GameResult] = []
@@ -178,9 +193,10 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
         if progress is not None:
             progress.close()
     episodes = [r.episode for r in results]
+    _say_capped(episodes, job.max_episode_steps)
     rows = []
     for game, e in zip(results, episodes):
-        row = kpi_row(e.episode_id, e.seed, e.steps, e.episode_return, e.kpis, e.agent_returns)
+        row = e.kpi_row()
         rows.append({"seat": game.seat, "outcome": game.outcome, "seat_return": game.seat_return, **row})
     write_csv(output_dir / GAMES_CSV, rows)
     table = games_summary(results)
@@ -213,7 +229,7 @@ def _play_in_processes(
 
 
 def _write(config: RolloutConfig, results: list[EpisodeResult], output_dir: Path) -> None:
-    rows = [kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns) for r in results]
+    rows = [r.kpi_row() for r in results]
     write_csv(output_dir / KPI_CSV, rows)
     summary = kpi_summary(rows)
     write_csv(output_dir / KPI_SUMMARY_CSV, summary)

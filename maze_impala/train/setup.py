@@ -216,7 +216,8 @@ def _wire(
         algorithm.opponent_pool.draw,
         device=config.runner.actor_device,
     )
-    spec = ActorSpec(config.env, lineup, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed)
+    spec = ActorSpec(config.env, lineup, algorithm.n_rollout_steps, algorithm.envs_per_actor, actor_seed,
+                     config.max_episode_steps)  # fmt: skip
     pool, weights = make_actors(spec, policy, version, algorithm, config.runner, hub.publisher(ActorEvents),
                                 snapshots)  # fmt: skip
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
@@ -276,6 +277,7 @@ def _trainer(
         videos=videos if filmed else None,
         filmed=filmed,
         games=_games(config, eval_hub, opponents),
+        max_episode_steps=config.max_episode_steps,
     )
     if filmed:
         check_renders(evaluator.envs[0], f"output.video.episodes={output.video.episodes}")
@@ -308,7 +310,8 @@ def _games(config: TrainingConfig, hub: EventHub, opponents: dict[str, PolicySpe
     if evaluation.opponent is None:
         return None
     opponent = opponents[evaluation.opponent]
-    return Games(config.env, opponent, evaluation.n_episodes, evaluation.deterministic, config.seed, hub)
+    return Games(config.env, opponent, evaluation.n_episodes, evaluation.deterministic, config.seed, hub,
+                 config.max_episode_steps)  # fmt: skip
 
 
 def describe(config: TrainingConfig) -> dict[str, Any]:

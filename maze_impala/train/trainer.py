@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from maze_impala.actors.actor import PlayProgress
 from maze_impala.actors.results import EpisodeResult
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ActorPool, Learner, WeightPublisher
@@ -18,7 +19,7 @@ from maze_impala.events.api import mean
 from maze_impala.events.frames import StatsRow, to_dataframe
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey, by_column
-from maze_impala.events.tables import CsvTable, kpi_row, kpi_summary, write_csv
+from maze_impala.events.tables import CsvTable, kpi_summary, write_csv
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.threads import ThreadPlan, ThreadTuner
@@ -29,6 +30,7 @@ from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.pace import PaceWatch
 from maze_impala.train.rundir import scalar_config
 from maze_impala.train.state import TrainerState
+from maze_impala.train.watch import EpisodeWatch
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,11 +64,12 @@ class TrainingResult:
 class ImpalaTrainer:
     """Runs the epochs; every component is built elsewhere (:func:`maze_impala.train.setup.build_trainer`).
 
-    Per epoch: ``epoch_length`` updates (collect, learn, publish), an evaluation, the
-    epoch's statistics to every writer, then ``model_last.pt`` (every
-    ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on an evaluation
-    that ties or beats the best). Loop state lives in :attr:`state`, which every checkpoint saves and a
-    resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
+    Per epoch: ``epoch_length`` updates (collect, learn, publish), ``model_last.pt`` (every
+    ``checkpoint_every`` epochs and at the end, so that a run stopped during the evaluation keeps the epoch),
+    an evaluation, the epoch's statistics to every writer, then ``model_best.pt`` (on an evaluation
+    that ties or beats the best) and ``model_last.pt`` again, with the evaluation's score. Loop state lives in
+    :attr:`state`, which every checkpoint saves and a resume restores (see
+    :func:`~maze_impala.train.setup.build_trainer`).
     """
 
     def __init__(
@@ -100,11 +103,17 @@ class ImpalaTrainer:
         """Updates tried in the running epoch (the status line's progress within it), and the seconds it waited
         for rollouts."""
         self.pace = PaceWatch(pool.actor_cores() + (threads.start if threads is not None else 1))
-        self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return"])
+        self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return", "truncated"])
         if outputs.progress is not None:
             hub.listeners.append(outputs.progress)
         self.saved_epoch: int | None = self.state.epoch or None
         """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
+        self.watch = EpisodeWatch(config.num_actors * config.envs_per_actor, config.n_rollout_steps,
+                                  evaluator.max_episode_steps)  # fmt: skip
+        """Says once when episodes stop ending (see :mod:`~maze_impala.train.watch`)."""
+        self._epoch = self.state.epoch
+        """The epoch that trains or evaluates now."""
+        evaluator.on_progress = self._evaluating
         self.started: float | None = None
         """``time.perf_counter()`` when the run's set-up began (``build_trainer`` sets it), from which
         ``elapsed_seconds`` counts; None: from the call of ``train``."""
@@ -128,8 +137,13 @@ class ImpalaTrainer:
                     while updates < cfg.epoch_length:
                         updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
                     update_seconds = time.perf_counter() - started
+                    if epoch == cfg.n_epochs or epoch % self.outputs.checkpoint_every == 0:
+                        self._save_trained(epoch)  # an interrupt during the evaluation keeps the epoch's training
                     filming = self.outputs.films(epoch, cfg.n_epochs)
+                    self._epoch = epoch
+                    self.watch.evaluation_start(update_seconds)
                     results = self.evaluator.evaluate(self.learner.policy, f"epoch_{epoch}_" if filming else None)
+                    self.watch.evaluated(results)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
                 self._record_episodes(epoch, results)
@@ -181,6 +195,18 @@ class ImpalaTrainer:
             self.output_dir, state.epoch, state.env_steps, state.best_eval_return, stopped_early, state.history, stats
         )
 
+    def _evaluating(self, progress: PlayProgress) -> None:
+        """The status line during an evaluation: its episodes done and the longest so far."""
+        part = self.watch.evaluating(progress)
+        if self.outputs.progress is not None:
+            self.outputs.progress.update(self._epoch, self.state.env_steps, part=part)
+
+    def _save_trained(self, epoch: int) -> None:
+        """``model_last.pt`` of ``epoch``'s training, before its evaluation (written again after it, with the
+        evaluation's score): a run stopped during the evaluation resumes at the next epoch."""
+        self.state.epoch = epoch
+        self._save(LAST_MODEL)
+
     def _write_videos(self, writer: StatsWriter, env_steps: int) -> None:
         """The evaluation's films to a writer that shows videos (TensorBoard)."""
         videos = self.evaluator.videos
@@ -201,10 +227,7 @@ class ImpalaTrainer:
 
     def _record_episodes(self, epoch: int, results: list[EpisodeResult]) -> None:
         """The evaluation episodes' rows of ``kpis.csv``, and their raw events if event logs are on."""
-        self.kpis.append(
-            {"epoch": epoch, **kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns)}
-            for r in results
-        )
+        self.kpis.append({"epoch": epoch, **r.kpi_row()} for r in results)
         if self.outputs.event_logs is not None:
             for result in results:
                 self.outputs.event_logs.add(result.episode_id, result.raw, epoch=epoch)
@@ -215,9 +238,7 @@ class ImpalaTrainer:
         if not results:
             return
         history = self.state.history
-        final_rows = [
-            kpi_row(r.episode_id, r.seed, r.steps, r.episode_return, r.kpis, r.agent_returns) for r in results
-        ]
+        final_rows = [r.kpi_row() for r in results]
         write_csv(self.output_dir / KPI_SUMMARY_CSV, kpi_summary(final_rows))
         metrics = {"hparam/best_eval_return": self.state.best_eval_return, "hparam/env_steps": self.state.env_steps}
         if history:
@@ -247,6 +268,7 @@ class ImpalaTrainer:
             self.state.env_steps += rollout.env_steps
             if pool is not None:
                 pool.record(rollout.pool_games)
+        self.watch.rollouts(rollouts)
         max_lag, version = self.config.max_policy_lag, self.learner.version
         fresh = [r for r in rollouts if max_lag is None or version - r.policy_version <= max_lag]
         if len(fresh) < len(rollouts):
