@@ -81,6 +81,8 @@ class Task:
     """Algorithm settings of the task: those its shipped env config sets (``env=minigrid``), nothing else."""
     runner: dict[str, Any] = field(default_factory=dict)
     """Runner settings its shipped env config sets (``env=minatar``: the learner's cores), nothing else."""
+    peer: str = ""
+    """What other libraries publish for the env, with the budget and the source (the table prints it beside ours)."""
 
 
 def _example(name: str) -> dict[str, str]:
@@ -96,14 +98,48 @@ def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: 
                 runner=shipped_runner(name), **changes)  # fmt: skip
 
 
+def _minatar(game: str, threshold: float, floor: float, **changes: Any) -> Task:
+    """The shipped ``env=minatar`` config on another of its games, at 1M env steps."""
+    task = _shipped("minatar", 1_000_000, threshold, floor, **changes)
+    return replace(task, env={**task.env, "name": f"MinAtar/{game}-v1"})
+
+
 SUITE: dict[str, Task] = {
     "CartPole-v1": Task("CartPole-v1", threshold=475.0, floor=400.0),
     "Acrobot-v1": Task("Acrobot-v1", threshold=-100.0, floor=-150.0),
     "Pendulum-v1": Task("Pendulum-v1", threshold=-400.0, floor=-600.0),
+    # The envs users try first, at the budgets other libraries publish figures for (``peer``)
+    "CartPole-v1-100k": Task("CartPole-v1", 475.0, 400.0, budget=100_000, peer="rl-zoo PPO 500 at 100k"),
+    "Acrobot-v1-500k": Task(
+        "Acrobot-v1",
+        -85.0,
+        -150.0,
+        budget=500_000,
+        peer="rl-zoo PPO -73.5 at 1M (normalised obs); CleanRL PPO -86.4 at 500k",
+    ),
+    "Pendulum-v1-300k": Task(
+        "Pendulum-v1",
+        -200.0,
+        -400.0,
+        budget=300_000,
+        peer="rl-zoo PPO -172 at 100k (gSDE, gamma 0.9); SLM-Lab PPO -175 at 300k",
+    ),
     # Box2D (pip install "maze_impala[box2d]"): Gymnasium counts 200 as solved
-    "LunarLander-v3": Task("LunarLander-v3", threshold=200.0, floor=100.0, budget=1_000_000),
+    "LunarLander-v3": Task(
+        "LunarLander-v3",
+        threshold=200.0,
+        floor=100.0,
+        budget=1_000_000,
+        peer="rl-zoo PPO 242 at 1M; SLM-Lab PPO 183 at 300k",
+    ),
     # the flag at -110 or better; a policy that never finds it stays at -200
-    "MountainCar-v0": Task("MountainCar-v0", threshold=-120.0, floor=-180.0, budget=1_000_000),
+    "MountainCar-v0": Task(
+        "MountainCar-v0",
+        threshold=-120.0,
+        floor=-180.0,
+        budget=1_000_000,
+        peer="rl-zoo PPO -110 at 1M (normalised obs); CleanRL PPO -200 (unsolved)",
+    ),
     "cutting": Task({"_target_": "maze_impala.envs.examples.CuttingEnv"}, threshold=6.5, floor=5.0),
     "coordination": Task({"_target_": "maze_impala.envs.examples.CoordinationEnv"}, threshold=9.5, floor=8.0),
     # memory: a cue named 9 steps after it was shown (optimum 1, chance 0.25); an MLP cannot
@@ -145,6 +181,10 @@ SUITE: dict[str, Task] = {
     "minigrid-doorkey": _shipped("minigrid", 500_000, 0.9, 0.7),
     # MinAtar Breakout (env=minatar; pip install minatar): 10x10 frames, 2M steps
     "minatar-breakout": _shipped("minatar", 2_000_000, 10.0, 5.0),
+    # MinAtar at 1M env steps against the MinAtar paper's reference agents at 1M (DQN and AC(0.8), read off its curves)
+    "minatar-breakout-1m": _shipped("minatar", 1_000_000, 10.0, 5.0, peer="MinAtar paper DQN, AC(0.8) <= 10 at 1M"),
+    "minatar-freeway-1m": _minatar("Freeway", 48.0, 30.0, peer="MinAtar paper DQN, AC(0.8) <= 48 at 1M; gymnax PPO 29"),
+    "minatar-spaceinvaders-1m": _minatar("SpaceInvaders", 45.0, 25.0, peer="MinAtar paper DQN, AC(0.8) <= 45 at 1M"),
 }
 
 
@@ -267,6 +307,7 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
         "median_seconds": median("seconds"),
         "final_return": statistics.mean(r["final"] for r in rows),
         "final_eval": statistics.mean(r["final_eval"] for r in rows),
+        "median_eval": statistics.median(r["final_eval"] for r in rows),
         "collapses": sum(r["collapsed"] for r in hits),
         "median_drift": statistics.median(d) if (d := [r["drift"] for r in hits if r["drift"] is not None]) else None,
         "runs": rows,
@@ -274,14 +315,18 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
 
 
 def print_table(summaries: list[dict]) -> None:
-    print("| env | runner | reached | median env steps | median s | final return | collapses | drift | final eval |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| env | runner | budget | reached | median env steps | median s | final return | collapses | drift | "
+          "final eval (mean) | final eval (median) | others publish |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         steps = "-" if s["median_steps"] is None else f"{s['median_steps']:,.0f}"
         seconds = "-" if s["median_seconds"] is None else f"{s['median_seconds']:.1f}"
         drift = "-" if s["median_drift"] is None else f"{s['median_drift']:.1e}"
-        print(f"| {s['env']} | {s['runner']} | {s['reached']} | {steps} | {seconds} | "
-              f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} |")  # fmt: skip
+        task = SUITE[s["env"]]
+        budget = f"{task.budget:,}" if task.budget else "default"
+        print(f"| {s['env']} | {s['runner']} | {budget} | {s['reached']} | {steps} | {seconds} | "
+              f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} | "
+              f"{s['median_eval']:.2f} | {task.peer or '-'} |")  # fmt: skip
 
 
 def main() -> None:

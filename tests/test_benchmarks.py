@@ -25,7 +25,7 @@ def test_learning_benchmark_prints_its_table_and_the_calibration(tmp_path):
     out = tmp_path / "learning.json"
     args = ["--envs", "CartPole-v1", "--seeds", "1", "--set", "n_epochs=1", "epoch_length=20"]
     stdout = run_script("learning.py", *args, "--calibrate", "0.5", "--json", str(out), cwd=tmp_path)
-    assert "| CartPole-v1 | local | 0/1 | - | - |" in stdout
+    assert "| CartPole-v1 | local | default | 0/1 | - | - |" in stdout
     assert "calibration: the learner took" in stdout
     report = json.loads(out.read_text())
     first, last = report["calibration_ms_per_update"]
