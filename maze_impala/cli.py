@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from maze_impala.cli_checks import check_groups, check_output_dir
 from maze_impala.cli_compose import compose_once
 from maze_impala.cli_dirs import (
     RESULTS,
@@ -356,6 +357,9 @@ def _main(argv: Sequence[str] | None) -> None:
         sys.exit(0 if {"-h", "--help"} & set(argv) else 2)
     try:
         check_overrides(name, [a for a in argv if not a.startswith("-") and "=" in a])
+        check_groups(argv)
+        if not {"--cfg", "-c", "--info", "-i"} & set(argv):
+            check_output_dir(argv, Path("outputs"))
     except ConfigError as error:
         print(f"maze-run: invalid configuration: {error}", file=sys.stderr)
         sys.exit(2)

@@ -3,9 +3,9 @@
     python interrupting.py STAGE [maze-run arguments]
 
 STAGE: ``import`` (while the training modules, torch among them, are imported), ``actors`` (before the actors
-start), ``update:N`` (at the N-th learner update), ``evaluate:N`` (as the N-th evaluation starts) or ``checkpoint:N`` (in the
-middle of writing the N-th ``model_last.pt``, after half of its bytes). The test suite runs it on the installed
-package, to check what every stage leaves behind and what a resume of it does.
+start), ``update:N`` (at the N-th learner update), ``evaluate:N`` (as the N-th evaluation starts) or
+``checkpoint:N`` (in the middle of writing the N-th ``model_last.pt``, after half of its bytes). The test suite runs
+it on the installed package, to check what every stage leaves behind and what a resume of it does.
 """
 
 import os

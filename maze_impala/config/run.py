@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from maze_impala.config.algorithm import ImpalaAlgorithmConfig
@@ -48,6 +49,18 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         check(isinstance(self.seed, int) and not isinstance(self.seed, bool), "seed", self.seed, "an int")
         check_episode_cap(self.max_episode_steps)
+
+
+def check_checkpoint_in(input_dir: str, checkpoint: str) -> None:
+    """Refuse a ``policy.checkpoint`` outside ``input_dir``: the env and model come from ``input_dir``'s run, so
+    another run's checkpoint would play under this run's config, or not load."""
+    path = Path(checkpoint)
+    if (Path(input_dir) / path).resolve().parent != Path(input_dir).resolve():
+        raise ConfigError(
+            f"policy.checkpoint={checkpoint} is not a file of input_dir={input_dir}: the rollout plays a checkpoint "
+            f"of input_dir's run (model_best.pt or model_last.pt there). To play {path.name} of another run, give "
+            f"its directory: input_dir={(Path(input_dir) / path).parent} policy.checkpoint={path.name}"
+        )
 
 
 @dataclass
@@ -112,5 +125,7 @@ class RolloutConfig:
         check_choice("event_logs", self.event_logs, EVENT_LOG_FORMATS)
         if self.policy.type == "torch" and not self.input_dir:
             raise ConfigError("policy=torch_policy needs input_dir=<a training output dir>")
+        if self.policy.type == "torch":
+            check_checkpoint_in(self.input_dir, self.policy.checkpoint)
         if self.policy.type == "random" and self.env is None:
             raise ConfigError("policy=random_policy needs an env, e.g. env=gym_env env.name=CartPole-v1")

@@ -17,6 +17,7 @@ the module they are loaded into.
 from __future__ import annotations
 
 import pickle
+import zipfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,10 @@ class UnsafeCheckpointError(ValueError):
     """A checkpoint holds more than tensors and plain data: loading it could run code, so it is refused."""
 
 
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file that cannot be read: truncated (a copy cut short, a full disk) or not a checkpoint."""
+
+
 def model_signature(module: nn.Module) -> dict[str, tuple[int, ...]]:
     """Parameter names and shapes: what a checkpoint must match to load."""
     return {name: tuple(t.shape) for name, t in module.state_dict().items()}
@@ -62,6 +67,14 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
 
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, zipfile.BadZipFile) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        size = Path(path).stat().st_size
+        raise CorruptCheckpointError(
+            f"cannot read the checkpoint {path} ({size:,} bytes): it is truncated or corrupt ({reason}). Use another "
+            "checkpoint of the run (model_last.pt, model_best.pt) or train again; maze_impala writes its checkpoints "
+            "atomically, so a torn one comes from a copy or another program"
+        ) from None
     except pickle.UnpicklingError as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UnsafeCheckpointError(

@@ -21,14 +21,22 @@ from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.play.pool import SnapshotPool
 
 
-def check_actor_device(device: str | None, device_count: int | None = None) -> None:
-    """Refuse, before anything starts, actors on a GPU that torch does not see (``device_count``: the GPUs it sees)."""
+def check_device(key: str, device: str | None, device_count: int | None = None) -> None:
+    """Refuse, before anything starts or is written, a GPU that torch does not see for ``key`` (``algorithm.device``,
+    ``runner.actor_device``), named as given (``device_count``: the GPUs torch sees)."""
     if device is None or not device.startswith("cuda"):
         return
     count = torch.cuda.device_count() if device_count is None else device_count
     if (int(device[5:]) if device.startswith("cuda:") else 0) >= count:
-        raise ConfigError(f"runner.actor_device={device}, and torch sees {count} GPU(s) here: act on the CPU (drop "
-                          "runner.actor_device) or name a GPU that torch sees")  # fmt: skip
+        seen = "no GPU" if count == 0 else f"{count} GPU(s)"
+        instead = "learn on the CPU (algorithm.device=cpu)" if key == "algorithm.device" else (
+            "act on the CPU (drop runner.actor_device)")  # fmt: skip
+        raise ConfigError(f"{key}={device}, and torch sees {seen} here: {instead} or name a GPU that torch sees")
+
+
+def check_actor_device(device: str | None, device_count: int | None = None) -> None:
+    """:func:`check_device` of ``runner.actor_device``."""
+    check_device("runner.actor_device", device, device_count)
 
 
 def make_actors(

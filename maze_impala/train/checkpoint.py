@@ -16,6 +16,7 @@ from torch import nn
 from maze_impala.files import save_torch
 from maze_impala.play.spec import (  # reading lives at the policy seam, below the actors
     CheckpointMismatchError,
+    CorruptCheckpointError,
     UnsafeCheckpointError,
     model_signature,
     read_checkpoint,
@@ -29,6 +30,7 @@ so that a resumed run plays the opponents it trained and was judged against, wha
 __all__ = [
     "OPPONENTS",
     "CheckpointMismatchError",
+    "CorruptCheckpointError",
     "UnsafeCheckpointError",
     "load_checkpoint",
     "model_signature",

@@ -23,7 +23,7 @@ import pandas as pd
 
 from maze_impala.actors.actor import seed_for
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult
-from maze_impala.config import RolloutConfig, VideoConfig
+from maze_impala.config import ConfigError, RolloutConfig, VideoConfig
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
 from maze_impala.events.api import EventHub
@@ -33,7 +33,14 @@ from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
 from maze_impala.impala.threads import usable_cores
 from maze_impala.nn.models import StructuredPolicy
-from maze_impala.play.spec import RANDOM, PolicySpec, load_acting
+from maze_impala.play.spec import (
+    RANDOM,
+    CheckpointMismatchError,
+    CorruptCheckpointError,
+    PolicySpec,
+    UnsafeCheckpointError,
+    load_acting,
+)
 from maze_impala.run_files import (
     CONFIG_YAML,
     EVENT_LOG_DIR,
@@ -105,12 +112,17 @@ def _job(config: RolloutConfig, output_dir: Path) -> _Job:
         _check_renders(job)
         return job
     checkpoint = Path(config.input_dir) / config.policy.checkpoint
-    spec = PolicySpec.from_checkpoint(checkpoint)  # read here, once: the workers get the weights with the job
+    try:
+        spec = PolicySpec.from_checkpoint(checkpoint)  # read here, once: the workers get the weights with the job
+    except (FileNotFoundError, CorruptCheckpointError, UnsafeCheckpointError) as error:  # a refusal: nothing ran
+        raise ConfigError(str(error)) from error
     env = config.env if config.env is not None else spec.env
     job = _Job(env, spec, config.deterministic, keep_raw, n_envs, config.video, videos, config.max_episode_steps)
     probe = make_env(env)
     try:
         load_acting(job.policy, probe)  # a mismatched env or checkpoint fails here, before any worker starts
+    except CheckpointMismatchError as error:
+        raise ConfigError(str(error)) from error
     finally:
         probe.close()
     _check_renders(job)

@@ -38,7 +38,7 @@ from maze_impala.play.lineup import Lineup, seats
 from maze_impala.play.pool import SnapshotPool
 from maze_impala.play.spec import POOL, PolicySpec, opponent_policy, opponent_spec
 from maze_impala.run_files import CONFIG_YAML, EVENT_LOG_DIR, LAST_MODEL, STATS_CSV, TENSORBOARD_DIR, VIDEO_DIR
-from maze_impala.train.backends import check_actor_device, learner_threads, make_actors, make_replicas
+from maze_impala.train.backends import check_actor_device, check_device, learner_threads, make_actors, make_replicas
 from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.games import Games
@@ -105,6 +105,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         check_devices(
             config.algorithm.device, config.algorithm.num_learners, config.runner.type, config.runner.start_method
         )
+        check_device("algorithm.device", config.algorithm.device)
         check_actor_device(config.runner.actor_device)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()

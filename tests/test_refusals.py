@@ -1,0 +1,106 @@
+"""Refusals that are refusals: each bad command below is one ``maze-run:`` line with exit 2, before anything is
+written, and leaves nothing behind."""
+
+import shutil
+
+import pytest
+from clitools import run_cli
+
+from maze_impala.config import ConfigError, RolloutConfig
+from maze_impala.config.run import PolicyConfig
+from maze_impala.train.backends import check_device
+
+
+def _refused(args, cwd):
+    proc = run_cli(args, cwd=cwd)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("maze-run: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("env=cartpole", "env=cartpole is no env config (did you mean env=scaled_cartpole?); the env configs: atari"),
+        ("runner=locl", "runner=locl is no runner config (did you mean runner=local?)"),
+    ],
+)
+def test_a_typo_in_a_config_group_is_refused_naming_the_options(tmp_path, override, said):
+    line = _refused(["-cn", "conf_train", override, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert said in line, line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_sweep_over_a_group_names_the_option_that_does_not_exist(tmp_path):
+    line = _refused(["-cn", "conf_train", "-m", "env=cutting,cuting"], tmp_path)
+    assert "env=cuting is no env config (did you mean env=cutting?)" in line
+    assert not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "proc"])
+def test_an_output_directory_that_cannot_be_written_is_refused(tmp_path, where):
+    if where == "file":
+        (tmp_path / "a_file").write_text("")
+        target, said = tmp_path / "a_file" / "run", f"{tmp_path / 'a_file'} is a file, not a folder"
+    else:
+        target, said = "/proc/maze_impala_run", "cannot be written"
+    line = _refused(["-cn", "conf_train", f"hydra.run.dir={target}"], tmp_path)
+    assert f"hydra.run.dir={target}" in line and said in line and "choose another directory" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["a_file"] if where == "file" else [])
+
+
+def test_a_learner_or_actors_on_a_gpu_torch_does_not_see_are_refused_as_named():
+    with pytest.raises(ConfigError, match=r"algorithm.device=cuda:1, and torch sees 1 GPU\(s\) here: learn on the CPU"):
+        check_device("algorithm.device", "cuda:1", device_count=1)
+    with pytest.raises(ConfigError, match=r"algorithm.device=cuda, and torch sees no GPU here"):
+        check_device("algorithm.device", "cuda", device_count=0)
+    check_device("algorithm.device", "cuda:0", device_count=1)
+    check_device("algorithm.device", "cpu", device_count=0)
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a machine with a GPU may have CUDA")
+def test_a_cuda_learner_without_cuda_is_a_refusal_that_leaves_no_directory(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    line = _refused(["-cn", "conf_train", "algorithm.device=cuda", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert "algorithm.device=cuda, and torch sees no GPU here" in line, line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_of_another_run_beside_input_dir_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"policy.checkpoint=/elsewhere/model_best.pt is not a file of input_dir="):
+        RolloutConfig(input_dir=str(tmp_path), policy=PolicyConfig(checkpoint="/elsewhere/model_best.pt"))
+    RolloutConfig(input_dir=str(tmp_path), policy=PolicyConfig(checkpoint="model_last.pt"))
+    RolloutConfig(input_dir=str(tmp_path), policy=PolicyConfig(checkpoint=str(tmp_path / "model_last.pt")))
+
+
+@pytest.mark.slow
+def test_a_truncated_checkpoint_is_named_in_the_rollout_on_resume_and_as_an_opponent(tmp_path):
+    run = tmp_path / "run"
+    proc = run_cli(["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=1", "algorithm.epoch_length=2",
+                    "algorithm.envs_per_actor=4", f"hydra.run.dir={run}"], cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for name in ("model_best.pt", "model_last.pt"):
+        with open(run / name, "r+b") as file:
+            file.truncate(20_000)
+    said = "is truncated or corrupt"
+    line = _refused(["-cn", "conf_rollout", f"input_dir={run}", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
+    assert f"cannot read the checkpoint {run / 'model_best.pt'} (20,000 bytes): it {said}" in line, line
+    assert not (tmp_path / "r").exists()
+    line = _refused(["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=2", f"resume={run}"], tmp_path)
+    assert f"{run / 'model_last.pt'} (20,000 bytes): it {said}" in line, line
+    line = _refused(["-cn", "conf_train", "env=tictactoe", f"algorithm.train_opponent={run / 'model_best.pt'}",
+                     f"hydra.run.dir={tmp_path / 't'}"], tmp_path)  # fmt: skip
+    assert f"{run / 'model_best.pt'} (20,000 bytes): it {said}" in line, line
+
+
+@pytest.mark.slow
+def test_a_random_baseline_of_your_own_env_takes_the_env_keys_training_takes(tmp_path):
+    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env._target_=maze_impala.envs.examples.CuttingEnv",
+                    "n_episodes=2", f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "2 episodes (random actions)" in proc.stdout
