@@ -204,12 +204,16 @@ def test_failing_actor_is_a_clear_error_within_seconds(env_fn):
     spec = ActorSpec(env_fn, Lineup.of(MODEL), n_rollout_steps=5, envs_per_actor=1, seed=0)
     pool = SubprocessActors(spec, weights, num_actors=2, queue_size_limit=2)
     pool.start()
-    started = time.monotonic()
+    collected = 0
     with pytest.raises(ActorFailedError) as info:
         for _ in range(100):
             pool.collect(1)
-    assert time.monotonic() - started < 10
+            collected += 1
+    # what the pool promises, on a quiet machine or a busy one: the failure itself is reported, by the rollout that
+    # meets it (each actor crashes in its 11th rollout of 5 steps), not found later by a deadline
+    assert collected <= 2 * 10, collected
     message = str(info.value)
+    assert "hung" not in message and "deadline" not in message, message
     assert "simulated failure" in message if env_fn is CrashingEnv else "exit code -9" in message
     processes = list(pool.processes)
     pool.close()
