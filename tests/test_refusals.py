@@ -104,3 +104,20 @@ def test_a_random_baseline_of_your_own_env_takes_the_env_keys_training_takes(tmp
                     "n_episodes=2", f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "2 episodes (random actions)" in proc.stdout
+
+
+def test_a_checkpoint_of_another_model_names_the_first_differing_layer_and_each_side():
+    import torch
+
+    from maze_impala.play.spec import CheckpointMismatchError, restore_modules
+
+    state = {"policy": torch.nn.Linear(3, 2).state_dict(), "config": {"env": "CartPole-v1"}}
+    with pytest.raises(CheckpointMismatchError) as info:
+        restore_modules(state, "run/model_best.pt", policy=torch.nn.Linear(4, 2))
+    message = str(info.value)
+    assert "run/model_best.pt was made for another policy: the first differing layer is weight: [2, 3] in the " \
+           "checkpoint, [2, 4] in this model" in message, message  # fmt: skip
+    assert "(its env: CartPole-v1)" in message
+    with pytest.raises(CheckpointMismatchError, match=r"this model has a parameter 1\.weight"):
+        restore_modules(state | {"policy": torch.nn.Sequential(torch.nn.Linear(3, 2)).state_dict()}, "m.pt",
+                        policy=torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)))  # fmt: skip

@@ -91,12 +91,30 @@ def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Modul
             raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
         expected, found = model_signature(module), {k: tuple(v.shape) for k, v in state[name].items()}
         if expected != found:
-            diff = sorted(set(expected.items()) ^ set(found.items()))[:6]
             raise CheckpointMismatchError(
-                f"{path} was made for another {name}: parameters differ, e.g. {diff}. "
-                "Load it with the env and model config of the run that wrote it."
+                f"{path} was made for another {name}: {_first_difference(found, expected)}. Load it with the env "
+                f"and model config of the run that wrote it{_run_env(state)}."
             )
         module.load_state_dict(state[name])
+
+
+def _first_difference(saved: dict[str, tuple[int, ...]], model: dict[str, tuple[int, ...]]) -> str:
+    """The first layer where a checkpoint's parameters and a model's differ, in words, each side named."""
+    for name in [*saved, *(n for n in model if n not in saved)]:
+        if name not in model:
+            return f"the checkpoint has a parameter {name} {list(saved[name])} that this model lacks"
+        if name not in saved:
+            return f"this model has a parameter {name} {list(model[name])} that the checkpoint lacks"
+        if saved[name] != model[name]:
+            return (f"the first differing layer is {name}: {list(saved[name])} in the checkpoint, "
+                    f"{list(model[name])} in this model")  # fmt: skip
+    return "their parameters differ"
+
+
+def _run_env(state: dict[str, Any]) -> str:
+    """`` (its env: ...)`` where the checkpoint recorded its run's env."""
+    env = (state.get("config") or {}).get("env")
+    return f" (its env: {env})" if env else ""
 
 
 def run_record(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
