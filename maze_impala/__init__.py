@@ -14,19 +14,25 @@ from maze_impala.config import (
     TrainingConfig,
 )
 from maze_impala.core import ActorID, Rollout, StepKey, Trajectory
-from maze_impala.envs.checker import EnvCheckError, check_env
-from maze_impala.envs.gym_adapter import GymStructuredEnv
-from maze_impala.envs.structured import ActorExit, StructuredEnv
 
 if TYPE_CHECKING:
+    from maze_impala.envs.checker import EnvCheckError, check_env
+    from maze_impala.envs.gym_adapter import GymStructuredEnv
+    from maze_impala.envs.structured import ActorExit, StructuredEnv
     from maze_impala.impala.vtrace import vtrace
     from maze_impala.nn.critics import StructuredCritic
     from maze_impala.nn.models import StructuredPolicy
     from maze_impala.nn.torch_acting import Player
 
 # What needs torch is imported on first use: every actor process imports this package, and one whose policy acts
-# in numpy never imports torch (about 1.2 s of its start).
+# in numpy never imports torch (about 1.2 s of its start). The envs' names need Gymnasium, imported on first use too:
+# a deployed policy (maze_impala.deploy) runs where neither is installed.
 _LAZY = {
+    "EnvCheckError": "maze_impala.envs.checker",
+    "check_env": "maze_impala.envs.checker",
+    "GymStructuredEnv": "maze_impala.envs.gym_adapter",
+    "ActorExit": "maze_impala.envs.structured",
+    "StructuredEnv": "maze_impala.envs.structured",
     "vtrace": "maze_impala.impala.vtrace",
     "StructuredCritic": "maze_impala.nn.critics",
     "StructuredPolicy": "maze_impala.nn.models",

@@ -38,7 +38,7 @@ from maze_impala.cli_messages import (
     sweep_rest,
     why_stopped,
 )
-from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig, from_mapping
+from maze_impala.config import ConfigError, ExportConfig, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import import_hint
 from maze_impala.config.overrides import check_overrides as overrides_check
 from maze_impala.config.overrides import override_key
@@ -49,7 +49,7 @@ from maze_impala.run_files import FAILED
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-CONFIGS = {"conf_train": TrainingConfig, "conf_rollout": RolloutConfig}
+CONFIGS = {"conf_train": TrainingConfig, "conf_rollout": RolloutConfig, "conf_export": ExportConfig}
 """The primary configs and the dataclass whose fields are their keys."""
 log = logging.getLogger("maze_impala")
 
@@ -273,9 +273,26 @@ def _run(cfg: DictConfig) -> None:
     overrides = list(hydra_cfg.overrides.task)
     if hydra_cfg.job.config_name == "conf_rollout":
         _rollout(cfg, output_dir, overrides)
+    elif hydra_cfg.job.config_name == "conf_export":
+        _export(cfg, output_dir)
     else:
         sweep = (Path(hydra_cfg.sweep.dir), hydra_cfg.job.num) if hydra_cfg.mode == RunMode.MULTIRUN else None
         _train(cfg, output_dir, overrides, sweep)
+
+
+def _export(cfg: DictConfig, output_dir: Path) -> None:
+    from omegaconf import OmegaConf
+
+    try:
+        config = from_mapping(ExportConfig, OmegaConf.to_container(cfg, resolve=True))
+        from maze_impala.deploy.export import export_run
+
+        say(f"maze-run: {export_run(config.input_dir or '', config.checkpoint, config.format, output_dir)}")
+    except KeyboardInterrupt as interrupt:
+        say("maze-run: interrupted", interrupt=True)
+        sys.exit(_exit_code(interrupt))
+    except (ConfigError, ValueError, FileNotFoundError) as error:  # nothing was exported: a refusal
+        _fail(error if isinstance(error, ConfigError) else ConfigError(str(error)), run_dir=output_dir)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -299,6 +316,7 @@ USAGE = """usage: maze-run -cn CONFIG [key=value ...]
   maze-run -cn conf_train algorithm=impala [env=...] [runner=local|dev] [key=value ...]   train
   maze-run -cn conf_rollout input_dir=<training output dir> [n_episodes=N] [runner=dev|local] evaluate
   maze-run -cn conf_rollout policy=random_policy env=<env>                                    random baseline
+  maze-run -cn conf_export input_dir=<training output dir> [format=onnx|numpy]                 deploy (ONNX)
   maze-run -cn conf_train --cfg job          the composed config, without running
   maze-run -cn conf_train --help             the config groups and the composed config
   maze-run -cn conf_train --config-dir DIR   also look for configs (e.g. DIR/env/my_env.yaml) in DIR

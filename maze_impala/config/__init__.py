@@ -15,7 +15,7 @@ from maze_impala.config.algorithm import (
 )
 from maze_impala.config.base import ConfigError, from_mapping
 from maze_impala.config.model import ACTIVATIONS, CRITIC_TYPES, RECURRENT, ModelConfig
-from maze_impala.config.run import POLICY_TYPES, PolicyConfig, RolloutConfig, TrainingConfig
+from maze_impala.config.run import POLICY_TYPES, ExportConfig, PolicyConfig, RolloutConfig, TrainingConfig
 from maze_impala.config.runner import (
     BACKEND_ALIASES,
     BACKENDS,
@@ -39,6 +39,7 @@ __all__ = [
     "RECURRENT",
     "TRUST_REGIONS",
     "ConfigError",
+    "ExportConfig",
     "ImpalaAlgorithmConfig",
     "ModelConfig",
     "OpponentPoolConfig",

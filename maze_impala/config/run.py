@@ -129,3 +129,25 @@ class RolloutConfig:
             check_checkpoint_in(self.input_dir, self.policy.checkpoint)
         if self.policy.type == "random" and self.env is None:
             raise ConfigError("policy=random_policy needs an env, e.g. env=gym_env env.name=CartPole-v1")
+
+
+EXPORT_FORMATS = ("onnx", "numpy")
+
+
+@dataclass
+class ExportConfig:
+    """An export of a trained policy: ``maze-run -cn conf_export`` (see :mod:`maze_impala.deploy`)."""
+
+    input_dir: str | None = None
+    """A training output directory."""
+    checkpoint: str = BEST_MODEL
+    """The checkpoint of ``input_dir`` to export."""
+    format: str = "onnx"
+    """onnx: one ONNX graph per step key, run by onnxruntime (any policy of ops ONNX has); numpy: the numpy form the
+    actors run (MLP and recurrent policies without a CNN), run by numpy alone."""
+
+    def __post_init__(self) -> None:
+        check_choice("format", self.format, EXPORT_FORMATS)
+        if not self.input_dir:
+            raise ConfigError("conf_export needs input_dir=<a training output dir>")
+        check_checkpoint_in(self.input_dir, self.checkpoint)

@@ -5,10 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-MASK_SUFFIX = "_mask"
-"""An observation key ``<action key>_mask`` masks the discrete action head ``<action key>`` (1: allowed)."""
-MASKED_LOGIT = -1e9
-"""The logit of a masked action (its probability underflows to 0)."""
+from maze_impala.masking import MASK_SUFFIX, MASKED_LOGIT, mask_error  # noqa: F401  (where the models look)
 
 
 def storage_dtype(space: gym.Space) -> np.dtype:
@@ -22,14 +19,6 @@ def storage_dtype(space: gym.Space) -> np.dtype:
     if isinstance(space, gym.spaces.MultiBinary):
         return np.dtype(np.int8)
     raise TypeError(f"unsupported space {space}: use Box, Discrete, MultiDiscrete or MultiBinary inside a Dict")
-
-
-def mask_error(step_key: object, mask_key: str, action_key: str) -> ValueError:
-    """The error for an observation that allows no action of a head."""
-    return ValueError(
-        f"step key {step_key!r}: observation {mask_key!r} masks every action of {action_key!r}; "
-        "an env must leave at least one action allowed"
-    )
 
 
 def is_image_space(space: gym.Space) -> bool:

@@ -188,6 +188,16 @@ class PerAgentNet(nn.Module):
                 new[k][index] = v
         return out, new
 
+    def traced_step(
+        self, obs: Observations, state: TorchState, agent_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, TorchState]:
+        """:meth:`step` in a form a tracer follows (the ONNX export): every network on every row, each row then
+        taking its own network's output and state, picked by its agent id (no routing that depends on the data)."""
+        pick = torch.nn.functional.one_hot(self._ids(agent_ids), len(self.agents)).T.unsqueeze(-1)  # [A, B, 1]
+        outs, states = zip(*(agent.step(obs, state) for agent in self.agents))
+        new = {k: (torch.stack([s[k] for s in states]) * pick).sum(0) for k in state}
+        return (torch.stack(outs) * pick).sum(0), new
+
     def unroll(self, obs: Observations, state: TorchState, first: torch.Tensor,
                agent_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:  # fmt: skip
         T, N = first.shape

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from maze_impala.core import NestedArrays, StepKey
-from maze_impala.envs.spaces import MASKED_LOGIT, mask_error
+from maze_impala.masking import MASKED_LOGIT, mask_error
 from maze_impala.nn.acting import Acting, Actions, Noise, State
 from maze_impala.nn.flat import unflatten
 from maze_impala.nn.numpy_forms import HeadForm, NumpyPolicyForm, StepForm
@@ -183,9 +183,18 @@ class NumpyActing(Acting):
 
     def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
             noise: Noise | None) -> Actions:  # fmt: skip
+        logits, state = self.logits(step_key, obs, state)
+        actions, log_probs = self.steps[step_key].sample(logits, noise)
+        return actions, log_probs, state
+
+    def logits(self, step_key: StepKey, obs: NestedArrays, state: State) -> tuple[np.ndarray, State]:
+        """``step_key``'s masked logits ``[B, L]`` for ``[B, ...]`` observations from ``state``, and the next state."""
         step = self.steps[step_key]
         h = step.features(obs)
         if step.recurrent:
             h, state = step.recur(h, state)
-        actions, log_probs = step.sample(step.logits(h, obs), noise)
-        return actions, log_probs, state
+        return step.logits(h, obs), state
+
+    def array(self, name: str) -> np.ndarray:
+        """An entry of the loaded weights (a Gaussian head's log standard deviations)."""
+        return next(iter(self.steps.values())).arrays[name]

@@ -1,0 +1,168 @@
+"""A deployed policy acts as the trained one: export, then the runtime (numpy and onnxruntime) in a process where
+importing torch fails, on the decisions of whole episodes the torch policy played: the same greedy actions, logits
+within 1e-5.
+
+Each model kind trains one short epoch (its weights then scaled up so that its logits are far from ties: a parity
+test of near-uniform logits would pass by luck), and plays a few episodes greedily in torch, recording every
+decision; the runtime then decides on the same observations, each actor from its own recurrent state.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala.deploy.export import ExportError, export_policy
+from maze_impala.envs.factory import make_env
+from maze_impala.play.spec import PolicySpec
+from maze_impala.train.checkpoint import save_checkpoint
+
+pytest.importorskip("onnxruntime")
+
+NO_TORCH = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    class NoTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch" or name.startswith("torch."):
+                raise ImportError("torch is not installed here (the deploy tests' guard)")
+    sys.meta_path.insert(0, NoTorch())
+    """
+)
+REPLAY = NO_TORCH + textwrap.dedent(
+    """
+    import json, numpy as np
+    from maze_impala.deploy import DeployedPolicy
+    folder, data, out = sys.argv[1:4]
+    policy = DeployedPolicy.load(folder)
+    recorded = np.load(data, allow_pickle=False)
+    states, logits, actions = {}, [], []
+    for i, (key, agent, new) in enumerate(json.loads(str(recorded["keys"]))):
+        actor = (key, agent)
+        if new:
+            states = {}
+        obs = {name.split("/", 2)[2]: recorded[name] for name in recorded.files if name.startswith(f"obs/{i}/")}
+        state = states.get(actor)
+        found, states[actor] = policy.logits({k: v[None] for k, v in obs.items()}, key, state, [agent])
+        action, _ = policy.act(obs, actor, state)
+        logits.append(found[0].tolist())
+        actions.append({k: np.asarray(v).tolist() for k, v in action.items()})
+    assert "torch" not in sys.modules
+    with open(out, "w") as file:
+        json.dump({"logits": logits, "actions": actions}, file)
+    """
+)
+
+KINDS = {
+    "cartpole-mlp": ("CartPole-v1", {}),
+    "pixel-goal-impala": ({"_target_": "maze_impala.envs.examples.PixelGoalEnv"}, {"image_encoder": "impala"}),
+    "stateless-cartpole-lstm-normalized": (
+        {"_target_": "maze_impala.envs.examples.StatelessCartPole"},
+        {"recurrent": "lstm", "normalize_observations": True},
+    ),
+    "cutting-two-sub-steps": ({"_target_": "maze_impala.envs.examples.CuttingEnv"}, {}),
+    "coordination-per-agent": (
+        {"_target_": "maze_impala.envs.examples.CoordinationEnv", "n_agents": 3, "n_steps": 10},
+        {"per_agent_networks": True},
+    ),
+    "tictactoe-masked": (
+        {
+            "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+            "name": "pettingzoo.classic.tictactoe_v3",
+            "api": "aec",
+        },
+        {},
+    ),
+}
+
+
+def _trained(tmp_path, env, model):
+    """A checkpoint of one short epoch, its policy's weights scaled so that its logits are decisive."""
+    out = tmp_path / "run"
+    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=1, envs_per_actor=2, n_rollout_steps=8, num_actors=1,
+                                      rollout_evaluator={"n_episodes": 1})  # fmt: skip
+    train(env, algorithm, ModelConfig(**model), RunnerConfig("dev"), output_dir=out,
+          output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False))  # fmt: skip
+    state = torch.load(out / "model_last.pt", weights_only=True)
+    generator = torch.Generator().manual_seed(0)
+    for name, tensor in state["policy"].items():
+        if tensor.is_floating_point() and "normalizers" not in name and "log_std" not in name:
+            tensor.add_(torch.randn(tensor.shape, generator=generator) * 0.3)
+    save_checkpoint(out / "model_last.pt", state)
+    return out / "model_last.pt"
+
+
+def _torch_episodes(checkpoint, n_episodes=2, max_decisions=200):
+    """The torch policy's greedy decisions over whole episodes: (step key, agent, new episode), observation, logits,
+    greedy actions."""
+    spec = PolicySpec.from_checkpoint(checkpoint)
+    env = make_env(spec.env)
+    policy = spec.policy(env)
+    decisions = []
+    for episode in range(n_episodes):
+        obs, _ = env.reset(seed=episode)
+        states, done, new = {}, False, True
+        while not done and len(decisions) < max_decisions * (episode + 1):
+            key, agent = tuple(env.actor_id())
+            batch = {
+                k: torch.as_tensor(np.asarray(v)[None])
+                for k, v in obs.items()
+                if k in policy.observation_spaces[key].spaces
+            }
+            with torch.no_grad():
+                inputs = policy.normalize(key, batch)
+                state = states.get((key, agent)) or policy.initial_state(key, 1)
+                out, states[(key, agent)] = policy.network(key).step(inputs, state, torch.tensor([agent]))
+                logits = policy.mask_logits(key, out, inputs)
+                actions, _ = policy.distribution(key).sample_with_log_prob(logits, None)
+            decisions.append(((key, agent, new), {k: v.numpy()[0] for k, v in batch.items()}, logits.numpy()[0],
+                              {k: v.numpy()[0] for k, v in actions.items()}))  # fmt: skip
+            new = False
+            action = {k: v.item() if v.ndim == 0 else v for k, v in decisions[-1][3].items()}
+            obs, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+    env.close()
+    return decisions
+
+
+def _replay(tmp_path, folder, decisions):
+    data = {"keys": json.dumps([list(d[0]) for d in decisions])}
+    for i, (_, obs, _, _) in enumerate(decisions):
+        data.update({f"obs/{i}/{k}": v for k, v in obs.items()})
+    np.savez(tmp_path / "decisions.npz", **data)
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY)
+    out = tmp_path / "found.json"
+    proc = subprocess.run([sys.executable, str(script), str(folder), str(tmp_path / "decisions.npz"), str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(out.read_text())
+    return found["logits"], found["actions"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("fmt", ["onnx", "numpy"])
+def test_the_exported_policy_decides_as_the_torch_policy_without_torch(tmp_path, kind, fmt):
+    env, model = KINDS[kind]
+    checkpoint = _trained(tmp_path, env, model)
+    folder = tmp_path / "export"
+    try:
+        export_policy(checkpoint, folder, fmt)
+    except ExportError as error:
+        assert fmt == "numpy" and "no numpy form" in str(error), error
+        assert not folder.exists(), "a refused export writes nothing"
+        pytest.skip(f"{kind} has no numpy form: {error}")
+    decisions = _torch_episodes(checkpoint)
+    found, found_actions = _replay(tmp_path, folder, decisions)
+    assert len(found) == len(decisions) > 5
+    for (actor, _, expected, actions), logits, action in zip(decisions, found, found_actions):
+        np.testing.assert_allclose(logits, expected, rtol=0, atol=1e-5, err_msg=f"decision of {actor}")
+        assert {k: np.asarray(v).tolist() for k, v in actions.items()} == action, actor
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["backend"] == fmt and len(manifest["source"]["sha256"]) == 64
