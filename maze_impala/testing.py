@@ -323,3 +323,21 @@ class OddKeysEnv(StructuredEnv):
         if self.index == 0:
             self.time += 1
         return self._obs(), reward, self.time >= 5, False, {}
+
+
+def fft_net(observation_space: Any, n_outputs: int) -> Any:
+    """A policy network of a user's (``model.networks``) with an op that ONNX lacks (a real FFT): what the export
+    must refuse, naming the network and the op."""
+    import torch
+
+    class FftNet(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            size = sum(int(np.prod(space.shape)) for space in observation_space.spaces.values())
+            self.linear = torch.nn.Linear(size // 2 + 1, n_outputs)
+
+        def forward(self, obs: dict) -> Any:
+            x = torch.cat([v.float().flatten(1) for v in obs.values()], dim=-1)
+            return self.linear(torch.fft.rfft(x).abs())
+
+    return FftNet()

@@ -166,3 +166,36 @@ def test_the_exported_policy_decides_as_the_torch_policy_without_torch(tmp_path,
         assert {k: np.asarray(v).tolist() for k, v in actions.items()} == action, actor
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["backend"] == fmt and len(manifest["source"]["sha256"]) == 64
+
+
+def test_the_runtime_imports_neither_torch_nor_gymnasium_nor_hydra():
+    code = "import sys, maze_impala.deploy; print(sorted({'torch', 'gymnasium', 'hydra'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
+@pytest.mark.slow
+def test_the_cartpole_export_is_small_and_its_cli_names_its_files(tmp_path):
+    from clitools import run_cli
+
+    checkpoint = _trained(tmp_path, "CartPole-v1", {})
+    proc = run_cli(["-cn", "conf_export", f"input_dir={checkpoint.parent}", "checkpoint=model_last.pt",
+                    f"hydra.run.dir={tmp_path / 'export'}"], cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "manifest.json, step_0.onnx" in proc.stdout, proc.stdout
+    size = sum(p.stat().st_size for p in (tmp_path / "export").iterdir())
+    assert size < 200_000, size
+    manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())
+    assert manifest["step_keys"][0]["observation_space"]["spaces"]["observation"]["shape"] == [4]
+    assert manifest["source"]["config"]["env"] == "CartPole-v1"
+
+
+@pytest.mark.slow
+def test_a_network_with_an_op_onnx_lacks_is_refused_naming_it_and_nothing_is_written(tmp_path):
+    checkpoint = _trained(tmp_path, "CartPole-v1", {"networks": {"_target_": "maze_impala.testing.fft_net"}})
+    with pytest.raises(ExportError, match=r"maze_impala\.testing\.fft_net\) to ONNX: the op aten::fft_rfft"):
+        export_policy(checkpoint, tmp_path / "export", "onnx")
+    with pytest.raises(ExportError, match="no numpy form"):
+        export_policy(checkpoint, tmp_path / "export", "numpy")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"], "a refused export leaves nothing"

@@ -94,7 +94,8 @@ def _export_graph(policy: Any, key: Any, path: Path, obs: dict[str, np.ndarray])
     inputs = [*(f"obs_{i}" for i in range(len(names))), "agent_ids", *(f"state_{n}" for n in state_names)]
     outputs = ["logits", *(f"next_{n}" for n in state_names)]
     graph = _StepGraph(policy, key, names, state_names).eval()
-    network = type(policy.network(key))
+    net = policy.network(key)
+    network = getattr(net, "target", f"{type(net).__module__}.{type(net).__qualname__}")  # a network of yours: its own
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
@@ -105,7 +106,7 @@ def _export_graph(policy: Any, key: Any, path: Path, obs: dict[str, np.ndarray])
         text = " ".join(str(error).split())
         op = re.search(r"operator '?([\w:.]+)'?", text)
         what = f"the op {op.group(1)}" if op else "its forward pass"
-        raise ExportError(f"cannot export step key {key!r}'s network ({network.__module__}.{network.__qualname__}) "
+        raise ExportError(f"cannot export step key {key!r}'s network ({network}) "
                           f"to ONNX: {what} has no ONNX form at opset {OPSET} ({text[:300]}). Rewrite that part "
                           "with ops ONNX has, or keep the policy in torch (load_policy)") from None  # fmt: skip
 
