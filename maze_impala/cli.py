@@ -218,7 +218,7 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
     say(f"maze-run: outputs in {output_dir} ({listing(output_dir)})")
 
 
-def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: tuple[Path, int] | None = None) -> None:
+def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: tuple[Path, int] | None = None) -> float:
     """Train, saying how a run that stops can go on (``sweep``: the sweep's folder and this job's number, if it is
     one)."""
     from hydra.errors import InstantiationException
@@ -254,15 +254,18 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
             say(f"maze-run: {output_dir / 'model_last.pt'} holds epoch {trainer.saved_epoch}; continue the run "
                 f"with\n  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
         _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
+    score = trainer.evaluator.score  # the objective of a sweeper that optimises (hydra/sweeper=impala_search)
     say(
         f"maze-run: done after {plural(result.epochs, 'epoch')}{why_stopped(config, result)}, "
         f"{result.env_steps:,} env steps, "
         f"best evaluation {score_name(config)} {result.best_eval_return:.2f}.\n"
         f"maze-run: outputs in {output_dir} ({listing(output_dir)})"
     )
+    return score
 
 
-def _run(cfg: DictConfig) -> None:
+def _run(cfg: DictConfig) -> float | None:
+    """One job; a training run returns its final evaluation's score (what an optimising sweeper maximises)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -277,7 +280,8 @@ def _run(cfg: DictConfig) -> None:
         _export(cfg, output_dir)
     else:
         sweep = (Path(hydra_cfg.sweep.dir), hydra_cfg.job.num) if hydra_cfg.mode == RunMode.MULTIRUN else None
-        _train(cfg, output_dir, overrides, sweep)
+        return _train(cfg, output_dir, overrides, sweep)
+    return None
 
 
 def _export(cfg: DictConfig, output_dir: Path) -> None:

@@ -282,3 +282,10 @@ def test_startup_times_each_command_from_process_start_against_another_version(t
     for title in ("| `maze-run --help`", "| a refused key (`seeed=2`)"):
         this, old, ratio = map(float, rows[title])
         assert 0 < this < 60 and 0 < old < 60 and ratio == pytest.approx(this / old, rel=0.05)  # of unrounded medians
+
+
+def test_the_deploy_benchmark_prints_a_row_per_backend(tmp_path):
+    pytest.importorskip("onnxruntime")
+    stdout = run_script("deploy.py", "--kinds", "cartpole-mlp", "--seconds", "0.2", cwd=tmp_path)
+    rows = [line for line in stdout.splitlines() if line.startswith("| cartpole-mlp |")]
+    assert [row.split(" | ")[1] for row in rows] == ["Player (torch)", "numpy", "onnx"], stdout

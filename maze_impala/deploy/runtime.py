@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from maze_impala.deploy.spaces import action_value, check_observation
+from maze_impala.deploy.spaces import action_value, check_observation, dtype_of, shape_of
 
 MANIFEST = "manifest.json"
 FORMAT = "maze_impala.deploy/1"
@@ -65,6 +65,45 @@ def _numpy(folder: Path, manifest: dict[str, Any]) -> dict[Any, Forward]:
     return {step["step_key"]: forward_of(step["step_key"]) for step in manifest["step_keys"]}
 
 
+class _Step:
+    """One step key, prepared for fast decisions: its checks, graph, heads and starting state."""
+
+    def __init__(self, step: dict[str, Any], forward: Forward):
+        self.step, self.key, self.forward = step, step["step_key"], forward
+        self.space, self.heads, self.masks = step["observation_space"], step["heads"], dict(step["masks"])
+        self.spec = [(name, shape_of(sub), dtype_of(sub)) for name, sub in self.space["spaces"].items()]
+        self.action_spaces = step["action_space"]["spaces"]
+        self.zero = {name: np.zeros((1, *shape), np.float32) for name, shape in step["state"].items()}
+        self.ids = [np.array([agent], np.int64) for agent in range(256)]
+
+    def one(self, observation: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One observation as a batch of one row, checked against the space (the slow, explaining way on a miss)."""
+        try:
+            out = {}
+            for name, shape, dtype in self.spec:
+                value = np.asarray(observation[name], dtype)
+                if value.shape != shape:
+                    raise ValueError
+                out[name] = value[None]
+            return out
+        except (KeyError, ValueError, TypeError):
+            return check_observation(dict(observation), self.space, self.key, None)
+
+    def check_masks(self, obs: dict[str, np.ndarray]) -> None:
+        for key, mask in self.masks.items():  # the graph masks; a mask that allows nothing is the env's bug
+            if not (obs[mask] > 0.5).any(-1).all():
+                raise ValueError(f"step key {self.key!r}: observation {mask!r} masks every action of {key!r}; "
+                                 "an env must leave at least one action allowed")  # fmt: skip
+
+    def decide(self, logits: np.ndarray, rng: np.random.Generator | None) -> dict[str, Any]:
+        """One row's actions as the env takes them."""
+        if rng is None and all(h["kind"] == "categorical" and h["squeeze"] for h in self.heads):
+            row = logits[0]
+            return {h["key"]: int(row[h["offset"] : h["offset"] + h["size"]].argmax()) for h in self.heads}
+        actions = sample(self.heads, logits, rng)
+        return {key: action_value(value[0], self.action_spaces[key]) for key, value in actions.items()}
+
+
 class DeployedPolicy:
     """An exported policy, acting one decision or a batch at a time.
 
@@ -74,8 +113,9 @@ class DeployedPolicy:
     """
 
     def __init__(self, folder: Path, manifest: dict[str, Any], forwards: dict[Any, Forward]):
-        self.folder, self.manifest, self.forwards = folder, manifest, forwards
+        self.folder, self.manifest = folder, manifest
         self.steps = {step["step_key"]: step for step in manifest["step_keys"]}
+        self._steps = {key: _Step(step, forwards[key]) for key, step in self.steps.items()}
         self.agents = {name: tuple(actor) for name, actor in manifest.get("agents", {}).items()}
         """The env's agents by name, each with its (step key, agent id)."""
 
@@ -106,29 +146,25 @@ class DeployedPolicy:
         return {name: np.zeros((batch, *shape), np.float32) for name, shape in self.steps[step_key]["state"].items()}
 
     def _actor(self, who: Any) -> tuple[Any, int]:
-        if isinstance(who, str) and who in self.agents and who not in self.steps:
-            who = self.agents[who]
         if isinstance(who, tuple) and len(who) == 2:
             return who[0], int(who[1])
         if who in self.steps:
             return who, 0
+        if isinstance(who, str) and who in self.agents:
+            return self.agents[who]
         raise KeyError(f"{who!r} is neither a step key of this policy ({self.step_keys}) nor an agent "
                        f"({sorted(self.agents)})")  # fmt: skip
 
     def logits(self, observations: Mapping[str, Any], step_key: Any, state: State | None = None,
                agent_ids: Any = None) -> tuple[np.ndarray, State]:  # fmt: skip
         """The masked logits ``[B, L]`` of a batch of ``[B, ...]`` observations of ``step_key``, and the next state."""
-        step = self.steps[step_key]
+        step = self._steps[step_key]
         batch = len(np.asarray(next(iter(observations.values()))))
-        obs = check_observation(dict(observations), step["observation_space"], step_key, batch)
+        obs = check_observation(dict(observations), step.space, step_key, batch)
         state = self.initial_state(step_key, batch) if not state else state
         ids = np.zeros(batch, np.int64) if agent_ids is None else np.asarray(agent_ids, np.int64).reshape(batch)
-        logits, state = self.forwards[step_key](obs, state, ids)
-        if step["masks"]:
-            for key, mask in step["masks"].items():  # the graph masks them; a mask that allows nothing is the env's bug
-                if not (obs[mask] > 0.5).any(-1).all():
-                    raise ValueError(f"step key {step_key!r}: observation {mask!r} masks every action of {key!r}; "
-                                     "an env must leave at least one action allowed")  # fmt: skip
+        logits, state = step.forward(obs, state, ids)
+        step.check_masks(obs)
         return logits, state
 
     def act_batch(self, observations: Mapping[str, Any], step_key: Any, state: State | None = None,
@@ -136,18 +172,20 @@ class DeployedPolicy:
         """Actions ``[B, ...]`` per action key for a batch of observations of ``step_key``: the most likely ones, or
         sampled from ``rng``; and the next state."""
         logits, state = self.logits(observations, step_key, state, agent_ids)
-        return sample(self.steps[step_key]["heads"], logits, rng), state
+        return sample(self._steps[step_key].heads, logits, rng), state
 
     def act(self, observation: Mapping[str, Any], who: Any, state: State | None = None,
             rng: np.random.Generator | None = None) -> tuple[dict[str, Any], State]:  # fmt: skip
         """One decision of ``who`` (a step key, ``(step key, agent)`` or an agent's name) on one observation: the
         action as the env takes it (per action key), and that actor's next state (None or ``{}`` to start)."""
         step_key, agent = self._actor(who)
-        step = self.steps[step_key]
-        obs = check_observation(dict(observation), step["observation_space"], step_key, None)
-        actions, state = self.act_batch(obs, step_key, state, np.array([agent]), rng)
-        spaces = step["action_space"]["spaces"]
-        return {key: action_value(value[0], spaces[key]) for key, value in actions.items()}, state
+        step = self._steps[step_key]
+        obs = step.one(observation)
+        ids = step.ids[agent] if agent < len(step.ids) else np.array([agent], np.int64)
+        logits, state = step.forward(obs, state or step.zero, ids)
+        if step.masks:
+            step.check_masks(obs)
+        return step.decide(logits, rng), state
 
 
 def sample(heads: list[dict[str, Any]], logits: np.ndarray, rng: np.random.Generator | None) -> dict[str, np.ndarray]:

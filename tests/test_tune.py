@@ -1,0 +1,25 @@
+"""Tuning with Hydra's Optuna sweeper and the shipped search space (``hydra/sweeper=impala_search``): a 2-trial study
+on CartPole whose objective is each run's final evaluation."""
+
+import pandas as pd
+import pytest
+import yaml
+from clitools import run_cli
+from columns import EVAL
+
+pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+
+
+@pytest.mark.slow
+def test_a_two_trial_study_maximises_the_runs_final_evaluation(tmp_path):
+    sweep = tmp_path / "study"
+    proc = run_cli(["-cn", "conf_train", "-m", "hydra/sweeper=impala_search", "hydra.sweeper.n_trials=2", "runner=dev",
+                    "algorithm.n_epochs=2", "algorithm.epoch_length=3", "algorithm.envs_per_actor=4",
+                    "algorithm.rollout_evaluator.n_episodes=2", "output.progress=false", f"hydra.sweep.dir={sweep}"],
+                   cwd=tmp_path, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    finals = [pd.read_csv(job / "stats.csv")[EVAL].iloc[-1] for job in sorted(sweep.glob("job_*"))]
+    assert len(finals) == 2
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert results["best_value"] == pytest.approx(max(finals))
+    assert set(results["best_params"]) >= {"algorithm.lr", "algorithm.gamma", "algorithm.n_sgd_minibatches"}
