@@ -121,3 +121,13 @@ def test_a_checkpoint_of_another_model_names_the_first_differing_layer_and_each_
     with pytest.raises(CheckpointMismatchError, match=r"this model has a parameter 1\.weight"):
         restore_modules(state | {"policy": torch.nn.Sequential(torch.nn.Linear(3, 2)).state_dict()}, "m.pt",
                         policy=torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)))  # fmt: skip
+
+
+def test_cuda_graphs_on_a_cpu_learner_are_refused_naming_what_to_use_instead():
+    from maze_impala import ImpalaAlgorithmConfig
+
+    with pytest.raises(ConfigError, match=r"reduce-overhead replays the compiled update as CUDA graphs, and a "
+                                          r"learner on cpu has none: use algorithm.compile=default"):  # fmt: skip
+        ImpalaAlgorithmConfig(compile="reduce-overhead")
+    ImpalaAlgorithmConfig(compile="reduce-overhead", device="cuda")
+    ImpalaAlgorithmConfig(compile="default")

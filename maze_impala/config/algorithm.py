@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from maze_impala.config.base import check, finite
+from maze_impala.config.base import ConfigError, check, finite
 
 LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
@@ -233,6 +233,12 @@ class ImpalaAlgorithmConfig:
             "a float in (0, 1]",
         )
         _check(self.compile in COMPILE_MODES, "compile", self.compile, f"one of {', '.join(COMPILE_MODES)}")
+        if self.compile == "reduce-overhead" and not str(self.device).startswith("cuda"):
+            raise ConfigError(
+                f"algorithm.compile=reduce-overhead replays the compiled update as CUDA graphs, and a learner on "
+                f"{self.device} has none: use algorithm.compile=default (the same compiled kernels, without graphs) "
+                "or a learner on a GPU (algorithm.device=cuda)"
+            )
         _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {', '.join(PRECISIONS)}")
         for name in (
             "n_epochs",

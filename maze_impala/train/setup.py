@@ -226,6 +226,11 @@ def _wire(
     pool.start()
     learner: Learner | None = None
     try:
+        if algorithm.compile != "off":  # the compiler's work falls in the first updates: say so, not 70 silent s
+            logging.getLogger("maze_impala").warning(
+                "algorithm.compile=%s: the update compiles with torch.compile in its first updates (about half a "
+                "minute to two minutes on 2 CPU cores, again for each new batch shape) before training runs at its "
+                "pace", algorithm.compile)  # fmt: skip
         learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
         if checkpoint is not None:
             learner.load_state_dict(checkpoint)
