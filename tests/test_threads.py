@@ -166,3 +166,36 @@ def test_a_cnn_run_beside_a_busy_program_keeps_most_of_its_quiet_speed(tmp_path)
         busy.kill()
         busy.wait()
     assert loaded >= 0.35 * quiet, f"{loaded:.0f} env steps/s beside a busy program, {quiet:.0f} quiet"
+
+
+def test_a_learner_that_may_take_every_core_starts_on_fewer_where_the_machine_is_busy_at_its_start():
+    quiet = plan_threads("all", actor_cores=1, cores=2, load=0.1)
+    busy = plan_threads("all", actor_cores=1, cores=2, load=1.3)
+    assert quiet.choices == busy.choices == (1, 2)
+    assert quiet.start == 2 and busy.start == 1 and "the machine's load 1.30 at the start" in busy.why
+    assert plan_threads("leftover", actor_cores=1, cores=2, load=3.0).start == 1  # one count only: nothing to choose
+
+
+def test_slow_updates_probe_the_other_count_within_seconds_not_updates():
+    """Beside a busy program the first updates of two threads took 10-40 s each: the first probe of one thread comes
+    once 5 s of updates have passed (here the first measured update), not after the window and first probes."""
+    machine = Machine()
+    machine.loaded = True
+    machine.seconds = lambda: {1: 2.0, 2: 20.0}[machine.threads]
+    tuner = ThreadTuner(ThreadPlan((1, 2), 2, "test"), machine.set)
+    used = run(tuner, machine, 4)
+    assert used == [2, 2, 1, 1] and tuner.chosen == 1, used  # warm-up, one timed update, the probe: chosen
+
+
+def test_the_load_gone_brings_the_faster_count_back_at_once():
+    """A run that chose one thread under load: when the busy program stops its own updates get faster, which makes
+    the slow estimate of two threads stale; two threads are probed at once and chosen again."""
+    machine = Machine()
+    machine.seconds = lambda: ({1: 1.0, 2: 8.0} if machine.loaded else {1: 0.6, 2: 0.3})[machine.threads]
+    tuner = ThreadTuner(ThreadPlan((1, 2), 2, "test"), machine.set)
+    machine.loaded = True
+    run(tuner, machine, 40)
+    assert tuner.chosen == 1
+    machine.loaded = False
+    used = run(tuner, machine, 8)
+    assert tuner.chosen == 2 and used.index(2) <= 5, used

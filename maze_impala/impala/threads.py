@@ -87,12 +87,33 @@ class ThreadPlan:
         return f"learner threads {counts}, starting at {self.start} ({self.why})"
 
 
+BUSY_LOAD = 0.75
+"""A one-minute load average at or above this when a run starts (another program busy on a core) makes a learner that
+may take every core start on those the actors leave: beside a busy program two threads ran MinAtar's update 11x
+slower than one, and the tuner's first probes came only after minutes of such updates."""
+
+
+def machine_load() -> float | None:
+    """The machine's one-minute load average (runnable processes), None where the system does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def plan_threads(
-    setting: str, actor_cores: float, num_learners: int = 1, cores: int | None = None, deterministic: bool = False
+    setting: str,
+    actor_cores: float,
+    num_learners: int = 1,
+    cores: int | None = None,
+    deterministic: bool = False,
+    load: float | None = None,
 ) -> ThreadPlan:
     """The rule for ``runner.learner_cores=setting`` (leftover, all or a number; ``auto`` is resolved to one of the
     first two by the model first): ``actor_cores``: the cores the actors take on this machine; ``cores``: those
-    this process may use (default :func:`usable_cores`); ``deterministic``: the run must repeat itself bit for bit
+    this process may use (default :func:`usable_cores`); ``load``: the machine's load before the run's own work
+    (:func:`machine_load`), from which a learner that may take every core starts on fewer where the machine is busy
+    already; ``deterministic``: the run must repeat itself bit for bit
     (``runner=dev``), so its thread count is fixed, one unless pinned (a count chosen by timing would change the
     order of float sums, and one thread never waits for a busy core)."""
     if setting.isdigit():
@@ -113,7 +134,10 @@ def plan_threads(
         raise ValueError(f"runner.learner_cores={setting!r}: leftover, all or a number of threads here")
     top = cores if setting == "all" else leftover
     why = f"learner_cores={setting}: {cores} usable cores, {leftover} left by the actors"
-    return ThreadPlan(tuple(sorted({1, leftover, top})), top, why)
+    start = top
+    if top > leftover and load is not None and load >= BUSY_LOAD:
+        start, why = leftover, f"{why}; the machine's load {load:.2f} at the start: first {leftover}"
+    return ThreadPlan(tuple(sorted({1, leftover, top})), start, why)
 
 
 class ThreadTuner:
@@ -138,10 +162,17 @@ class ThreadTuner:
         first_probe: int = 3,
         regression: float = 1.5,
         warmup: int = 1,
+        probe_seconds: float = 5.0,
+        relief: float = 1.25,
     ):
+        """``probe_seconds``: a count never timed is probed once the chosen one's updates have taken this long, even
+        before ``first_probe`` updates (under load one update can take tens of seconds); ``relief``: the chosen
+        count's recent times falling by this factor below those it was chosen on (a busy program stopped) makes every
+        other count's last time stale and probes one at once."""
         self.plan, self._set = plan, set_threads
         self.budget, self.margin, self.window = budget, margin, window
         self.first_probe, self.regression = first_probe, regression
+        self.probe_seconds, self.relief = probe_seconds, relief
         self.chosen = plan.start
         self.times: dict[int, deque[float]] = {c: deque(maxlen=window) for c in plan.choices}
         self.estimate: dict[int, float] = {}
@@ -198,15 +229,24 @@ class ThreadTuner:
         return statistics.median(self.times[self.chosen])
 
     def _probe_due(self) -> int | None:
-        if not self.plan.adaptive or self._warmup > 0 or len(self.times[self.chosen]) < self.window:
+        if not self.plan.adaptive or self._warmup > 0 or not self.times[self.chosen]:
+            return None
+        others = [c for c in self.plan.choices if c != self.chosen]
+        candidate = others[(self._next_probe + 1) % len(others)]
+        if candidate not in self.estimate and self._since_seconds >= self.probe_seconds:
+            self._next_probe += 1  # never timed, and the chosen count's updates are slow: time it now
+            return candidate
+        if len(self.times[self.chosen]) < self.window:
             return None
         current = self._median()
         if self._decided is not None and current > self.regression * self._decided:
             self._interval, self._decided = 0, current  # the load rose: look again now (where it costs little)
+        elif self._decided is not None and current * self.relief < self._decided:
+            self._interval, self._decided = 0, current  # the load fell: the others' times are stale, look again
+            for other in others:
+                self.estimate.pop(other, None)
         if self._since_updates < self._interval:
             return None
-        others = [c for c in self.plan.choices if c != self.chosen]
-        candidate = others[(self._next_probe + 1) % len(others)]
         excess = max(0.0, self.estimate.get(candidate, 0.0) - current) * self._samples
         if self._since_seconds * self.budget < excess:
             return None

@@ -15,7 +15,7 @@ from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.impala.replica_processes import ReplicaProcesses
 from maze_impala.impala.replicas import Replicas
-from maze_impala.impala.threads import ThreadPlan, plan_threads
+from maze_impala.impala.threads import ThreadPlan, machine_load, plan_threads
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.play.pool import SnapshotPool
@@ -85,7 +85,7 @@ def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, pool
     if algorithm.device != "cpu":
         return None
     return plan_threads(runner.learner_cores, pool.actor_cores(), algorithm.num_learners,
-                        deterministic=runner.type == "dev")  # fmt: skip
+                        deterministic=runner.type == "dev", load=machine_load())  # fmt: skip
 
 
 def make_replicas(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, threads: int | None) -> Replicas:
