@@ -131,3 +131,14 @@ def test_cuda_graphs_on_a_cpu_learner_are_refused_naming_what_to_use_instead():
         ImpalaAlgorithmConfig(compile="reduce-overhead")
     ImpalaAlgorithmConfig(compile="reduce-overhead", device="cuda")
     ImpalaAlgorithmConfig(compile="default")
+
+
+def test_check_env_names_an_out_of_bounds_index_as_plain_numbers():
+    import gymnasium as gym
+    import numpy as np
+
+    from maze_impala import EnvCheckError
+    from maze_impala.envs.checks import check_value
+
+    with pytest.raises(EnvCheckError, match=r"found 5\.0 at index \(1,\)$"):
+        check_value(np.array([0.0, 5.0], np.float32), gym.spaces.Box(-1, 1, (2,)), "step key 0: observation 'x'")

@@ -50,7 +50,7 @@ def check_value(value: Any, space: gym.Space, where: str) -> None:
         low, high = np.broadcast_to(space.low, shape), np.broadcast_to(space.high, shape)
         outside = (array < low - 1e-6) | (array > high + 1e-6)
         if outside.any():
-            i = tuple(np.argwhere(outside)[0])
+            i = tuple(int(n) for n in np.argwhere(outside)[0])
             raise EnvCheckError(f"{where}: expected values in the bounds [{low[i]}, {high[i]}], found {array[i]} "
                                 f"at index {i}")  # fmt: skip
         return
