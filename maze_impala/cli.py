@@ -44,7 +44,7 @@ from maze_impala.config.overrides import check_overrides as overrides_check
 from maze_impala.config.overrides import override_key
 from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
-from maze_impala.run_files import FAILED
+from maze_impala.run_files import FAILED, KPI_CSV
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -209,7 +209,8 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
         _collect_from_here()
         rollout(config, output_dir)
     except KeyboardInterrupt as interrupt:
-        say("maze-run: interrupted", interrupt=True)
+        kept = f"; the episodes played are in {output_dir / KPI_CSV}" if (output_dir / KPI_CSV).is_file() else ""
+        say(f"maze-run: interrupted{kept}", interrupt=True)
         sys.exit(_exit_code(interrupt))
     except (InstantiationException, ConfigError) as error:
         _fail(error, run_dir=output_dir)

@@ -50,6 +50,20 @@ class EndlessEnv(CounterEnv):
         super().__init__(limit=2**62)
 
 
+class InterruptedEnv(CounterEnv):
+    """Raises ``KeyboardInterrupt`` (as Ctrl-C does) at its ``at``-th reset: ``at - 1`` episodes of it end first."""
+
+    def __init__(self, at: int = 3):
+        super().__init__(limit=5)
+        self.at, self.resets = at, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        self.resets += 1
+        if self.resets == self.at:
+            raise KeyboardInterrupt
+        return super().reset(seed=seed, options=options)
+
+
 class CrashingEnv(CounterEnv):
     """Raises in ``step`` after ``crash_after`` steps: an actor that fails with an exception."""
 

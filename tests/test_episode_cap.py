@@ -126,3 +126,18 @@ def test_a_slow_evaluation_is_reported_once_with_its_progress():
     assert parts[1] == "evaluating: 1/8 episodes, the longest 100 steps"
     assert len(said) == 1 and "the evaluation has run 100 s, 10x the epoch's training: 1/8 episodes" in said[0]
     assert "max_episode_steps=1,000" in said[0]
+
+
+def test_an_interrupted_rollout_writes_the_episodes_it_played(tmp_path):
+    from maze_impala.config import RolloutRunnerConfig
+    from maze_impala.config.run import PolicyConfig
+    from maze_impala.train.rollout import rollout
+
+    env = {"_target_": "maze_impala.testing.InterruptedEnv"}
+    config = RolloutConfig(policy=PolicyConfig(type="random"), env=env, n_episodes=5,
+                           runner=RolloutRunnerConfig("dev", envs_per_process=1), progress=False)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        rollout(config, tmp_path)
+    kpis = pd.read_csv(tmp_path / "kpis.csv")
+    assert kpis["episode_id"].tolist() == [0, 1] and kpis["steps"].tolist() == [5, 5]
+    assert (tmp_path / "stats.csv").is_file()

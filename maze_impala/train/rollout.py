@@ -163,6 +163,11 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
             _play(job, episodes, report)
         else:
             _play_in_processes(job, episodes, config, report)
+    except KeyboardInterrupt:  # the episodes played so far are kept: their rows and statistics are written
+        if results:
+            results.sort(key=lambda r: r.episode_id)
+            _write(config, results, output_dir)
+        raise
     finally:
         if progress is not None:
             progress.close()
