@@ -142,3 +142,19 @@ def test_check_env_names_an_out_of_bounds_index_as_plain_numbers():
 
     with pytest.raises(EnvCheckError, match=r"found 5\.0 at index \(1,\)$"):
         check_value(np.array([0.0, 5.0], np.float32), gym.spaces.Box(-1, 1, (2,)), "step key 0: observation 'x'")
+
+
+@pytest.mark.slow
+def test_per_agent_networks_report_a_gradient_norm_per_network(tmp_path):
+    import pandas as pd
+
+    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+
+    env = {"_target_": "maze_impala.envs.examples.CoordinationEnv", "n_agents": 2, "n_steps": 4}
+    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, envs_per_actor=2, n_rollout_steps=8, num_actors=1,
+                                      rollout_evaluator={"n_episodes": 1})  # fmt: skip
+    train(env, algorithm, ModelConfig(per_agent_networks=True), RunnerConfig("dev"), output_dir=tmp_path / "run",
+          output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False))  # fmt: skip
+    columns = [c for c in pd.read_csv(tmp_path / "run" / "stats.csv").columns if "policy_grad_norm/mean" in c]
+    assert sorted(columns) == [f"train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0/network_{i}"
+                               for i in (0, 1)], columns  # fmt: skip

@@ -61,12 +61,10 @@ class ImpalaLearner(Learner):
         self.critic = critic.to(self.device)
         self._params = [*self.policy.parameters(), *self.critic.parameters()]
         self.optimizer = make_optimizer(self._params, config)
-        # What "the policy of step key k" means for gradient norms and clipping: its network and its
-        # action distribution's own parameters (e.g. a Gaussian's log-std).
-        self._policy_params = {
-            key: [*self.policy.network(key).parameters(), *self.policy.distribution(key).parameters()]
-            for key in policy.step_keys
-        }
+        # What "the policy of step key k" means for gradient norms and clipping: its network and its action
+        # distribution's own parameters (e.g. a Gaussian's log-std); with a network per agent or group, each of
+        # them on its own (``<k>/network_<i>``), the distribution's parameters as ``<k>/heads``.
+        self._policy_params = {key: _policy_groups(key, policy) for key in policy.step_keys}
         self._critic_params = {key: list(network.parameters()) for key, network in critic.networks_by_key().items()}
         self.events = events
         self.version = 0
@@ -173,7 +171,8 @@ class ImpalaLearner(Learner):
         networks = [(ev.critic_grad_norm, {"critic_key": critic_key}, found)
                     for critic_key, params in self._critic_params.items() if (found := _grads(params))]  # fmt: skip
         if train_policy:
-            networks += [(ev.policy_grad_norm, {"step_key": key}, _grads(self._policy_params[key])) for key in keys]
+            networks += [(ev.policy_grad_norm, {"step_key": label}, _grads(params)) for key in keys
+                         for label, params in self._policy_params[key]]  # fmt: skip
         norms = clip_grad_norms([found for *_, found in networks], self.config.max_grad_norm or math.inf, self.device)
         self.optimizer.step()
         return [Metric(event, args, norm) for (event, args, _), norm in zip(networks, norms.unbind())]
@@ -281,3 +280,15 @@ class ImpalaLearner(Learner):
         self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])  # the schedule's learning rate follows from the version
         self.version = int(state["version"])
+
+
+def _policy_groups(key: StepKey, policy: StructuredPolicy) -> list[tuple[StepKey | str, list[torch.nn.Parameter]]]:
+    """The networks of step key ``key``'s policy whose gradient norms are measured and clipped apart, labelled."""
+    network, heads = policy.network(key), list(policy.distribution(key).parameters())
+    per_agent = getattr(network, "agents", None)  # a network per agent or group of agents (PerAgentNet)
+    if per_agent is None:
+        return [(key, [*network.parameters(), *heads])]
+    groups: list[tuple[StepKey | str, list[torch.nn.Parameter]]] = [
+        (f"{key}/network_{i}", list(part.parameters())) for i, part in enumerate(per_agent)
+    ]
+    return groups + ([(f"{key}/heads", heads)] if heads else [])
