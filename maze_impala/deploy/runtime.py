@@ -75,6 +75,9 @@ class _Step:
         self.action_spaces = step["action_space"]["spaces"]
         self.zero = {name: np.zeros((1, *shape), np.float32) for name, shape in step["state"].items()}
         self.ids = [np.array([agent], np.int64) for agent in range(256)]
+        discrete = all(h["kind"] == "categorical" and h["squeeze"] for h in self.heads)
+        self.argmax = [(h["key"], h["offset"], h["offset"] + h["size"]) for h in self.heads] if discrete else None
+        """Where every head is one Discrete action: its key and the slice of its logits (the greedy fast path)."""
 
     def one(self, observation: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One observation as a batch of one row, checked against the space (the slow, explaining way on a miss)."""
@@ -97,9 +100,9 @@ class _Step:
 
     def decide(self, logits: np.ndarray, rng: np.random.Generator | None) -> dict[str, Any]:
         """One row's actions as the env takes them."""
-        if rng is None and all(h["kind"] == "categorical" and h["squeeze"] for h in self.heads):
+        if rng is None and self.argmax is not None:
             row = logits[0]
-            return {h["key"]: int(row[h["offset"] : h["offset"] + h["size"]].argmax()) for h in self.heads}
+            return {key: int(row[start:end].argmax()) for key, start, end in self.argmax}
         actions = sample(self.heads, logits, rng)
         return {key: action_value(value[0], self.action_spaces[key]) for key, value in actions.items()}
 
