@@ -146,17 +146,3 @@ def test_an_interrupted_sweep_goes_on_by_the_commands_it_prints(tmp_path):
     import pandas as pd
 
     assert pd.read_csv(sweep / "summary.csv")["runs"].tolist() == [3], "one configuration, its three seeds"
-
-
-def test_an_interrupt_during_the_first_evaluation_resumes_at_epoch_2(tmp_path):
-    """``model_last.pt`` is written before the epoch's evaluation: a run stopped in its first evaluation (an env
-    whose episodes never end, a slow one) keeps the epoch it trained."""
-    out = tmp_path / "run"
-    stderr = interrupted_run("evaluate:1", out)
-    assert f"{out / 'model_last.pt'} holds epoch 1" in stderr, stderr
-    proc = resume(out)
-    assert proc.returncode == 0, proc.stderr
-    assert "done after 3 epochs" in proc.stdout
-    assert f"resuming {out} after epoch 1" in (out / "train.log").read_text()
-    epochs = [line.split(",")[0] for line in (out / "stats.csv").read_text().splitlines()[1:]]
-    assert epochs == ["2", "3"], "epoch 1's row is the evaluation's: it was never written"

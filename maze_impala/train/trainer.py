@@ -64,10 +64,10 @@ class TrainingResult:
 class ImpalaTrainer:
     """Runs the epochs; every component is built elsewhere (:func:`maze_impala.train.setup.build_trainer`).
 
-    Per epoch: ``epoch_length`` updates (collect, learn, publish), ``model_last.pt`` (every
-    ``checkpoint_every`` epochs and at the end, so that a run stopped during the evaluation keeps the epoch),
-    an evaluation, the epoch's statistics to every writer, then ``model_best.pt`` (on an evaluation
-    that ties or beats the best) and ``model_last.pt`` again, with the evaluation's score. Loop state lives in
+    Per epoch: ``epoch_length`` updates (collect, learn, publish), an evaluation, the
+    epoch's statistics to every writer, then ``model_last.pt`` (every
+    ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on an evaluation
+    that ties or beats the best). Loop state lives in
     :attr:`state`, which every checkpoint saves and a resume restores (see
     :func:`~maze_impala.train.setup.build_trainer`).
     """
@@ -137,8 +137,6 @@ class ImpalaTrainer:
                     while updates < cfg.epoch_length:
                         updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
                     update_seconds = time.perf_counter() - started
-                    if epoch == cfg.n_epochs or epoch % self.outputs.checkpoint_every == 0:
-                        self._save_trained(epoch)  # an interrupt during the evaluation keeps the epoch's training
                     filming = self.outputs.films(epoch, cfg.n_epochs)
                     self._epoch = epoch
                     self.watch.evaluation_start(update_seconds)
@@ -200,12 +198,6 @@ class ImpalaTrainer:
         part = self.watch.evaluating(progress)
         if self.outputs.progress is not None:
             self.outputs.progress.update(self._epoch, self.state.env_steps, part=part)
-
-    def _save_trained(self, epoch: int) -> None:
-        """``model_last.pt`` of ``epoch``'s training, before its evaluation (written again after it, with the
-        evaluation's score): a run stopped during the evaluation resumes at the next epoch."""
-        self.state.epoch = epoch
-        self._save(LAST_MODEL)
 
     def _write_videos(self, writer: StatsWriter, env_steps: int) -> None:
         """The evaluation's films to a writer that shows videos (TensorBoard)."""
