@@ -15,7 +15,7 @@ from clitools import TINY, run_cli
 from maze_impala.actors.actor import PlayProgress, RolloutActor
 from maze_impala.config import ConfigError, RolloutConfig, TrainingConfig
 from maze_impala.envs.factory import make_env
-from maze_impala.events.api import sum_
+from maze_impala.events.api import EventHub, sum_
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.play.spec import PolicySpec, load_acting
@@ -78,13 +78,17 @@ def test_training_without_ending_episodes_says_so_once_naming_the_key():
     said: list[str] = []
     watch = EpisodeWatch(n_envs=4, rollout_steps=8, cap=27_000, say=said.append)
 
-    class Quiet:
-        events: list = []
-        env_steps = 32
-
     for _ in range(40):
-        watch.rollouts([Quiet()])
+        watch.stepped(32)  # no episode's events heard
     assert len(said) == 1 and "no training episode has ended in the last 640 env steps" in said[0]
+    heard: list[str] = []
+    ending = EpisodeWatch(n_envs=4, rollout_steps=8, cap=27_000, say=heard.append)
+    hub = EventHub()
+    hub.listeners.append(ending)
+    for _ in range(40):
+        hub.publisher(EpisodeEvents).episode_length(value=50)  # an episode ended in every batch
+        ending.stepped(32)
+    assert heard == [] and ending.quiet_steps == 0
     assert "max_episode_steps=27,000" in said[0] and "set max_episode_steps=<steps>" in said[0]
 
 

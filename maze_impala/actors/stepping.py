@@ -228,8 +228,10 @@ class FlatStepping(Stepping):
         self.direct = [env.direct_env() if hasattr(env, "direct_env") else None for env in batch.envs]
         """Per env, the Gymnasium env to step directly (no Dict wrapping per step), or None."""
         self.all_direct = all(env is not None for env in self.direct)
-        self.caps = [math.inf if cap is None else cap for cap in batch.caps]
+        self.caps = np.array([math.inf if cap is None else cap for cap in batch.caps])
         """Per env, the episode length at which it is truncated (see :class:`~maze_impala.envs.batch.EnvBatch`)."""
+        self.capping = bool(np.isfinite(self.caps).any())
+        """Whether any env is capped: checked once per step for all envs, outside the per-env loop."""
         self.ones = np.ones(E, dtype=np.int64)
         """Every env ends a structured step with every step."""
         self.everyone = ((self.key, self.all),)
@@ -260,14 +262,16 @@ class FlatStepping(Stepping):
         """Step ``t`` of every env, all plain Gymnasium envs: the per-env work is the ``step`` call alone."""
         recorder, envs = self.recorder, self.batch.envs
         next_obs, rewards, ended = [], [], []
-        lengths, caps = self.lengths, self.caps
         for e, (env, action) in enumerate(zip(self.direct, actions)):
             observation, reward, terminated, truncated, _ = env.step(action)
             next_obs.append(observation)
             rewards.append(reward)
-            if terminated or truncated or lengths[e] + 1 >= caps[e]:
+            if terminated or truncated:
                 ended.append((e, terminated))
             envs[e].tick()
+        if self.capping:  # episodes that reach the cap this step and did not end by themselves
+            done = {e for e, _ in ended}
+            ended += [(int(e), False) for e in np.flatnonzero(self.lengths + 1 >= self.caps) if e not in done]
         stacked = np.asarray(next_obs)
         if stacked.shape[1:] != recorder.obs[OBS_KEY].shape[2:]:  # never broadcast a wrong shape into the buffer
             raise ValueError(f"step key {self.key!r}: observation {OBS_KEY!r} expected shape "

@@ -67,9 +67,8 @@ class ImpalaTrainer:
     Per epoch: ``epoch_length`` updates (collect, learn, publish), an evaluation, the
     epoch's statistics to every writer, then ``model_last.pt`` (every
     ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on an evaluation
-    that ties or beats the best). Loop state lives in
-    :attr:`state`, which every checkpoint saves and a resume restores (see
-    :func:`~maze_impala.train.setup.build_trainer`).
+    that ties or beats the best). Loop state lives in :attr:`state`, which every checkpoint saves and a
+    resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
     """
 
     def __init__(
@@ -110,7 +109,8 @@ class ImpalaTrainer:
         """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
         self.watch = EpisodeWatch(config.num_actors * config.envs_per_actor, config.n_rollout_steps,
                                   evaluator.max_episode_steps)  # fmt: skip
-        """Says once when episodes stop ending (see :mod:`~maze_impala.train.watch`)."""
+        """Says once when episodes stop ending (see :mod:`~maze_impala.train.watch`); it hears the episodes' events."""
+        hub.listeners.append(self.watch)
         self._epoch = self.state.epoch
         """The epoch that trains or evaluates now."""
         evaluator.on_progress = self._evaluating
@@ -260,7 +260,7 @@ class ImpalaTrainer:
             self.state.env_steps += rollout.env_steps
             if pool is not None:
                 pool.record(rollout.pool_games)
-        self.watch.rollouts(rollouts)
+        self.watch.stepped(sum(r.env_steps for r in rollouts))
         max_lag, version = self.config.max_policy_lag, self.learner.version
         fresh = [r for r in rollouts if max_lag is None or version - r.policy_version <= max_lag]
         if len(fresh) < len(rollouts):

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from maze_impala.actors.actor import PlayProgress
 from maze_impala.actors.results import EpisodeResult
-from maze_impala.core import Rollout
-from maze_impala.events.api import event_name
+from maze_impala.events.api import EventRecord, event_name
 from maze_impala.events.interfaces import EpisodeEvents
 
 CAP_KEY = "max_episode_steps"
@@ -46,6 +45,8 @@ class EpisodeWatch:
         self.say = say or (lambda text: _log.warning("%s", text))
         self.quiet_steps = 0
         """Env steps of training since the last episode ended."""
+        self.ended = False
+        """An episode ended since the last :meth:`stepped`."""
         self.notices: set[str] = set()
         self.evaluation_started = 0.0
         self.training_seconds = 0.0
@@ -55,13 +56,15 @@ class EpisodeWatch:
             self.notices.add(kind)
             self.say(text)
 
-    def rollouts(self, rollouts: Iterable[Rollout]) -> None:
-        """Training's rollouts, as the learner takes them."""
-        for rollout in rollouts:
-            if any((r.interface, r.event) == _EPISODE_END for r in rollout.events):
-                self.quiet_steps = 0
-            else:
-                self.quiet_steps += rollout.env_steps
+    def __call__(self, record: EventRecord) -> None:
+        """A listener of training's hub: an episode that ended."""
+        if (record.interface, record.event) == _EPISODE_END:
+            self.ended = True
+
+    def stepped(self, env_steps: int) -> None:
+        """Training took ``env_steps`` more (a batch of rollouts, whose events the hub has replayed)."""
+        self.quiet_steps = 0 if self.ended else self.quiet_steps + env_steps
+        self.ended = False
         per_env = self.quiet_steps // max(self.n_envs, 1)
         if per_env >= QUIET_ROLLOUTS * self.rollout_steps:
             self._once(
