@@ -70,10 +70,11 @@ def test_an_interrupt_before_the_first_checkpoint_offers_no_resume_and_a_resume_
     assert snapshot(out) == kept, "a refused resume neither removes nor changes the directory"
 
 
-@pytest.mark.parametrize("stage", ["update:4", "checkpoint:2"])
+@pytest.mark.parametrize("stage", ["update:4", "checkpoint:3"])
 def test_an_interrupt_after_a_checkpoint_resumes_from_it(tmp_path, stage):
-    """Mid-epoch (the second update of epoch 2), and in the middle of writing epoch 2's checkpoint: ``model_last.pt``
-    still holds epoch 1, which the printed command continues to the end."""
+    """Mid-epoch (the second update of epoch 2), and in the middle of writing epoch 2's first checkpoint (each epoch
+    writes ``model_last.pt`` before its evaluation and after it): ``model_last.pt`` still holds epoch 1, which the
+    printed command continues to the end."""
     out = tmp_path / "run"
     stderr = interrupted_run(stage, out)
     assert f"{out / 'model_last.pt'} holds epoch 1" in stderr, stderr
@@ -86,6 +87,27 @@ def test_an_interrupt_after_a_checkpoint_resumes_from_it(tmp_path, stage):
     assert f"resuming {out} after epoch 1" in log
     assert "[WARNING] maze-run: interrupted;" in log and "[ERROR]" not in log, "a user's Ctrl-C is no error"
     assert [line.split(",")[0] for line in (out / "stats.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("epoch", [1, 2])
+def test_an_interrupt_during_an_evaluation_keeps_the_epoch_it_trained(tmp_path, epoch):
+    """Stopped as epoch 1's (or 2's) evaluation starts: ``model_last.pt`` holds that epoch's training, and the resume
+    evaluates it again instead of training it again; the tables have every epoch once."""
+    out = tmp_path / "run"
+    stderr = interrupted_run(f"evaluate:{epoch}", out)
+    assert f"{out / 'model_last.pt'} holds epoch {epoch}" in stderr, stderr
+    assert (out / "model_best.pt").is_file() == (epoch > 1), "model_best.pt is written after an evaluation"
+    proc = resume(out)
+    assert proc.returncode == 0, proc.stderr
+    log = (out / "train.log").read_text()
+    assert f"resuming {out} after epoch {epoch - 1} (epoch {epoch} trained; its evaluation runs again)" in log, log
+    lines = (out / "stats.csv").read_text().splitlines()
+    header, rows = lines[0].split(","), [line.split(",") for line in lines[1:]]
+    assert [row[0] for row in rows] == ["1", "2", "3"]
+    steps = header.index("env_steps")
+    assert [int(float(row[steps])) for row in rows] == [e * 2 * 4 * 32 for e in (1, 2, 3)], "no epoch trained twice"
+    assert [line.split(",")[0] for line in (out / "kpis.csv").read_text().splitlines()[1:]] == [
+        "1", "1", "2", "2", "3", "3"]  # fmt: skip
 
 
 def test_refused_resumes_leave_the_directory_as_it_was(tmp_path):

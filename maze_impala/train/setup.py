@@ -52,7 +52,7 @@ from maze_impala.train.rundir import (
     continue_tables,
     scalar_config,
 )
-from maze_impala.train.state import TrainerState
+from maze_impala.train.state import EVALUATION_PENDING, TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
 from maze_impala.train.video import Videos, check_renders
 
@@ -161,8 +161,10 @@ def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, A
     changes = check_resumable(checkpoint["config"], record, run_dir)
     check_more_epochs(run_dir, int(checkpoint["epoch"]), n_epochs)
     described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
+    epoch = int(checkpoint["epoch"])
+    pending = f" (epoch {epoch + 1} trained; its evaluation runs again)" if EVALUATION_PENDING in checkpoint else ""
     logging.getLogger("maze_impala").info(
-        "resuming %s after epoch %d%s", run_dir, checkpoint["epoch"], f"; changed: {described}" if described else ""
+        "resuming %s after epoch %d%s%s", run_dir, epoch, pending, f"; changed: {described}" if described else ""
     )
 
 

@@ -8,10 +8,29 @@ from typing import Any
 
 import torch
 
+from maze_impala.events.stats import StatKey
 from maze_impala.play.pool import SnapshotPool
 
 SNAPSHOT_POOL = "snapshot_pool"
 """The checkpoint key of the snapshot pool."""
+EVALUATION_PENDING = "evaluation_pending"
+"""The checkpoint key of an epoch trained whose evaluation had not ended (see :attr:`TrainerState.pending`)."""
+
+
+@dataclass
+class TrainedEpoch:
+    """An epoch's training, before its evaluation: its statistics and the seconds it took."""
+
+    stats: dict[StatKey, float]
+    seconds: float
+
+    def state_dict(self) -> dict[str, Any]:
+        """Strings, numbers and lists: what ``torch.load(weights_only=True)`` reads back."""
+        return {"seconds": self.seconds, "stats": [[*key, value] for key, value in self.stats.items()]}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> TrainedEpoch:
+        return cls({StatKey(*row[:-1]): float(row[-1]) for row in state["stats"]}, float(state["seconds"]))
 
 
 @dataclass
@@ -29,6 +48,9 @@ class TrainerState:
     """Epochs since the best evaluation: the patience counter."""
     snapshots: SnapshotPool | None = field(default=None, repr=False)
     """The snapshot pool of self-play against past selves (``algorithm.train_opponent=pool``), if the run has one."""
+    pending: TrainedEpoch | None = field(default=None, repr=False)
+    """Epoch ``epoch + 1``'s training, saved before its evaluation (``model_last.pt`` then holds its weights): a
+    run stopped during that evaluation resumes by running it again, not by training the epoch again."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
     """One row of statistics per completed epoch. Not in the checkpoint: a resume reads it back from
     ``stats.csv``, the durable record, so that checkpoints do not grow with the run."""
@@ -55,7 +77,9 @@ class TrainerState:
             "best_eval_return": self.best_eval_return,
             "epochs_since_best": self.epochs_since_best,
             "torch_rng_state": torch.get_rng_state(),
-        } | ({SNAPSHOT_POOL: self.snapshots.state_dict()} if self.snapshots is not None else {})
+        } | ({SNAPSHOT_POOL: self.snapshots.state_dict()} if self.snapshots is not None else {}) | (
+            {EVALUATION_PENDING: self.pending.state_dict()} if self.pending is not None else {}
+        )
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any], snapshots: SnapshotPool | None = None) -> TrainerState:
@@ -72,4 +96,5 @@ class TrainerState:
             best_eval_return=float(state["best_eval_return"]),
             epochs_since_best=int(state.get("epochs_since_best", 0)),
             snapshots=snapshots,
+            pending=TrainedEpoch.from_state_dict(state[EVALUATION_PENDING]) if EVALUATION_PENDING in state else None,
         )

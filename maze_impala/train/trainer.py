@@ -29,7 +29,7 @@ from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.pace import PaceWatch
 from maze_impala.train.rundir import scalar_config
-from maze_impala.train.state import TrainerState
+from maze_impala.train.state import TrainedEpoch, TrainerState
 from maze_impala.train.watch import EpisodeWatch
 
 if TYPE_CHECKING:
@@ -64,10 +64,10 @@ class TrainingResult:
 class ImpalaTrainer:
     """Runs the epochs; every component is built elsewhere (:func:`maze_impala.train.setup.build_trainer`).
 
-    Per epoch: ``epoch_length`` updates (collect, learn, publish), an evaluation, the
-    epoch's statistics to every writer, then ``model_last.pt`` (every
-    ``checkpoint_every`` epochs and at the end) and ``model_best.pt`` (on an evaluation
-    that ties or beats the best). Loop state lives in :attr:`state`, which every checkpoint saves and a
+    Per epoch: ``epoch_length`` updates (collect, learn, publish), ``model_last.pt`` (every ``checkpoint_every``
+    epochs and at the end: the epoch's training, so that a run stopped during the evaluation keeps it), an
+    evaluation, the epoch's statistics to every writer, then ``model_best.pt`` (on an evaluation that ties or
+    beats the best) and ``model_last.pt`` again, with the evaluation counted. Loop state lives in :attr:`state`, which every checkpoint saves and a
     resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
     """
 
@@ -130,32 +130,26 @@ class ImpalaTrainer:
         try:
             self.pool.start()
             for epoch in range(first_epoch, cfg.n_epochs + 1):
-                started, steps_before = time.perf_counter(), state.env_steps
-                self._updates, self._waited = 0, 0.0
+                started = time.perf_counter()
                 try:
-                    updates = 0
-                    while updates < cfg.epoch_length:
-                        updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
-                    update_seconds = time.perf_counter() - started
+                    trained, state.pending = state.pending, None  # a resumed run stopped during this evaluation
+                    if trained is None:
+                        trained = self._train_epoch(epoch, started)
+                        if epoch == cfg.n_epochs or epoch % self.outputs.checkpoint_every == 0:
+                            state.pending = trained  # the epoch's training is kept if its evaluation is stopped
+                            self._save(LAST_MODEL)
+                            state.pending = None
                     filming = self.outputs.films(epoch, cfg.n_epochs)
                     self._epoch = epoch
-                    self.watch.evaluation_start(update_seconds)
+                    self.watch.evaluation_start(trained.seconds)
                     results = self.evaluator.evaluate(self.learner.policy, f"epoch_{epoch}_" if filming else None)
                     self.watch.evaluated(results)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
                 self._record_episodes(epoch, results)
-                self.run_events.env_steps(value=state.env_steps)
-                rate = (state.env_steps - steps_before) / update_seconds
-                self.run_events.env_steps_per_second(value=rate)
-                self.run_events.learner_waiting_percent(value=100.0 * self._waited / update_seconds)
-                notice = self.pace.epoch(epoch, rate, self.threads.chosen if self.threads is not None else None)
-                if notice is not None:
-                    logging.getLogger("maze_impala").warning("%s", notice)
-                self.run_events.updates_per_second(value=cfg.epoch_length / update_seconds)
-                self.run_events.epoch_seconds(value=time.perf_counter() - started)
+                self.run_events.epoch_seconds(value=trained.seconds + time.perf_counter() - started)
                 self.run_events.elapsed_seconds(value=time.perf_counter() - training_started)
-                epoch_stats = self.train_stats.reduce() | self.eval_stats.reduce()
+                epoch_stats = trained.stats | self.train_stats.reduce() | self.eval_stats.reduce()
                 row = by_column(epoch_stats)
                 stats.append((epoch, state.env_steps, epoch_stats))
                 best = state.record(epoch, self.evaluator.score, row)
@@ -171,7 +165,7 @@ class ImpalaTrainer:
                     or bool(cfg.patience and state.epochs_since_best >= cfg.patience)
                     or (cfg.target_score is not None and self.evaluator.score >= cfg.target_score)
                 )
-                if best:  # first: once model_last.pt exists, model_best.pt does too, whenever the run is killed
+                if best:  # before model_last.pt: a run killed between the two saves evaluates this epoch again
                     self._save(BEST_MODEL)
                 if stopping or epoch % self.outputs.checkpoint_every == 0:
                     self._save(LAST_MODEL)
@@ -192,6 +186,24 @@ class ImpalaTrainer:
         return TrainingResult(
             self.output_dir, state.epoch, state.env_steps, state.best_eval_return, stopped_early, state.history, stats
         )
+
+    def _train_epoch(self, epoch: int, started: float) -> TrainedEpoch:
+        """The epoch's ``epoch_length`` updates; its training statistics, its pace recorded."""
+        cfg, steps_before = self.config, self.state.env_steps
+        self._updates, self._waited = 0, 0.0
+        updates = 0
+        while updates < cfg.epoch_length:
+            updates += self._update(epoch, train_policy=epoch > cfg.critic_burn_in_epochs)
+        seconds = time.perf_counter() - started
+        self.run_events.env_steps(value=self.state.env_steps)
+        rate = (self.state.env_steps - steps_before) / seconds
+        self.run_events.env_steps_per_second(value=rate)
+        self.run_events.learner_waiting_percent(value=100.0 * self._waited / seconds)
+        self.run_events.updates_per_second(value=cfg.epoch_length / seconds)
+        notice = self.pace.epoch(epoch, rate, self.threads.chosen if self.threads is not None else None)
+        if notice is not None:
+            logging.getLogger("maze_impala").warning("%s", notice)
+        return TrainedEpoch(self.train_stats.reduce(), seconds)
 
     def _evaluating(self, progress: PlayProgress) -> None:
         """The status line during an evaluation: its episodes done and the longest so far."""
@@ -295,4 +307,4 @@ class ImpalaTrainer:
         }
         save_checkpoint(self.output_dir / name, state)
         if name == LAST_MODEL:
-            self.saved_epoch = self.state.epoch
+            self.saved_epoch = self.state.epoch + (self.state.pending is not None)
