@@ -61,6 +61,8 @@ def rates(run: Path, cwd: Path, games: int, checkpoint: str | None, env: list[st
     return pd.read_csv(out / "games_summary.csv").set_index("seat")
 
 
+VARIES = ("Each run trains with runner=local: its actors are processes whose rollouts reach the learner in the "
+          "order they finish, so a seed's results vary from run to run (runner=sequential repeats them exactly).")
 FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 """Where the curves over training are read: fractions of the budget."""
 
@@ -73,8 +75,10 @@ def curves(runs: list[Path]) -> str:
     lines = ["| env steps | " + " | ".join(f"{s}: win or draw against random" for s in seats)
              + " | " + " | ".join(f"{s}: training games won against the pool" for s in seats) + " |",
              "|---" * (1 + 2 * len(seats)) + "|"]  # fmt: skip
-    for fraction in FRACTIONS:
-        rows = [t.iloc[max(0, round(fraction * len(t)) - 1)] for t in tables]
+    shortest = min(len(t) for t in tables)
+    epochs = sorted({max(0, round(fraction * shortest) - 1) for fraction in FRACTIONS})  # a short run: fewer rows
+    for epoch in epochs:
+        rows = [t.iloc[epoch] for t in tables]
         cells = []
         for seat in seats:
             judged = [StatKey.of(getattr(GameEvents, o), mean, "eval", group=f"seat={seat}").column() for o in
@@ -144,6 +148,7 @@ def main() -> None:
                     print(f"{game} seed {seed} {seat}: win {row['win']:.3f}, draw {row['draw']:.3f}", flush=True)
         for game, done in runs.items():
             print(f"\n{game} over training (means over {len(done)} seeds):\n{curves(done)}")
+    print(f"\n{VARIES}")
     results = pd.DataFrame(rows)
     results["win_or_draw"] = results["win"] + results["draw"]
     print("\n| game, env steps | seat | win (mean, lowest seed) | win or draw (mean, lowest) | random player: win, "

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from maze_impala.cli_checks import check_groups, check_output_dir
 from maze_impala.cli_compose import compose_once
@@ -29,6 +29,7 @@ from maze_impala.cli_dirs import (
     override_value,
     owned,
 )
+from maze_impala.cli_env import env_config, own_env, rollout_env
 from maze_impala.cli_messages import (
     hydra_value,
     interrupted,
@@ -41,7 +42,6 @@ from maze_impala.cli_messages import (
 from maze_impala.config import ConfigError, ExportConfig, RolloutConfig, TrainingConfig, from_mapping
 from maze_impala.config.base import import_hint
 from maze_impala.config.overrides import check_overrides as overrides_check
-from maze_impala.config.overrides import override_key
 from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
 from maze_impala.run_files import FAILED, KPI_CSV
@@ -95,30 +95,6 @@ def to_rollout_config(cfg: DictConfig, overrides: Sequence[str] = ()) -> Rollout
     data = OmegaConf.to_container(cfg, resolve=True)
     data["env"] = env_config(cfg, overrides) if cfg.get("env") is not None else None
     return from_mapping(RolloutConfig, data)
-
-
-def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
-    """The env config: the composed one, or only the ``env.*`` keys given on the command line when they set a
-    ``_target_`` of their own (the default env's keys, e.g. ``name``, belong to the default env's factory)."""
-    from omegaconf import OmegaConf
-
-    env = OmegaConf.to_container(cfg.env, resolve=True)
-    keys = [override_key(o) for o in overrides]
-    group = next((o.split("=", 1)[1] for o in reversed(overrides) if override_key(o) == "env"), None)
-    if "env._target_" in keys and group in (None, "gym_env") and isinstance(env, dict):
-        given = {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
-        env = {k: v for k, v in env.items() if k in given}
-    return env
-
-
-def rollout_env(argv: list[str]) -> list[str]:
-    """A rollout's ``env.*`` keys without an ``env=`` group start from ``env=gym_env``, as training's do, so that
-    ``env._target_=my_env.MyEnv`` or ``env.name=Acrobot-v1`` name an env to play (a rollout has no env by default:
-    a trained policy plays its run's)."""
-    keys = [override_key(a) for a in argv if not a.startswith("-") and "=" in a]
-    if "env" not in keys and any(key.startswith("env.") for key in keys):
-        return [*argv, "env=gym_env"]
-    return argv
 
 
 def check_overrides(config_name: str, overrides: Sequence[str]) -> None:
@@ -388,6 +364,7 @@ def _main(argv: Sequence[str] | None) -> None:
         sys.exit(2)
     if name == "conf_rollout":
         argv = rollout_env(argv)
+    argv = own_env(argv)
     # A module in the working directory (e.g. env._target_=my_env.MyEnv) is importable, as with `python -m`.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -33,9 +33,10 @@ def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[s
     """What an interrupted training run says: the command that continues it from its checkpoint, or, where no epoch
     ended before the interrupt (so there is no checkpoint), that there is nothing to resume and how to start again."""
     if saved_epoch is None:
-        kept = [o for o in overrides if not override_key(o).startswith("resume")]
+        kept = [o for o in overrides if not override_key(o).startswith(("resume", "hydra.run.dir"))]
+        again = [*kept, f"hydra.run.dir={hydra_value(str(output_dir))}"]  # the same directory: it holds no results
         return (f"maze-run: interrupted before the first checkpoint: no epoch ended, so there is nothing to resume "
-                f"(what the run logged is in {output_dir}). Start it again with\n  {_command(kept)}")  # fmt: skip
+                f"(what the run logged is in {output_dir}). Start it again with\n  {_command(again)}")  # fmt: skip
     return (f"maze-run: interrupted; {output_dir / 'model_last.pt'} holds epoch {saved_epoch}; continue the run "
             f"with\n  {resume_command(output_dir, overrides)}")  # fmt: skip
 

@@ -146,6 +146,9 @@ def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_pa
     rows = [line for line in stdout.splitlines() if line.startswith("| tictactoe, 25,600 |")]
     assert len(rows) == 2 and "nan" not in stdout  # each seat's games against the pool in training, too
     assert all(row.split("|")[-2].strip() in ("win", "draw", "loss") for row in rows)  # against a best response
+    curve = [line for line in stdout.split("over training", 1)[1].splitlines() if line.startswith("| 25,600 |")]
+    assert len(curve) == 1, "one epoch: one row over training, not one per fraction of the budget"
+    assert "runner=local" in stdout and "vary from run to run" in stdout
 
 
 def test_the_tictactoe_reference_solves_random_play_exactly(tmp_path):

@@ -61,6 +61,7 @@ def test_an_interrupt_before_the_first_checkpoint_offers_no_resume_and_a_resume_
     assert "resume=" not in stderr
     command = stderr.split("Start it again with\n", 1)[1].strip()
     assert command.startswith("maze-run -cn conf_train runner=dev algorithm.n_epochs=3"), command
+    assert command.endswith(f"hydra.run.dir={out}"), "the same directory, which holds no results"
     kept = snapshot(out)
     assert "train.log" in kept and "config.yaml" in kept and "model_last.pt" not in kept
     assert not list(out.glob(".*.tmp")), "a torn checkpoint leaves no temporary file"
@@ -68,6 +69,9 @@ def test_an_interrupt_before_the_first_checkpoint_offers_no_resume_and_a_resume_
     assert proc.returncode == 2 and "stopped before its first checkpoint" in proc.stderr, proc.stderr
     assert f"{out} is left as it was" in proc.stderr
     assert snapshot(out) == kept, "a refused resume neither removes nor changes the directory"
+    proc = run_cli(command.split()[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "done after 3 epochs" in proc.stdout and (out / "model_last.pt").is_file()
 
 
 @pytest.mark.parametrize("stage", ["update:4", "checkpoint:3"])

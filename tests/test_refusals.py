@@ -106,6 +106,17 @@ def test_a_random_baseline_of_your_own_env_takes_the_env_keys_training_takes(tmp
     assert "2 episodes (random actions)" in proc.stdout
 
 
+@pytest.mark.parametrize("extra", [[], ["~env.name"]])
+def test_cfg_job_shows_your_own_env_as_the_run_builds_it(tmp_path, extra):
+    """No ``name: CartPole-v1`` of the default env under ``env``; a printed command that deletes it already too."""
+    import yaml
+
+    proc = run_cli(["-cn", "conf_train", "env._target_=maze_impala.envs.examples.CuttingEnv", "+env.max_size=5",
+                    *extra, "--cfg", "job"], cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load(proc.stdout)["env"] == {"_target_": "maze_impala.envs.examples.CuttingEnv", "max_size": 5}
+
+
 def test_a_checkpoint_of_another_model_names_the_first_differing_layer_and_each_side():
     import torch
 
