@@ -1,4 +1,4 @@
-"""Two-player games: self-play through the CLI, then the trained policy against the random player in each seat.
+"""Two-player games: self-play through the CLI, then the trained policy against random play and search per seat.
 
     python benchmarks/games.py                                   # tictactoe and connect four, 3 seeds each
     python benchmarks/games.py --games tictactoe --seeds 1 --set model.image_encoder=impala
@@ -18,6 +18,10 @@ evaluation games after each epoch) and the win rate of the training games agains
 budget, as means over the seeds. With ``--earlier F`` each seed is also trained to the fraction F of the budget (the
 same seed and settings), and the final policy plays ``--games-per-seat`` games per seat against that earlier one
 (both sampling their moves): its win rate against its own past.
+
+Against search: each final policy (greedy, without search) also plays ``--games-per-seat`` games per seat against
+OpenSpiel's MCTS bot with each of ``--mcts`` simulations per move (``opponent=mcts:<n>``; default 100 and 1,000;
+``--mcts`` with no number: none), the third table.
 """
 
 from __future__ import annotations
@@ -53,16 +57,20 @@ def maze_run(args: list[str], cwd: Path) -> None:
 
 def rates(run: Path, cwd: Path, games: int, checkpoint: str | None, env: list[str], opponent: str = "random",
           extra: tuple[str, ...] = ()) -> pd.DataFrame:  # fmt: skip
-    """The games_summary of ``games`` games per seat against ``opponent`` (random play, or a checkpoint)."""
-    out = cwd / f"games_{run.name}{'_vs_' + Path(opponent).parent.name if opponent != 'random' else ''}"
+    """The games_summary of ``games`` games per seat against ``opponent`` (random play, the search, a checkpoint)."""
+    against = "" if opponent == "random" else "_vs_" + (opponent.replace(":", "_") if opponent.startswith("mcts") else
+                                                         Path(opponent).parent.name)  # fmt: skip
+    out = cwd / f"games_{run.name}{against}"
     source = [f"input_dir={run}", f"policy.checkpoint={checkpoint}"] if checkpoint else ["policy=random_policy", *env]
     maze_run(["-cn", "conf_rollout", *source, f"opponent={opponent}", f"n_episodes={games}", "progress=false",
               *extra, f"hydra.run.dir={out}"], cwd)  # fmt: skip
     return pd.read_csv(out / "games_summary.csv").set_index("seat")
 
 
-VARIES = ("Each run trains with runner=local: its actors are processes whose rollouts reach the learner in the "
-          "order they finish, so a seed's results vary from run to run (runner=sequential repeats them exactly).")
+VARIES = (
+    "Each run trains with runner=local: its actors are processes whose rollouts reach the learner in the "
+    "order they finish, so a seed's results vary from run to run (runner=sequential repeats them exactly)."
+)
 FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 """Where the curves over training are read: fractions of the budget."""
 
@@ -98,6 +106,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--budget", type=int, help="env steps of every run (default: the game's)")
     parser.add_argument("--games-per-seat", type=int, default=500)
+    parser.add_argument(
+        "--mcts",
+        type=int,
+        nargs="*",
+        default=[100, 1000],
+        metavar="SIMULATIONS",
+        help="also play each final policy against OpenSpiel's MCTS bot with these simulations per move",
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more maze-run overrides")
     parser.add_argument("--output", type=Path, help="keep the runs in this folder (default: a temporary one)")
     earlier = "also play each final policy against its seed's policy trained to F of the budget"
@@ -106,6 +122,7 @@ def main() -> None:
     batch = next((int(s.split("=")[1]) for s in args.set if s.startswith("algorithm.actors_batch_size=")), 1)
     update = SHIPPED_ROLLOUT_STEPS * SHIPPED_ENVS * batch
     rows: list[dict] = []
+    search_rows: list[dict] = []
     runs: dict[str, list[Path]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
@@ -134,6 +151,13 @@ def main() -> None:
                     maze_run(["-cn", "conf_train", *env, *shorter, *opponent, *quiet[:2], *args.set], cwd)
                     against_past = rates(run, cwd, args.games_per_seat, "model_last.pt", env,
                                          str(past / "model_last.pt"), ("deterministic=false",))  # fmt: skip
+                searched = {
+                    n: rates(run, cwd, args.games_per_seat, "model_last.pt", env, f"mcts:{n}") for n in args.mcts
+                }
+                for n, against in searched.items():
+                    for seat, row in against.iterrows():
+                        search_rows.append({"game": game, "seed": seed, "seat": seat, "simulations": n,
+                                            "win": row["win"], "draw": row["draw"], "loss": row["loss"]})  # fmt: skip
                 stats = pd.read_csv(run / "stats.csv")
                 exact = trained_policy(str(run / "model_last.pt")) if game == "tictactoe" else None
                 for seat, row in table.iterrows():
@@ -159,6 +183,16 @@ def main() -> None:
               f"| {part['win_or_draw'].mean():.3f} ({part['win_or_draw'].min():.3f}) | "
               f"{part['random_win'].iloc[0]:.3f}, {part['random_draw'].iloc[0]:.3f} | "
               f"{part['train_win'].mean():.3f} | {', '.join(part['best_response'])} |")  # fmt: skip
+    if search_rows:
+        print(f"\nAgainst OpenSpiel's MCTS bot (uct_c 2, random rollouts, solver on), {args.games_per_seat} games per "
+              "seat, the policy alone (greedy, no search of its own): mean over the seeds (lowest seed)\n"
+              "| game | seat | simulations | win | draw | loss |\n|---|---|---|---|---|---|")  # fmt: skip
+        searched = pd.DataFrame(search_rows)
+        for (game, seat, n), part in searched.groupby(["game", "seat", "simulations"], sort=False):
+            print(
+                f"| {game} | {seat} | {n:,} | {part['win'].mean():.3f} ({part['win'].min():.3f}) | "
+                f"{part['draw'].mean():.3f} | {part['loss'].mean():.3f} ({part['loss'].max():.3f} highest) |"
+            )
     if args.earlier:
         print(f"\nAgainst the policy trained to {args.earlier:g} of the budget, both sampling: the final policy's wins "
               "per seat (mean, lowest seed)")  # fmt: skip

@@ -139,7 +139,7 @@ def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
 @pytest.mark.slow
 def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_path):
     # one epoch of 25 updates, 10 games per seat: every part of the script, not its budget
-    args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10"]
+    args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10", "--mcts", "5"]
     pool = ["model.image_encoder=flatten", "algorithm.train_opponent=pool", "algorithm.opponent_pool.snapshot_every=5"]
     stdout = run_script("games.py", *args, "--set", *pool, cwd=tmp_path)
     assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
@@ -149,6 +149,8 @@ def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_pa
     curve = [line for line in stdout.split("over training", 1)[1].splitlines() if line.startswith("| 25,600 |")]
     assert len(curve) == 1, "one epoch: one row over training, not one per fraction of the budget"
     assert "runner=local" in stdout and "vary from run to run" in stdout
+    searched = [line for line in stdout.splitlines() if line.startswith("| tictactoe | player_")]
+    assert len(searched) == 2 and all(line.split("|")[3].strip() == "5" for line in searched), searched
 
 
 def test_the_tictactoe_reference_solves_random_play_exactly(tmp_path):

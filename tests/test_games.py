@@ -153,7 +153,7 @@ def test_random_against_random_tictactoe_gives_the_known_rates():
 def test_games_need_an_env_with_agents_and_an_opponent_that_exists():
     with pytest.raises(ConfigError, match="two or more agents"):
         Games("CartPole-v1", "random", 2, True, 0)
-    with pytest.raises(ConfigError, match="neither 'random' nor a checkpoint"):
+    with pytest.raises(ConfigError, match=r"neither 'random', 'mcts' \(or mcts:<simulations>\) nor a checkpoint"):
         Games(TICTACTOE, "/nowhere/run", 2, True, 0)
     with pytest.raises(ConfigError, match=r"rollout_evaluator\.opponent"):
         RolloutEvaluatorConfig(opponent="")
@@ -319,7 +319,7 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
         actor.close()
     built = spec.lineup.opponent.policy(env)
     assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), opponent.state_dict().values()))
-    with pytest.raises(ConfigError, match="neither 'random' nor a checkpoint"):
+    with pytest.raises(ConfigError, match=r"neither 'random', 'mcts' \(or mcts:<simulations>\) nor a checkpoint"):
         Lineup.of(model, str(tmp_path / "opponent.pt"), 1)
 
 

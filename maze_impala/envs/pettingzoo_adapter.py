@@ -93,6 +93,12 @@ class _PettingZooBase(StructuredEnv):
         return self._act_spaces
 
     @property
+    def game_name(self) -> str | None:
+        """The PettingZoo env's name (its ``metadata["name"]``, e.g. ``connect_four_v3``), which a search opponent
+        looks up its game by."""
+        return getattr(self.env, "metadata", {}).get("name")
+
+    @property
     def observation_spaces_dict(self) -> dict[StepKey, gym.spaces.Dict]:
         return self._obs_spaces
 

@@ -144,11 +144,18 @@ class PolicySpec:
     device: str | None = None
     """Where the learner's policy acts through torch (``runner.actor_device``); None: in numpy where it has a numpy
     form, else through torch on the CPU."""
+    search: int | None = None
+    """Simulations per move of OpenSpiel's MCTS bot, which plays instead of a model (``opponent=mcts:<n>``)."""
 
     @classmethod
     def random(cls) -> PolicySpec:
         """Uniform random play over the legal actions."""
         return cls()
+
+    @classmethod
+    def mcts(cls, simulations: int) -> PolicySpec:
+        """OpenSpiel's MCTS bot with ``simulations`` simulations per move (see :mod:`maze_impala.play.search`)."""
+        return cls(source=f"mcts:{simulations}", search=simulations)
 
     @classmethod
     def from_checkpoint(cls, path: Path | str) -> PolicySpec:
@@ -167,6 +174,11 @@ class PolicySpec:
 
     @property
     def is_random(self) -> bool:
+        return self.model is None and self.search is None
+
+    @property
+    def is_fixed(self) -> bool:
+        """Random play or a search: no model, its games the same from the same seed."""
         return self.model is None
 
     @property
@@ -182,18 +194,21 @@ class PolicySpec:
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data and tensors (what a checkpoint saves: a run's fixed opponents go into its checkpoints)."""
-        return {"model": self.model, "weights": self.weights, "source": self.source, "env": self.env}
+        return {"model": self.model, "weights": self.weights, "source": self.source, "env": self.env,
+                "search": self.search}  # fmt: skip
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PolicySpec:
         """The spec :meth:`state_dict` saved."""
-        return cls(state["model"], state["weights"], state["source"], state["env"])
+        return cls(state["model"], state["weights"], state["source"], state["env"], search=state.get("search"))
 
     def policy(self, env: StructuredEnv, seed: int = 0) -> StructuredPolicy:
         """The policy for ``env``'s spaces, its weights loaded (the learner's: as initialised, until the actor loads
         the published ones), in eval mode (``seed``: random play's draws)."""
         from maze_impala.nn.models import make_policy, make_random_policy
 
+        if self.search is not None:
+            raise ConfigError(f"{self.source} searches; it has no policy network to load (load_acting plays it)")
         if self.model is None:
             return make_random_policy(env, seed)
         policy = make_policy(env, from_mapping(ModelConfig, self.model, "model"))
@@ -207,6 +222,10 @@ def load_acting(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> Acting:
     (no torch imported), else through torch on its device; its weights are the actor's to load. Any other: the
     policy, refused if it plays another game, frozen, with its own weights; in numpy where it exports a numpy form,
     in torch otherwise (``seed``: random play's draws)."""
+    if spec.search is not None:
+        from maze_impala.play.search import MctsActing
+
+        return MctsActing(env, spec.search, seed)
     if spec.numpy_form is not None and spec.device is None:
         from maze_impala.nn.numpy_acting import NumpyActing
 
@@ -239,11 +258,15 @@ def opponent_spec(name: str) -> PolicySpec:
                           "dir")  # fmt: skip
     if name == RANDOM:
         return PolicySpec.random()
+    from maze_impala.play.search import search_simulations
+
+    if (simulations := search_simulations(name)) is not None:
+        return PolicySpec.mcts(simulations)
     path = Path(name)
     checkpoint = path / BEST_MODEL if path.is_dir() else path
     if not checkpoint.is_file():
-        raise ConfigError(f"opponent={name!r}: neither 'random' nor a checkpoint file or a training output dir "
-                          "holding model_best.pt")  # fmt: skip
+        raise ConfigError(f"opponent={name!r}: neither 'random', 'mcts' (or mcts:<simulations>) nor a checkpoint "
+                          "file or a training output dir holding model_best.pt")  # fmt: skip
     return PolicySpec.from_checkpoint(checkpoint)
 
 

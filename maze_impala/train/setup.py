@@ -36,7 +36,7 @@ from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 from maze_impala.play.lineup import Lineup, seats
 from maze_impala.play.pool import SnapshotPool
-from maze_impala.play.spec import POOL, PolicySpec, opponent_policy, opponent_spec
+from maze_impala.play.spec import POOL, PolicySpec, load_acting, opponent_spec
 from maze_impala.run_files import CONFIG_YAML, EVENT_LOG_DIR, LAST_MODEL, STATS_CSV, TENSORBOARD_DIR, VIDEO_DIR
 from maze_impala.train.backends import check_actor_device, check_device, learner_threads, make_actors, make_replicas
 from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
@@ -192,7 +192,7 @@ def _wire(
                     # a resumed run plays the opponent its checkpoint saved, even if the file has changed or gone
                     known = saved.get(opponent)
                     opponents[opponent] = PolicySpec.from_state_dict(known) if known else opponent_spec(opponent)
-                    opponent_policy(opponents[opponent], probe)
+                    load_acting(opponents[opponent], probe)  # one that cannot play this game fails here
     except ValueError as error:
         raise ConfigError(str(error)) from error
 

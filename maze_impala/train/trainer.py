@@ -67,8 +67,8 @@ class ImpalaTrainer:
     Per epoch: ``epoch_length`` updates (collect, learn, publish), ``model_last.pt`` (every ``checkpoint_every``
     epochs and at the end: the epoch's training, so that a run stopped during the evaluation keeps it), an
     evaluation, the epoch's statistics to every writer, then ``model_best.pt`` (on an evaluation that ties or
-    beats the best) and ``model_last.pt`` again, with the evaluation counted. Loop state lives in :attr:`state`, which every checkpoint saves and a
-    resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
+    beats the best) and ``model_last.pt`` again, with the evaluation counted. Loop state lives in :attr:`state`,
+    which every checkpoint saves and a resume restores (see :func:`~maze_impala.train.setup.build_trainer`).
     """
 
     def __init__(
