@@ -81,6 +81,27 @@ def test_step_loss_matches_a_hand_computation():
     torch.testing.assert_close(loss.entropy, torch.tensor(np.log(2.0), dtype=torch.float32))
 
 
+def test_normalised_advantages_by_hand():
+    """On-policy, the advantages [0.5, -1] (as above) become [1, -1]: the loss weighs each log-probability by them,
+    and the clipped surrogate's first step has the same gradient."""
+    dist = StructuredPolicy(*_spaces(), MODEL).distribution(0)
+    actions = {"action": torch.tensor([[1], [0]])}
+    log_probs = torch.tensor([[1.0 - np.log(1.0 + np.e)], [np.log(0.5)]], dtype=torch.float32)
+    gradients = []
+    for clip_range in (None, 0.2):
+        logits = torch.tensor([[[0.0, 1.0]], [[0.0, 0.0]]], requires_grad=True)
+        loss = impala_step_loss(dist, logits, actions, log_probs, torch.tensor([[1.0], [2.0], [3.0]]),
+                                torch.tensor([[1.0], [1.0]]), torch.tensor([[0.5], [0.0]]), 1.0, 1.0, 1.0,
+                                clip_range=clip_range, normalize_advantages=True)  # fmt: skip
+        if clip_range is None:
+            expected = -(torch.tensor([1.0, -1.0]) * log_probs[:, 0]).mean()
+            torch.testing.assert_close(loss.policy_loss, expected, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(loss.advantage_mean, torch.tensor(-0.25), msg="the diagnostics: as they were")
+        (gradient,) = torch.autograd.grad(loss.policy_loss, logits)
+        gradients.append(gradient)
+    torch.testing.assert_close(gradients[0], gradients[1])
+
+
 def _spaces():
     env = GymStructuredEnv(CounterEnv())
     return env.observation_spaces_dict, env.action_spaces_dict

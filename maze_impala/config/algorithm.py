@@ -191,6 +191,10 @@ class ImpalaAlgorithmConfig:
     pi/pi_0), with the actors' lag corrected by V-trace's truncated weights min(1, pi_0/mu): every batch may move
     the policy by eps, however stale. behaviour: the actors' policy (pi/mu), so the lag uses the region up (with
     a narrow clip_range a lagging learner stalls)."""
+    normalize_advantages: bool = False
+    """Scale each step key's policy-gradient advantages to mean 0 and standard deviation 1 over each minibatch (PPO's
+    rule), so that the policy's step, and the entropy bonus beside it, keep their size whatever the rewards'
+    scale and however small the advantages of a policy that has learnt."""
     max_policy_lag: int | None = 100
     """Drop (and count) rollouts made by a policy more than this many updates older than the learner's, e.g.
     from an actor that was stopped for a while; None keeps every rollout."""

@@ -19,6 +19,8 @@ RHO_NOISE = 1e-4
 """A weight counts as clipped when it exceeds rho-bar by more than this share. On-policy data (no policy lag) has
 weights of 1 up to float rounding, as the actors' and the learner's forward passes batch differently; compared
 exactly, about half of them would count as clipped at rho-bar = 1."""
+ADVANTAGE_EPS = 1e-8
+"""Added to the advantages' standard deviation where they are normalised (``normalize_advantages``)."""
 
 
 class StepForward(NamedTuple):
@@ -83,6 +85,7 @@ def impala_step_loss(
     trust_region: str = "learner",
     clip_c_threshold: float | None = 1.0,
     importance_weights: bool = True,
+    normalize_advantages: bool = False,
     diagnostics: bool = True,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
@@ -119,6 +122,8 @@ def impala_step_loss(
         importance_weights: False: the value targets and policy-gradient advantages are plain n-step
             bootstrapped ones (V-trace with every importance weight 1: no correction for the actors' lag);
             the surrogate's ratio is unchanged.
+        normalize_advantages: the policy loss's advantages scaled to mean 0 and standard deviation 1 over the
+            (valid entries of the) data; the diagnostics report them unscaled.
         diagnostics: False: the loss terms only (the learner's passes that publish no metrics skip the rest).
     """
     target_log_probs = distribution.log_prob(logits, actions)
@@ -146,19 +151,23 @@ def impala_step_loss(
     if trust_region not in TRUST_REGIONS:
         raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {trust_region!r}")
     surrogate_ratios = None
-    if clip_range is None:
+    if clip_range is not None and trust_region == "behaviour":  # r = pi/mu over the advantages of the V-trace targets
+        surrogate_ratios = log_ratios.exp()
+        vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
+        advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
+    else:  # V-trace's policy-gradient advantages (learner: r = pi/pi_0, weighted by min(rho_bar_pg, pi_0/mu))
         advantages = returns.pg_advantages
-        policy_loss = -average(advantages * target_log_probs)
-    else:
-        if trust_region == "behaviour":  # r = pi/mu over the advantages of the V-trace targets
-            surrogate_ratios = log_ratios.exp()
-            vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
-            advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
-        else:  # r = pi/pi_0 over V-trace's policy-gradient advantages, weighted by min(rho_bar_pg, pi_0/mu)
+        if clip_range is not None:
             surrogate_ratios = (log_ratios - log_rhos).exp()
-            advantages = returns.pg_advantages
+    scaled = advantages
+    if normalize_advantages:
+        centred = advantages - average(advantages)
+        scaled = centred / (average(centred.pow(2)).sqrt() + ADVANTAGE_EPS)
+    if surrogate_ratios is None:
+        policy_loss = -average(scaled * target_log_probs)
+    else:
         clipped = torch.clamp(surrogate_ratios, 1.0 - clip_range, 1.0 + clip_range)
-        policy_loss = -average(torch.minimum(surrogate_ratios * advantages, clipped * advantages))
+        policy_loss = -average(torch.minimum(surrogate_ratios * scaled, clipped * scaled))
     terms = StepLoss(
         policy_loss=policy_loss,
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
@@ -240,6 +249,7 @@ def impala_loss(
             trust_region=config.trust_region,
             clip_c_threshold=config.vtrace_clip_c_threshold,
             importance_weights=config.vtrace,
+            normalize_advantages=config.normalize_advantages,
             diagnostics=diagnostics,
         )
         share = 1.0 if shares is None else shares[key]
