@@ -1,5 +1,6 @@
 """How fast a deployed policy decides: one decision's latency (p50 and p99, batch 1) and the decisions per second at
-batch 64, for each model kind and backend, beside ``Player`` on torch (what ``load_policy`` users act with).
+batch 64, for each model kind and backend, beside ``Player`` (what ``load_policy`` users act with) on torch and, where
+the policy has one, on its numpy form (``Player``'s default, the actors' own way to act).
 
     python benchmarks/deploy.py                       # every kind, every backend, one core
     python benchmarks/deploy.py --kinds cartpole-mlp --seconds 2
@@ -72,9 +73,14 @@ def measure(kind: str, seconds: float) -> list[dict]:
         actor = tuple(env.actor_id())
         space = env.observation_spaces_dict[key]
         batch = {k: np.stack([np.asarray(space.sample()[k]) for _ in range(64)]) for k in space.spaces}
-        player = Player(PolicySpec.from_checkpoint(checkpoint).policy(env))
-        one = _time(lambda: player(obs, env.actor_id()), seconds)
-        rows.append({"kind": kind, "backend": "Player (torch)", "times": one, "batch64": None})
+        policy = PolicySpec.from_checkpoint(checkpoint).policy(env)
+        for backend in ("torch", "auto"):  # auto: the numpy form, where the policy has one, as the actors act
+            player = Player(policy, backend=backend)
+            name = "torch" if type(player.acting).__name__ == "TorchActing" else "numpy form"
+            if backend == "auto" and name == "torch":
+                continue  # the same as the row above
+            one = _time(lambda: player(obs, env.actor_id()), seconds)  # noqa: B023
+            rows.append({"kind": kind, "backend": f"Player ({name})", "times": one, "batch64": None})
         for fmt in ("numpy", "onnx"):
             out = folder / fmt
             try:
@@ -96,7 +102,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds of each case")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print("| model | backend | batch 1: p50 us | p99 us | vs Player p50 | batch 64: decisions/s |")
+    print("| model | backend | batch 1: p50 us | p99 us | vs Player on torch, p50 | batch 64: decisions/s |")
     print("|---|---|---|---|---|---|")
     with threadpool_limits(1):
         for kind in args.kinds:

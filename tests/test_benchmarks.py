@@ -293,4 +293,4 @@ def test_the_deploy_benchmark_prints_a_row_per_backend(tmp_path):
     pytest.importorskip("onnxruntime")
     stdout = run_script("deploy.py", "--kinds", "cartpole-mlp", "--seconds", "0.2", cwd=tmp_path)
     rows = [line for line in stdout.splitlines() if line.startswith("| cartpole-mlp |")]
-    assert [row.split(" | ")[1] for row in rows] == ["Player (torch)", "numpy", "onnx"], stdout
+    assert [row.split(" | ")[1] for row in rows] == ["Player (torch)", "Player (numpy form)", "numpy", "onnx"], stdout

@@ -123,8 +123,10 @@ class Player:
     """Acts for one env, one observation at a time (``load_policy`` users), keeping each actor's recurrent state
     between calls; :meth:`reset` at the start of every episode."""
 
-    def __init__(self, policy: StructuredPolicy, deterministic: bool = True, seed: int = 0):
-        self.policy, self.acting = policy, make_acting(policy)
+    def __init__(self, policy: StructuredPolicy, deterministic: bool = True, seed: int = 0, backend: str = "auto"):
+        """``backend``: how it acts (:func:`make_acting`): in numpy where the policy has a numpy form (``auto``), or
+        ``torch`` or ``numpy``."""
+        self.policy, self.acting = policy, make_acting(policy, backend)
         self.noise = None if deterministic else StreamNoise(seed)
         self.states: dict[ActorID, State] = {}
 
