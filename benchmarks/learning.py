@@ -154,7 +154,7 @@ SUITE: dict[str, Task] = {
     "scaled-cartpole-normalized": Task(
         _example("ScaledCartPole"), 475.0, 400.0, model={"normalize_observations": True}
     ),
-    "scaled-cartpole": Task(_example("ScaledCartPole"), 475.0, 400.0),
+    "scaled-cartpole": Task(_example("ScaledCartPole"), 475.0, 400.0, model={"normalize_observations": False}),
     # structured actions against flat ones: two step keys, the second seeing the first's choice, against one flat
     # step with independent heads (optimum 10 in both; the flat pairs cannot beat 8.5: 1 - slip + slip / n per step)
     "correlated-pairs": Task(_example("CorrelatedPairsEnv"), 9.0, 8.0, budget=200_000),

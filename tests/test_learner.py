@@ -25,7 +25,7 @@ from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv
 from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
 
-MODEL = ModelConfig(hidden_units=[16])
+MODEL = ModelConfig(hidden_units=[16], normalize_observations=False)
 PREFIX = "train/MultiStepIMPALAEvents/"
 
 
@@ -36,7 +36,7 @@ def _setup(model=MODEL, **overrides):
     hub = EventHub()
     stats = StatsAggregator("train", [MultiStepIMPALAEvents])
     hub.listeners.append(stats)
-    config = ImpalaAlgorithmConfig(**overrides)
+    config = ImpalaAlgorithmConfig(**{"n_sgd_minibatches": 1, **overrides})  # the updates these tests count
     learner = ImpalaLearner(policy, critic, config, hub.publisher(MultiStepIMPALAEvents))
     actor = ActorSpec(CounterEnv, Lineup.of(model), n_rollout_steps=4, envs_per_actor=3, seed=0).build(
         0, SharedWeights(policy)
@@ -232,7 +232,8 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
 
     distribution = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
     config = ImpalaAlgorithmConfig(
-        gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1, clip_range=0.2
+        gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1, clip_range=0.2, vtrace_lambda=1.0,
+        normalize_advantages=False,
     )
     batches, forward = {}, {}
     for key, seed in (("a", 0), ("b", 1)):

@@ -96,8 +96,8 @@ def _metrics(seen):
 def test_two_learners_on_a_split_batch_make_the_update_of_one_on_the_whole(env_fn, recurrent):
     policy, critic, model = _parts(env_fn, recurrent)
     config = ImpalaAlgorithmConfig(
-        n_sgd_passes=3, n_sgd_minibatches=2, lr=3e-3, envs_per_actor=8, max_grad_norm=0.05
-    )  # fmt: skip  (a clip that bites: the norms must be joint)
+        n_sgd_passes=3, n_sgd_minibatches=2, lr=3e-3, envs_per_actor=8, max_grad_norm=0.05, normalize_advantages=False
+    )  # fmt: skip  (a clip that bites: the norms must be joint; each learner normalises advantages over its own share)
     actor = ActorSpec(env_fn, Lineup.of(model), n_rollout_steps=6, envs_per_actor=5, seed=1).build(
         0, SharedWeights(policy)
     )
@@ -140,7 +140,8 @@ def test_a_minibatch_with_fewer_trajectories_than_learners_is_refused_by_name():
 
 def _process_learner(env_fn="CartPole-v1", timeout_s=60.0, num_learners=2):
     policy, critic, model = _parts(env_fn, normalize=True)
-    config = ImpalaAlgorithmConfig(n_sgd_passes=2, envs_per_actor=4, num_learners=num_learners)
+    config = ImpalaAlgorithmConfig(n_sgd_passes=2, n_sgd_minibatches=1, envs_per_actor=4, num_learners=num_learners,
+                                   normalize_advantages=False)  # each learner would normalise its own share
     actor = ActorSpec(env_fn, Lineup.of(model), n_rollout_steps=8, envs_per_actor=4, seed=2).build(
         0, SharedWeights(policy)
     )
@@ -218,7 +219,7 @@ def test_a_run_whose_learner_dies_stops_with_its_checkpoint_intact_and_resumes_w
 
     monkeypatch.setattr(DataParallelLearner, "step", step)
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
-    algorithm = ImpalaAlgorithmConfig(n_epochs=4, epoch_length=5, envs_per_actor=4, num_learners=2)
+    algorithm = ImpalaAlgorithmConfig(n_epochs=4, epoch_length=5, envs_per_actor=4, num_learners=2, n_sgd_minibatches=1)
     run = tmp_path / "run"
     with pytest.raises(TrainingError, match=r"epoch 3: LearnerFailedError: learner 1 \(pid \d+\) was killed"):
         train("CartPole-v1", algorithm, runner=RunnerConfig("local"), output=quiet, output_dir=run, seed=2)

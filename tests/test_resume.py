@@ -35,7 +35,7 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
     assert result.epochs == 5 and len(result.history) == 5
     assert last_checkpoint["version"] == 5 * 4 and last_checkpoint["epoch"] == 5
     # Adam's step count (n_sgd_passes x n_sgd_minibatches per update) continues from the first run's, not from zero
-    passes = algorithm.n_sgd_passes * algorithm.n_sgd_minibatches
+    passes = algorithm.n_sgd_passes * algorithm.sgd_minibatches  # 2 envs: 2 minibatches
     steps = [s["step"] for s in last_checkpoint["optimizer"]["state"].values()]
     assert all(int(step) == 20 * passes for step in steps)
     assert int(next(iter(first["optimizer"]["state"].values()))["step"]) == 8 * passes
@@ -44,7 +44,8 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
     per_epoch = 4 * 2 * 8
     assert stats["env_steps"].tolist() == [per_epoch * e for e in range(1, 6)]
     # the learning rate continues from update 8 (the resumed schedule spans 5 epochs of 4 updates)
-    expected = [0.003 * (1 - (4 * e - 1) / 8) for e in (1, 2)] + [0.003 * (1 - (4 * e - 1) / 20) for e in (3, 4, 5)]
+    lr = algorithm.lr
+    expected = [lr * (1 - (4 * e - 1) / 8) for e in (1, 2)] + [lr * (1 - (4 * e - 1) / 20) for e in (3, 4, 5)]
     assert stats[LR].tolist() == pytest.approx(expected)
     kpis = pd.read_csv(tmp_path / "kpis.csv")
     assert sorted(set(kpis["epoch"])) == [1, 2, 3, 4, 5] and len(kpis) == 5 * 8
@@ -53,7 +54,7 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
 def test_a_resume_that_changes_what_the_run_learns_is_refused(tmp_path):
     train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
     changed = ImpalaAlgorithmConfig(n_epochs=2, **SMALL | {"epoch_length": 5}, lr=0.01)
-    with pytest.raises(ConfigError, match=r"algorithm.epoch_length: 4 in the run, 5 now; algorithm.lr: 0.003 in the"):
+    with pytest.raises(ConfigError, match=r"algorithm.epoch_length: 4 in the run, 5 now; algorithm.lr: 0.001 in the"):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path)
     with pytest.raises(ConfigError, match=r"nothing: there is no such directory"):
         train("CartPole-v1", changed, runner=DEV, output=QUIET, resume_from=tmp_path / "nothing")
@@ -81,8 +82,31 @@ def test_a_run_of_an_earlier_release_resumes_when_the_keys_added_since_keep_thei
     with pytest.raises(ConfigError, match=r"algorithm.entropy_schedule: absent in the run, 'linear' now"):
         check_resumable(earlier, current, tmp_path)
     earlier["algorithm"]["lr"] = None  # a key the run recorded keeps its value, null included
-    with pytest.raises(ConfigError, match=r"algorithm.lr: None in the run, 0.003 now"):
+    with pytest.raises(ConfigError, match=r"algorithm.lr: None in the run, 0.001 now"):
         check_resumable(earlier, to_record(TrainingConfig()), tmp_path)
+
+
+def test_a_run_of_an_earlier_release_resumes_with_its_own_values_where_the_defaults_moved(tmp_path):
+    """Its gamma, recorded, and the advantages it never normalised (a key it lacks whose default is not the
+    behaviour before it) are kept where the command line leaves today's defaults; a value given is refused."""
+    from dataclasses import replace
+
+    from maze_impala.config import TrainingConfig
+    from maze_impala.config.base import to_record
+    from maze_impala.train.rundir import check_resumable, run_values
+    from maze_impala.train.setup import with_run_values
+
+    earlier = to_record(TrainingConfig())
+    earlier["algorithm"]["gamma"] = 0.9
+    del earlier["algorithm"]["normalize_advantages"]
+    assert run_values(earlier, to_record(TrainingConfig())) == {
+        "algorithm.gamma": 0.9, "algorithm.normalize_advantages": False}  # fmt: skip
+    resumed = with_run_values(TrainingConfig(), earlier)
+    assert resumed.algorithm.gamma == 0.9 and resumed.algorithm.normalize_advantages is False
+    assert check_resumable(earlier, to_record(resumed), tmp_path) == {"algorithm.normalize_advantages": (None, False)}
+    given = TrainingConfig(algorithm=replace(TrainingConfig().algorithm, gamma=0.95))
+    with pytest.raises(ConfigError, match=r"algorithm.gamma: 0.9 in the run, 0.95 now"):
+        check_resumable(earlier, to_record(with_run_values(given, earlier)), tmp_path)
 
 
 def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_path):

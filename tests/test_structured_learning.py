@@ -24,7 +24,7 @@ from maze_impala.nn.networks import PerAgentNet
 from maze_impala.play.lineup import Lineup
 from maze_impala.testing import TwoStepEnv
 
-MODEL = ModelConfig(hidden_units=[16])
+MODEL = ModelConfig(hidden_units=[16], normalize_observations=False)
 PREFIX = "train/MultiStepIMPALAEvents/"
 
 
@@ -69,7 +69,9 @@ def _learner(env_fn, model=MODEL, n_envs=2, n_steps=4, **overrides):
     hub = EventHub()
     stats = StatsAggregator("train", [MultiStepIMPALAEvents])
     hub.listeners.append(stats)
-    learner = ImpalaLearner(policy, critic, ImpalaAlgorithmConfig(**overrides), hub.publisher(MultiStepIMPALAEvents))
+    hand = {"n_sgd_minibatches": 1, "vtrace_lambda": 1.0, "normalize_advantages": False}  # the hand computations'
+    config = ImpalaAlgorithmConfig(**{**hand, **overrides})
+    learner = ImpalaLearner(policy, critic, config, hub.publisher(MultiStepIMPALAEvents))
     actor = ActorSpec(env_fn, Lineup.of(model), n_steps, n_envs, seed=0).build(0, SharedWeights(policy))
     return learner, actor, stats
 

@@ -24,7 +24,8 @@ def test_patience_stops_early_on_ties_and_the_best_model_is_the_newest_tie(tmp_p
     # so after the first epoch nothing improves and patience=2 stops training after epoch 3;
     # each tie replaces model_best.pt, so it holds epoch 3.
     algorithm = ImpalaAlgorithmConfig(n_epochs=10, patience=2, lr=1e-12, **SMALL)
-    result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=3, output_dir=tmp_path)
+    still = ModelConfig(normalize_observations=False)  # nor observation statistics that move
+    result = train("CartPole-v1", algorithm, still, runner=DEV, output=QUIET, seed=3, output_dir=tmp_path)
     assert result.epochs == 3 and result.stopped_early
     evals = result.column("eval/EpisodeEvents/episode_return/mean")
     assert len(evals) == 3 and evals[0] == evals[1] == evals[2] == result.best_eval_return
@@ -37,15 +38,15 @@ def test_patience_stops_early_on_ties_and_the_best_model_is_the_newest_tie(tmp_p
 def test_a_target_score_stops_at_the_first_evaluation_that_reaches_it_and_saves_it(tmp_path):
     # The same frozen policy as above scores the same every epoch: a target at its score stops after epoch 1, a
     # target just above it never stops the run.
-    frozen = dict(n_epochs=3, lr=1e-12, **SMALL)
-    first = train("CartPole-v1", ImpalaAlgorithmConfig(**frozen), runner=DEV, output=QUIET, seed=3,
+    frozen, still = dict(n_epochs=3, lr=1e-12, **SMALL), ModelConfig(normalize_observations=False)
+    first = train("CartPole-v1", ImpalaAlgorithmConfig(**frozen), still, runner=DEV, output=QUIET, seed=3,
                   output_dir=tmp_path / "all")  # fmt: skip
     score = first.best_eval_return
-    reached = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score, **frozen), runner=DEV, output=QUIET,
-                    seed=3, output_dir=tmp_path / "reached")  # fmt: skip
+    reached = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score, **frozen), still, runner=DEV,
+                    output=QUIET, seed=3, output_dir=tmp_path / "reached")  # fmt: skip
     assert reached.epochs == 1 and reached.stopped_early and reached.best_eval_return == score
     assert read_checkpoint(tmp_path / "reached" / "model_last.pt")["epoch"] == 1
-    above = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score + 0.5, **frozen), runner=DEV,
+    above = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score + 0.5, **frozen), still, runner=DEV,
                   output=QUIET, seed=3, output_dir=tmp_path / "above")  # fmt: skip
     assert above.epochs == 3 and not above.stopped_early
 

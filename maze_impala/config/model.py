@@ -60,7 +60,7 @@ class ModelConfig:
     each rollout's first state; the critics read the core's output (detached) beside their own encoding."""
     recurrent_units: int = 128
     """Units of the recurrent core."""
-    normalize_observations: bool = False
+    normalize_observations: bool = True
     """Normalise Box observations (not action masks or images) by running mean and variance per step key and key,
     clipped to +-5 standard deviations. The statistics are model buffers: the learner updates them once per batch,
     and they travel with the weights to the actors and into every checkpoint."""

@@ -92,7 +92,7 @@ class ImpalaLearner(Learner):
         present = {k for r in rollouts for k in r.trajectories}
         keys = [k for k in self.policy.step_keys if k in present]
         batches = {k: self._normalized(k, stack_step(rollouts, k, self.device)) for k in keys}
-        minibatches = split_columns(batches, self.config.n_sgd_minibatches)
+        minibatches = split_columns(batches, self.config.sgd_minibatches)
         return Shard(minibatches, train_policy, version=self.version)
 
     def normalizer_statistics(self) -> dict[str, torch.Tensor]:

@@ -120,17 +120,43 @@ def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, 
     return {k: (old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)}
 
 
+BEHAVIOUR_BEFORE = {"algorithm.normalize_advantages": False}
+"""Keys added with a default that is not the behaviour of the releases before them: their value in a run of such a
+release, which lacks them."""
+
+
+def run_values(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed run keeps of its own config: every key that differs from the run's and that the command line
+    left at today's default, at the run's value (or, for a key the run lacks, :data:`BEHAVIOUR_BEFORE`'s). A run
+    of an earlier release then resumes as it was trained, however the defaults have moved since; a value given
+    that differs from the run's is still refused (:func:`check_resumable`). Flat keys (``algorithm.gamma``)."""
+    from maze_impala.config import TrainingConfig
+    from maze_impala.config.base import to_record
+
+    recorded, now, defaults = flatten(saved), flatten(current), flatten(to_record(TrainingConfig()))
+    kept: dict[str, Any] = {}
+    for key, value in now.items():
+        if key.startswith(SAFE_TO_CHANGE) or key not in defaults or value != defaults[key]:
+            continue
+        if key in recorded and recorded[key] != value:
+            kept[key] = recorded[key]
+        elif key not in recorded and key in BEHAVIOUR_BEFORE and BEHAVIOUR_BEFORE[key] != value:
+            kept[key] = BEHAVIOUR_BEFORE[key]
+    return kept
+
+
 def check_resumable(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> dict[str, tuple[Any, Any]]:
     """The safe changes of a resume; raises :class:`ConfigError` naming every unsafe one.
 
     A key that the run's config lacks (the run was made by an earlier release, before the key existed) is safe
-    at its default: a new key's default keeps the behaviour of the releases before it."""
+    at the behaviour of the releases before it: its default, or :data:`BEHAVIOUR_BEFORE`'s value."""
     from maze_impala.config import TrainingConfig
     from maze_impala.config.base import to_record
 
     changes = config_changes(saved, current)
     recorded, defaults = flatten(saved), flatten(to_record(TrainingConfig()))
-    added = {k for k, (_, new) in changes.items() if k not in recorded and k in defaults and new == defaults[k]}
+    added = {k for k, (_, new) in changes.items()
+             if k not in recorded and k in defaults and new == BEHAVIOUR_BEFORE.get(k, defaults[k])}  # fmt: skip
     unsafe = {k: v for k, v in changes.items() if not k.startswith(SAFE_TO_CHANGE) and k not in added}
     if unsafe:
         was = lambda key, value: repr(value) if key in recorded else "absent"  # noqa: E731

@@ -15,7 +15,7 @@ from maze_impala.config import (
     ConfigError,
     TrainingConfig,
 )
-from maze_impala.config.base import to_record, to_yaml
+from maze_impala.config.base import from_mapping, to_record, to_yaml
 from maze_impala.config.runner import auto_learner_cores
 from maze_impala.core import ActorPool, Learner, WeightPublisher
 from maze_impala.envs.factory import env_record, make_env
@@ -50,6 +50,7 @@ from maze_impala.train.rundir import (
     check_resumable_dir,
     claim_output_dir,
     continue_tables,
+    run_values,
     scalar_config,
 )
 from maze_impala.train.state import EVALUATION_PENDING, TrainerState
@@ -99,6 +100,8 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     if config.resume:
         check_resumable_dir(output_dir)
         checkpoint = read_checkpoint(output_dir / LAST_MODEL)
+    if checkpoint is not None:
+        config = with_run_values(config, checkpoint["config"])
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
         config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
@@ -123,6 +126,24 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
             raise
     finally:
         probe.close()
+
+
+def with_run_values(config: TrainingConfig, saved: dict[str, Any]) -> TrainingConfig:
+    """A resumed ``config`` with the run's own values where the command line left today's defaults (see
+    :func:`~maze_impala.train.rundir.run_values`); says which."""
+    kept = run_values(saved, to_record(config))
+    if not kept:
+        return config
+    logging.getLogger("maze_impala").info("kept from the run (today's defaults differ): %s",
+                                          ", ".join(f"{k}={v!r}" for k, v in kept.items()))  # fmt: skip
+    record = to_record(config)
+    for key, value in kept.items():
+        *parents, name = key.split(".")
+        node = record
+        for parent in parents:
+            node = node[parent]
+        node[name] = value
+    return from_mapping(TrainingConfig, record)
 
 
 def with_image_encoder(
