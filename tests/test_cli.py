@@ -132,7 +132,8 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
     )
     try:
         deadline = time.monotonic() + 120
-        while not (out / "model_last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
+        # model_best.pt comes after the first evaluation (model_last.pt before it too): an epoch has ended
+        while not (out / "model_best.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
         actors = children(proc.pid)
         assert len(actors) >= 2, "two actor processes (plus the resource tracker) run"

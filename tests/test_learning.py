@@ -40,7 +40,7 @@ def test_cartpole_with_subprocess_actors_reaches_475_and_holds_it(tmp_path):
         output_dir=tmp_path,
     )
     returns, steps = result.column(RETURN), result.column(STEPS)
-    shown = [round(r) for r in returns]
+    shown = [round(r) if r == r else r for r in returns]  # NaN: no episode ended in that epoch (all long)
     assert result.env_steps <= algorithm.total_env_steps
     first = next((i for i, r in enumerate(returns) if r >= 475), None)
     assert first is not None, f"never reached 475; mean training return per epoch: {shown}"
@@ -190,7 +190,7 @@ def test_normalised_observations_learn_a_badly_scaled_cartpole_that_raw_ones_do_
     algorithm, returns, _ = _train(env, normalized, 100, 1, tmp_path / "normalized", _reaches(train=475))
     assert algorithm.total_env_steps == 102_400
     assert max(returns) >= 475, f"mean training return per epoch: {returns}"
-    _, raw, _ = _train(env, ModelConfig(), _updates(returns), 1, tmp_path / "raw")
+    _, raw, _ = _train(env, ModelConfig(normalize_observations=False), _updates(returns), 1, tmp_path / "raw")
     assert max(raw) < 150, f"the raw observations learnt after all: {raw}"
 
 

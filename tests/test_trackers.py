@@ -70,7 +70,7 @@ def test_mlflow_gets_every_rows_statistics_in_the_runs_local_file_store(tmp_path
     stats = pd.read_csv(tmp_path / "stats.csv")
     client = MlflowClient((tmp_path / "mlruns").resolve().as_uri())
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    assert run.info.run_name == tmp_path.name and run.data.params["algorithm.lr"] == "0.003"
+    assert run.info.run_name == tmp_path.name and run.data.params["algorithm.lr"] == str(ImpalaAlgorithmConfig().lr)
     for column in (RETURN, LOSS):  # an epoch without a value (no episode ended yet) logs none
         logged, expected = client.get_metric_history(run.info.run_id, mlflow_key(column)), stats[["env_steps", column]]
         expected = expected.dropna()

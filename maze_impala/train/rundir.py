@@ -136,8 +136,8 @@ def run_values(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     recorded, now, defaults = flatten(saved), flatten(current), flatten(to_record(TrainingConfig()))
     kept: dict[str, Any] = {}
     for key, value in now.items():
-        if key.startswith(SAFE_TO_CHANGE) or key not in defaults or value != defaults[key]:
-            continue
+        if key.startswith(SAFE_TO_CHANGE) or key not in defaults or value != defaults[key] or value == "auto":
+            continue  # "auto": resolved for the run (model.image_encoder), as the run resolved it
         if key in recorded and recorded[key] != value:
             kept[key] = recorded[key]
         elif key not in recorded and key in BEHAVIOUR_BEFORE and BEHAVIOUR_BEFORE[key] != value:

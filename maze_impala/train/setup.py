@@ -100,8 +100,8 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     if config.resume:
         check_resumable_dir(output_dir)
         checkpoint = read_checkpoint(output_dir / LAST_MODEL)
-    if checkpoint is not None:
-        config = with_run_values(config, checkpoint["config"])
+    kept = run_values(checkpoint["config"], to_record(config)) if checkpoint is not None else {}
+    config = with_values(config, kept)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
         config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
@@ -114,7 +114,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         lock = RunDirLock(output_dir).acquire()
         try:
             if checkpoint is not None:
-                _check_resume(output_dir, checkpoint, record, config.algorithm.n_epochs)
+                _check_resume(output_dir, checkpoint, record, config.algorithm.n_epochs, kept)
             else:
                 claim_output_dir(output_dir, config.overwrite)
             remove_stray_temp_files(output_dir)  # after the checks: a refused directory is left as it was
@@ -130,14 +130,16 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
 
 def with_run_values(config: TrainingConfig, saved: dict[str, Any]) -> TrainingConfig:
     """A resumed ``config`` with the run's own values where the command line left today's defaults (see
-    :func:`~maze_impala.train.rundir.run_values`); says which."""
-    kept = run_values(saved, to_record(config))
-    if not kept:
+    :func:`~maze_impala.train.rundir.run_values`)."""
+    return with_values(config, run_values(saved, to_record(config)))
+
+
+def with_values(config: TrainingConfig, values: dict[str, Any]) -> TrainingConfig:
+    """``config`` with the flat keys ``values`` (``algorithm.gamma``) set."""
+    if not values:
         return config
-    logging.getLogger("maze_impala").info("kept from the run (today's defaults differ): %s",
-                                          ", ".join(f"{k}={v!r}" for k, v in kept.items()))  # fmt: skip
     record = to_record(config)
-    for key, value in kept.items():
+    for key, value in values.items():
         *parents, name = key.split(".")
         node = record
         for parent in parents:
@@ -176,9 +178,10 @@ def image_shapes(probe: StructuredEnv) -> list[tuple[int, ...]]:
     return [tuple(sub.shape) for sub in spaces if is_image_space(sub)]
 
 
-def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, Any], n_epochs: int) -> None:
+def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, Any], n_epochs: int,
+                  kept: dict[str, Any]) -> None:  # fmt: skip
     """Refuse a resume whose config changes what the run learns, or that leaves no epoch to train; log what it
-    changes."""
+    changes, and what it ``kept`` of the run's own values where today's defaults differ."""
     changes = check_resumable(checkpoint["config"], record, run_dir)
     check_more_epochs(run_dir, int(checkpoint["epoch"]), n_epochs)
     described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
@@ -187,6 +190,9 @@ def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, A
     logging.getLogger("maze_impala").info(
         "resuming %s after epoch %d%s%s", run_dir, epoch, pending, f"; changed: {described}" if described else ""
     )
+    if kept:
+        logging.getLogger("maze_impala").info("kept from the run, where today's defaults differ: %s",
+                                              ", ".join(f"{k}={v!r}" for k, v in kept.items()))  # fmt: skip
 
 
 def _wire(
