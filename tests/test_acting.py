@@ -150,8 +150,9 @@ def test_policies_whose_numpy_form_would_differ_act_through_torch():
     env = make_env("CartPole-v1")
     spaces = (env.observation_spaces_dict, env.action_spaces_dict)
     coordination = CoordinationEnv()
-    per_agent = make_policy(coordination, ModelConfig(hidden_units=[8], per_agent_networks=True,
-                                                        normalize_observations=False))
+    per_agent = make_policy(
+        coordination, ModelConfig(hidden_units=[8], per_agent_networks=True, normalize_observations=False)
+    )
     for policy in (
         per_agent,
         make_random_policy(coordination),

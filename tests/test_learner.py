@@ -232,7 +232,12 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
 
     distribution = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
     config = ImpalaAlgorithmConfig(
-        gamma=0.9, value_loss_coef=0.25, policy_loss_coef=2.0, entropy_coef=0.1, clip_range=0.2, vtrace_lambda=1.0,
+        gamma=0.9,
+        value_loss_coef=0.25,
+        policy_loss_coef=2.0,
+        entropy_coef=0.1,
+        clip_range=0.2,
+        vtrace_lambda=1.0,
         normalize_advantages=False,
     )
     batches, forward = {}, {}

@@ -140,8 +140,9 @@ def test_a_minibatch_with_fewer_trajectories_than_learners_is_refused_by_name():
 
 def _process_learner(env_fn="CartPole-v1", timeout_s=60.0, num_learners=2):
     policy, critic, model = _parts(env_fn, normalize=True)
-    config = ImpalaAlgorithmConfig(n_sgd_passes=2, n_sgd_minibatches=1, envs_per_actor=4, num_learners=num_learners,
-                                   normalize_advantages=False)  # each learner would normalise its own share
+    config = ImpalaAlgorithmConfig(
+        n_sgd_passes=2, n_sgd_minibatches=1, envs_per_actor=4, num_learners=num_learners, normalize_advantages=False
+    )  # each learner would normalise its own share
     actor = ActorSpec(env_fn, Lineup.of(model), n_rollout_steps=8, envs_per_actor=4, seed=2).build(
         0, SharedWeights(policy)
     )

@@ -71,14 +71,16 @@ class TrainerState:
 
     def state_dict(self) -> dict[str, Any]:
         """Numbers and the torch RNG state: what ``torch.load(weights_only=True)`` reads back."""
-        return {
-            "epoch": self.epoch,
-            "env_steps": self.env_steps,
-            "best_eval_return": self.best_eval_return,
-            "epochs_since_best": self.epochs_since_best,
-            "torch_rng_state": torch.get_rng_state(),
-        } | ({SNAPSHOT_POOL: self.snapshots.state_dict()} if self.snapshots is not None else {}) | (
-            {EVALUATION_PENDING: self.pending.state_dict()} if self.pending is not None else {}
+        return (
+            {
+                "epoch": self.epoch,
+                "env_steps": self.env_steps,
+                "best_eval_return": self.best_eval_return,
+                "epochs_since_best": self.epochs_since_best,
+                "torch_rng_state": torch.get_rng_state(),
+            }
+            | ({SNAPSHOT_POOL: self.snapshots.state_dict()} if self.snapshots is not None else {})
+            | ({EVALUATION_PENDING: self.pending.state_dict()} if self.pending is not None else {})
         )
 
     @classmethod
