@@ -25,6 +25,14 @@ def _given(argv: Sequence[str]) -> tuple[list[str], str | None]:
     return keys, group
 
 
+def _own_env_keys(keys: list[str], group: str | None) -> set[str] | None:
+    """The top-level ``env.*`` keys given where they name an env of the user's own (``env._target_`` on the default
+    env config); None where they do not."""
+    if "env._target_" not in keys or group not in (None, DEFAULT_ENV):
+        return None
+    return {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
+
+
 def _with(argv: list[str], extra: list[str]) -> list[str]:
     """``argv`` with the overrides ``extra`` after its last override: before any option that follows the overrides
     (``--cfg job``), where Hydra's parser would not take them."""
@@ -35,10 +43,9 @@ def _with(argv: list[str], extra: list[str]) -> list[str]:
 def own_env(argv: list[str]) -> list[str]:
     """``env._target_=...`` on the default env config: the default env's own keys deleted (``~env.name``), unless
     given too, so that what Hydra composes (and ``--cfg job`` prints) is the env the run builds."""
-    keys, group = _given(argv)
-    if "env._target_" not in keys or group not in (None, DEFAULT_ENV):
+    given = _own_env_keys(*_given(argv))
+    if given is None:
         return argv
-    given = {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
     deleted = {a.removeprefix("~env.").split("=")[0] for a in argv if a.startswith("~env.")}  # a printed command's
     return _with(argv, [f"~env.{key}" for key in DEFAULT_ENV_KEYS if key not in given | deleted])
 
@@ -60,8 +67,7 @@ def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
     from omegaconf import OmegaConf
 
     env = OmegaConf.to_container(cfg.env, resolve=True)
-    keys, group = _given(overrides)
-    if "env._target_" in keys and group in (None, DEFAULT_ENV) and isinstance(env, dict):
-        given = {k.removeprefix("env.").split(".")[0] for k in keys if k.startswith("env.")}
+    given = _own_env_keys(*_given(overrides))
+    if given is not None and isinstance(env, dict):
         env = {k: v for k, v in env.items() if k in given}
     return env

@@ -310,7 +310,7 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
     record = {"env": TICTACTOE, "model": {"image_encoder": "flatten"}}
     save_checkpoint(tmp_path / "opponent.pt", {"policy": opponent.state_dict(), "config": record})
     spec = ActorSpec(TICTACTOE, Lineup.of(model, str(tmp_path / "opponent.pt"), 1), 8, 2, seed=3)
-    assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.is_random
+    assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.is_fixed
     (tmp_path / "opponent.pt").unlink()  # an actor that read the checkpoint would fail now
     actor = spec.build(0, SharedWeights(make_policy(env, model)))
     try:

@@ -94,19 +94,19 @@ def test_a_run_of_an_earlier_release_resumes_with_its_own_values_where_the_defau
     from maze_impala.config import TrainingConfig
     from maze_impala.config.base import to_record
     from maze_impala.train.rundir import check_resumable, run_values
-    from maze_impala.train.setup import with_run_values
+    from maze_impala.train.setup import with_values
 
     earlier = to_record(TrainingConfig())
     earlier["algorithm"]["gamma"] = 0.9
     del earlier["algorithm"]["normalize_advantages"]
     assert run_values(earlier, to_record(TrainingConfig())) == {
         "algorithm.gamma": 0.9, "algorithm.normalize_advantages": False}  # fmt: skip
-    resumed = with_run_values(TrainingConfig(), earlier)
+    resumed = with_values(TrainingConfig(), run_values(earlier, to_record(TrainingConfig())))
     assert resumed.algorithm.gamma == 0.9 and resumed.algorithm.normalize_advantages is False
     assert check_resumable(earlier, to_record(resumed), tmp_path) == {"algorithm.normalize_advantages": (None, False)}
     given = TrainingConfig(algorithm=replace(TrainingConfig().algorithm, gamma=0.95))
     with pytest.raises(ConfigError, match=r"algorithm.gamma: 0.9 in the run, 0.95 now"):
-        check_resumable(earlier, to_record(with_run_values(given, earlier)), tmp_path)
+        check_resumable(earlier, to_record(with_values(given, run_values(earlier, to_record(given)))), tmp_path)
 
 
 def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_path):

@@ -57,7 +57,7 @@ def test_opponent_names_of_the_search():
         with pytest.raises(ConfigError, match=r"whole number >= 1, as in opponent=mcts:400"):
             search_simulations(bad)
     spec = opponent_spec("mcts:7")
-    assert spec.search == 7 and not spec.is_random and spec.is_fixed
+    assert spec.search == 7 and spec.model is None and spec.is_fixed
     assert PolicySpec.from_state_dict(spec.state_dict()) == spec, "a run's fixed opponents go into its checkpoints"
 
 

@@ -173,10 +173,6 @@ class PolicySpec:
         return cls(asdict(model), None, "the trained policy", None, numpy_form, device)
 
     @property
-    def is_random(self) -> bool:
-        return self.model is None and self.search is None
-
-    @property
     def is_fixed(self) -> bool:
         """Random play or a search: no model, its games the same from the same seed."""
         return self.model is None

@@ -62,9 +62,8 @@ class Games:
         """Every seat's games with ``policy``'s current weights, seat after seat."""
         if self._policy is not policy:
             self._policy, self._players = policy, {}
-        if (
-            self.opponent.is_fixed
-        ):  # random play (or the search) from its first draws again: the same games in every evaluation
+        # random play (or the search) from its first draws again: the same games in every evaluation
+        if self.opponent.is_fixed:
             self._opponent, self._players = load_acting(self.opponent, self.envs[0], self.seed), {}
         results: list[GameResult] = []
         for seat, actor in self.agents.items():

@@ -128,12 +128,6 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         probe.close()
 
 
-def with_run_values(config: TrainingConfig, saved: dict[str, Any]) -> TrainingConfig:
-    """A resumed ``config`` with the run's own values where the command line left today's defaults (see
-    :func:`~maze_impala.train.rundir.run_values`)."""
-    return with_values(config, run_values(saved, to_record(config)))
-
-
 def with_values(config: TrainingConfig, values: dict[str, Any]) -> TrainingConfig:
     """``config`` with the flat keys ``values`` (``algorithm.gamma``) set."""
     if not values:
@@ -182,10 +176,10 @@ def _check_resume(run_dir: Path, checkpoint: dict[str, Any], record: dict[str, A
                   kept: dict[str, Any]) -> None:  # fmt: skip
     """Refuse a resume whose config changes what the run learns, or that leaves no epoch to train; log what it
     changes, and what it ``kept`` of the run's own values where today's defaults differ."""
-    changes = check_resumable(checkpoint["config"], record, run_dir)
-    check_more_epochs(run_dir, int(checkpoint["epoch"]), n_epochs)
-    described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
     epoch = int(checkpoint["epoch"])
+    changes = check_resumable(checkpoint["config"], record, run_dir)
+    check_more_epochs(run_dir, epoch, n_epochs)
+    described = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changes.items() if k != "resume")
     pending = f" (epoch {epoch + 1} trained; its evaluation runs again)" if EVALUATION_PENDING in checkpoint else ""
     logging.getLogger("maze_impala").info(
         "resuming %s after epoch %d%s%s", run_dir, epoch, pending, f"; changed: {described}" if described else ""
