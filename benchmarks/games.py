@@ -21,7 +21,8 @@ same seed and settings), and the final policy plays ``--games-per-seat`` games p
 
 Against search: each final policy (greedy, without search) also plays ``--games-per-seat`` games per seat against
 OpenSpiel's MCTS bot with each of ``--mcts`` simulations per move (``opponent=mcts:<n>``; default 100 and 1,000;
-``--mcts`` with no number: none), the third table.
+``--mcts`` with no number: none), the third table; with ``--search N ...`` also with the policy deciding by a
+search of N simulations a move guided by it and its critic (``search=N`` of the rollout CLI: AlphaZero's MCTS).
 """
 
 from __future__ import annotations
@@ -114,6 +115,14 @@ def main() -> None:
         metavar="SIMULATIONS",
         help="also play each final policy against OpenSpiel's MCTS bot with these simulations per move",
     )
+    parser.add_argument(
+        "--search",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="SIMULATIONS",
+        help="against the MCTS bot, also with the policy searching this many simulations a move (search=N)",
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more maze-run overrides")
     parser.add_argument("--output", type=Path, help="keep the runs in this folder (default: a temporary one)")
     earlier = "also play each final policy against its seed's policy trained to F of the budget"
@@ -151,13 +160,14 @@ def main() -> None:
                     maze_run(["-cn", "conf_train", *env, *shorter, *opponent, *quiet[:2], *args.set], cwd)
                     against_past = rates(run, cwd, args.games_per_seat, "model_last.pt", env,
                                          str(past / "model_last.pt"), ("deterministic=false",))  # fmt: skip
-                searched = {
-                    n: rates(run, cwd, args.games_per_seat, "model_last.pt", env, f"mcts:{n}") for n in args.mcts
-                }
-                for n, against in searched.items():
-                    for seat, row in against.iterrows():
-                        search_rows.append({"game": game, "seed": seed, "seat": seat, "simulations": n,
-                                            "win": row["win"], "draw": row["draw"], "loss": row["loss"]})  # fmt: skip
+                for n in args.mcts:
+                    for own in [0, *args.search]:
+                        against = rates(run, cwd, args.games_per_seat, "model_last.pt", env, f"mcts:{n}",
+                                        (f"search={own}",))  # fmt: skip
+                        for seat, row in against.iterrows():
+                            player = f"search {own}" if own else "policy alone"
+                            search_rows.append({"game": game, "seed": seed, "seat": seat, "simulations": n,
+                                                "player": player, **row[["win", "draw", "loss"]]})  # fmt: skip
                 stats = pd.read_csv(run / "stats.csv")
                 exact = trained_policy(str(run / "model_last.pt")) if game == "tictactoe" else None
                 for seat, row in table.iterrows():
@@ -185,12 +195,13 @@ def main() -> None:
               f"{part['train_win'].mean():.3f} | {', '.join(part['best_response'])} |")  # fmt: skip
     if search_rows:
         print(f"\nAgainst OpenSpiel's MCTS bot (uct_c 2, random rollouts, solver on), {args.games_per_seat} games per "
-              "seat, the policy alone (greedy, no search of its own): mean over the seeds (lowest seed)\n"
-              "| game | seat | simulations | win | draw | loss |\n|---|---|---|---|---|---|")  # fmt: skip
+              "seat, the policy alone (greedy) or searching with it (search N): mean over the seeds (lowest seed)\n"
+              "| game | seat | bot's simulations | player | win | draw | loss |\n"
+              "|---|---|---|---|---|---|---|")  # fmt: skip
         searched = pd.DataFrame(search_rows)
-        for (game, seat, n), part in searched.groupby(["game", "seat", "simulations"], sort=False):
+        for (game, seat, n, player), part in searched.groupby(["game", "seat", "simulations", "player"], sort=False):
             print(
-                f"| {game} | {seat} | {n:,} | {part['win'].mean():.3f} ({part['win'].min():.3f}) | "
+                f"| {game} | {seat} | {n:,} | {player} | {part['win'].mean():.3f} ({part['win'].min():.3f}) | "
                 f"{part['draw'].mean():.3f} | {part['loss'].mean():.3f} ({part['loss'].max():.3f} highest) |"
             )
     if args.earlier:

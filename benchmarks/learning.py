@@ -20,8 +20,9 @@ the env's floor after first reaching the threshold, within ``--window`` env step
 until the end of the run). Each run's ``drift`` is the median ``policy_update_kl`` over those epochs (the table:
 the median over the seeds): how far one update moves a policy that has learnt: in every run, a view of the drift
 that ends in the rare falls. ``final eval`` is the mean greedy evaluation return of each run's last epoch (the
-table: the mean over the seeds); a task that names an evaluation threshold counts a seed as reached only if its
-final evaluation reaches it too.
+table: the mean over the seeds); ``--final-episodes N`` also judges each run's final policy on N greedy episodes of
+seeds no evaluation used (``judged``: the median over the seeds), as a user's rollout of the model would; a task
+that names an evaluation threshold counts a seed as reached only if its final evaluation reaches it too.
 
 Some tasks train another model (``model=...``: a recurrent core, normalised observations) or have a budget of
 their own (``budget``: env steps; the learning-rate schedule anneals over it); their names say what they show.
@@ -248,8 +249,25 @@ def with_model(task: Task, changes: dict[str, str]) -> Task:
     return replace(task, model={**task.model, **{k: _value(v, getattr(defaults, k)) for k, v in changes.items()}})
 
 
-def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int, stop: bool) -> dict:
-    """One training run (stopped ``window`` env steps after reaching the threshold with ``stop``), summarised."""
+def judge(task: Task, policy: Any, episodes: int) -> float:
+    """The mean return of ``episodes`` greedy episodes of ``policy`` (as the rollout CLI plays them, with seeds
+    that no evaluation in training used): the final policy judged on more episodes than an epoch's evaluation."""
+    from maze_impala.envs.factory import make_env
+    from maze_impala.train.evaluator import play_episodes
+
+    envs = [make_env(task.env) for _ in range(min(episodes, 20))]
+    try:
+        results = play_episodes(envs, policy, [(i, 7_000_000 + i) for i in range(episodes)], deterministic=True)
+    finally:
+        for env in envs:
+            env.close()
+    return float(np.mean([r.episode_return for r in results]))
+
+
+def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int, stop: bool,
+             final_episodes: int = 0) -> dict:  # fmt: skip
+    """One training run (stopped ``window`` env steps after reaching the threshold with ``stop``), summarised;
+    with ``final_episodes``, its final policy is also judged on that many greedy episodes."""
     from maze_impala.train.setup import build_trainer
 
     output = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
@@ -264,12 +282,13 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
             trainer.train()
         except _Stopped:
             pass
+        judged = judge(task, trainer.learner.policy, final_episodes) if final_episodes else None
     returns, steps = watch.column(RETURN), watch.column(STEPS)
     elapsed = watch.column(ELAPSED)  # from the start of the run's set-up: start-up included
     tail = returns[-max(1, len(returns) // 10) :]
     final_eval = float(watch.column(EVAL)[-1])
-    row = {"seed": seed, "final": float(np.nanmean(tail)), "final_eval": final_eval, "steps": None, "seconds": None,
-           "collapsed": False}  # fmt: skip
+    row = {"seed": seed, "final": float(np.nanmean(tail)), "final_eval": final_eval, "judged": judged, "steps": None,
+           "seconds": None, "collapsed": False}  # fmt: skip
     reached = np.flatnonzero(returns >= task.threshold)
     if task.eval_threshold is not None and final_eval < task.eval_threshold:
         reached = reached[:0]  # the final policy must also evaluate at the task's evaluation threshold
@@ -308,6 +327,9 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
         "final_return": statistics.mean(r["final"] for r in rows),
         "final_eval": statistics.mean(r["final_eval"] for r in rows),
         "median_eval": statistics.median(r["final_eval"] for r in rows),
+        "median_judged": statistics.median(j)
+        if (j := [r["judged"] for r in rows if r.get("judged") is not None])
+        else None,
         "collapses": sum(r["collapsed"] for r in hits),
         "median_drift": statistics.median(d) if (d := [r["drift"] for r in hits if r["drift"] is not None]) else None,
         "runs": rows,
@@ -316,17 +338,18 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
 
 def print_table(summaries: list[dict]) -> None:
     print("| env | runner | budget | reached | median env steps | median s | final return | collapses | drift | "
-          "final eval (mean) | final eval (median) | others publish |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "final eval (mean) | final eval (median) | judged (median) | others publish |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         steps = "-" if s["median_steps"] is None else f"{s['median_steps']:,.0f}"
         seconds = "-" if s["median_seconds"] is None else f"{s['median_seconds']:.1f}"
         drift = "-" if s["median_drift"] is None else f"{s['median_drift']:.1e}"
+        judged = "-" if s.get("median_judged") is None else f"{s['median_judged']:.2f}"
         task = SUITE[s["env"]]
         budget = f"{task.budget:,}" if task.budget else "default"
         print(f"| {s['env']} | {s['runner']} | {budget} | {s['reached']} | {steps} | {seconds} | "
               f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} | "
-              f"{s['median_eval']:.2f} | {task.peer or '-'} |")  # fmt: skip
+              f"{s['median_eval']:.2f} | {judged} | {task.peer or '-'} |")  # fmt: skip
 
 
 def main() -> None:
@@ -344,6 +367,12 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
     parser.add_argument("--model", nargs="*", default=[], metavar="FIELD=VALUE", help="model settings to change")
     parser.add_argument("--json", help="also write every run to this JSON file")
+    parser.add_argument(
+        "--final-episodes",
+        type=int,
+        default=0,
+        help="also judge each run's final policy on this many greedy episodes (the table's 'judged'; 0: not)",
+    )
     parser.add_argument(
         "--calibrate",
         type=float,
@@ -363,7 +392,7 @@ def main() -> None:
         for runner in args.runners:
             rows = []
             for seed in args.seeds:
-                rows.append(run_once(task, runner, seed, algorithm, args.window, args.stop))
+                rows.append(run_once(task, runner, seed, algorithm, args.window, args.stop, args.final_episodes))
                 print(f"{name} {runner} seed {seed}: {json.dumps(rows[-1])}", flush=True)
             summaries.append(summarise(name, runner, rows))
     print()

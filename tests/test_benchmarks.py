@@ -23,7 +23,7 @@ def run_script(name: str, *args: str, cwd: Path) -> str:
 def test_learning_benchmark_prints_its_table_and_the_calibration(tmp_path):
     # 2 epochs of 10 updates: too short to reach 475, long enough to go through every part of the script
     out = tmp_path / "learning.json"
-    args = ["--envs", "CartPole-v1", "--seeds", "1", "--set", "n_epochs=1", "epoch_length=20"]
+    args = ["--envs", "CartPole-v1", "--seeds", "1", "--set", "n_epochs=1", "epoch_length=20", "--final-episodes", "3"]
     stdout = run_script("learning.py", *args, "--calibrate", "0.5", "--json", str(out), cwd=tmp_path)
     assert "| CartPole-v1 | local | default | 0/1 | - | - |" in stdout
     assert "calibration: the learner took" in stdout
@@ -33,6 +33,7 @@ def test_learning_benchmark_prints_its_table_and_the_calibration(tmp_path):
     (table,) = report["tables"]
     (run,) = table["runs"]
     assert run["seed"] == 1 and run["steps"] is None and run["final"] > 0
+    assert run["judged"] >= 8 and table["median_judged"] == run["judged"]  # 3 greedy episodes: CartPole's >= 8 steps
 
 
 def test_throughput_measures_the_learner_alone_by_batch_size(tmp_path):
@@ -139,7 +140,8 @@ def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
 @pytest.mark.slow
 def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_path):
     # one epoch of 25 updates, 10 games per seat: every part of the script, not its budget
-    args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10", "--mcts", "5"]
+    args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10"]
+    args += ["--mcts", "5", "--search", "4"]  # against the bot: the policy alone, and searching 4 simulations a move
     pool = ["model.image_encoder=flatten", "algorithm.train_opponent=pool", "algorithm.opponent_pool.snapshot_every=5"]
     stdout = run_script("games.py", *args, "--set", *pool, cwd=tmp_path)
     assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
@@ -150,7 +152,8 @@ def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_pa
     assert len(curve) == 1, "one epoch: one row over training, not one per fraction of the budget"
     assert "runner=local" in stdout and "vary from run to run" in stdout
     searched = [line for line in stdout.splitlines() if line.startswith("| tictactoe | player_")]
-    assert len(searched) == 2 and all(line.split("|")[3].strip() == "5" for line in searched), searched
+    assert len(searched) == 4 and all(line.split("|")[3].strip() == "5" for line in searched), searched
+    assert sorted(line.split("|")[4].strip() for line in searched) == ["policy alone"] * 2 + ["search 4"] * 2
 
 
 def test_the_tictactoe_reference_solves_random_play_exactly(tmp_path):

@@ -33,6 +33,8 @@ def test_has_every_maze_field_plus_vtrace_lambda():
         ("gamma", 1.5),
         ("gamma", 0.0),
         ("entropy_coef", -0.1),
+        ("continuous_entropy_coef", -0.1),
+        ("continuous_entropy_coef", float("inf")),
         ("max_grad_norm", -1.0),
         ("device", "tpu"),
         ("queue_out_of_sync_factor", 0.0),
@@ -175,8 +177,9 @@ def test_a_shipped_familys_settings_are_read_without_the_cli():
     from maze_impala.config.workloads import workload
 
     minatar = workload("minatar")
-    assert minatar.env["name"] == "MinAtar/Breakout-v1" and minatar.model == {"image_encoder": "impala"}
-    assert minatar.algorithm["lr"] == 0.0006 and minatar.runner == {}
+    assert minatar.env["name"] == "MinAtar/Breakout-v1" and minatar.model == {"image_encoder": "small"}
+    assert minatar.algorithm == {} and minatar.runner == {}
+    assert workload("minigrid").algorithm["entropy_coef"] == 0.01
     assert workload("pixel_goal").algorithm == {}  # a config of the env alone
     with pytest.raises(ValueError, match=r"no shipped env config 'nope'; the shipped ones: atari, butterfly"):
         workload("nope")
@@ -248,7 +251,7 @@ def test_learner_cores_auto_give_every_core_to_a_learner_that_sets_the_pace():
 
     register_schemas()
     cases = (
-        ("minatar", [], "all"),  # the IMPALA CNN
+        ("minatar", [], "all"),  # MinAtar's small CNN
         ("pixel_goal", [], "leftover"),  # a 6x6 image, flattened into the MLP
         ("pixel_goal", ["model.image_encoder=small"], "all"),
         ("gym_env", [], "leftover"),

@@ -1,5 +1,6 @@
 """The learner: V-trace targets with truncation, separate gradient norms, burn-in, checkpoints."""
 
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
@@ -262,9 +263,33 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
     again, _ = impala_loss({"a": batches["a"]}, {"a": padded}, {"a": distribution}, config)
     alone, _ = impala_loss({"a": batches["a"]}, {"a": forward["a"]}, {"a": distribution}, config)
     assert torch.allclose(again, alone)
-    # an entropy coefficient given (the schedule's) replaces the config's
-    scheduled, _ = impala_loss(batches, forward, {"a": distribution, "b": distribution}, config, entropy_coef=0.04)
+    # the schedule's factor scales the bonus
+    scheduled, _ = impala_loss(batches, forward, {"a": distribution, "b": distribution}, config, entropy_scale=0.4)
     assert torch.allclose(scheduled, expected + 0.06 * (losses["a"].entropy + losses["b"].entropy))
+
+
+def test_a_step_key_with_continuous_actions_has_its_own_entropy_bonus():
+    from maze_impala.impala.losses import impala_loss
+
+    discrete = make_policy(make_env("CartPole-v1"), ModelConfig(hidden_units=[4])).distribution(0)
+    gaussian = make_policy(make_env("MountainCarContinuous-v0"), ModelConfig(hidden_units=[4])).distribution(0)
+    assert (discrete.continuous, gaussian.continuous) == (False, True)
+    batches, forward = {}, {}
+    for key, seed in (("a", 0), ("b", 1)):
+        batches[key], forward[key] = _step_data(seed=seed)
+    b = batches["b"]
+    batches["b"] = dataclasses.replace(b, actions={"action": torch.randn(*b.mask.shape, 1)})
+    forward["b"] = forward["b"]._replace(logits=forward["b"].logits[..., :1])
+    distributions = {"a": discrete, "b": gaussian}
+
+    def total(**settings):
+        config = ImpalaAlgorithmConfig(vtrace_lambda=1.0, normalize_advantages=False, **settings)
+        return impala_loss(batches, forward, distributions, config)
+
+    base, losses = total(entropy_coef=0.0, continuous_entropy_coef=0.0)
+    h_a, h_b = losses["a"].entropy, losses["b"].entropy
+    assert torch.allclose(total(entropy_coef=0.01, continuous_entropy_coef=0.003)[0], base - 0.01 * h_a - 0.003 * h_b)
+    assert torch.allclose(total(entropy_coef=0.01, continuous_entropy_coef=None)[0], base - 0.01 * (h_a + h_b))
 
 
 @pytest.mark.parametrize("schedule, factors", [("constant", [1, 1, 1, 1]), ("linear", [1, 0.75, 0.5, 0.25])])
@@ -272,9 +297,9 @@ def test_entropy_schedule_anneals_the_bonus_on_the_learning_rates_clock(monkeypa
     learner, actor, stats = _setup(entropy_coef=0.2, entropy_schedule=schedule, n_epochs=1, epoch_length=4)
     seen, real_loss = [], learner_module.impala_loss
 
-    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw):
-        seen.append((entropy_coef, learner.optimizer.lr / config.lr))
-        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw)
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, scale, shares, **kw):
+        seen.append((config.entropy_coef * scale, learner.optimizer.lr / config.lr))
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, scale, shares, **kw)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
     for _ in range(4):

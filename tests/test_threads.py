@@ -142,7 +142,7 @@ def test_the_console_says_once_when_training_starves():
 @pytest.mark.slow
 @pytest.mark.serial  # a speed ratio, with a busy program of its own
 def test_a_cnn_run_beside_a_busy_program_keeps_most_of_its_quiet_speed(tmp_path):
-    """The thread rule on the shipped MinAtar settings (an IMPALA CNN, whose learner took both cores): beside a
+    """The thread rule on the shipped MinAtar settings (a CNN, whose learner may take both cores): beside a
     program that spins on one core, training keeps at least 0.35x its quiet speed (before the tuner: 0.3-0.5x with
     one busy program, 0.1-0.3x with two; benchmarks/load.py measures every family)."""
     from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train

@@ -120,7 +120,7 @@ def test_the_shipped_butterfly_config_reduces_every_pistons_frames_for_the_cnn()
     ("name", "package", "shape", "settings"),
     [
         ("minigrid", "minigrid", (7, 7, 3), {"entropy_coef": 0.01, "gamma": 0.99}),
-        ("minatar", "minatar", (10, 10, 4), {"entropy_coef": 0.01, "gamma": 0.99, "lr": 0.0006}),
+        ("minatar", "minatar", (10, 10, 4), {"entropy_coef": 0.01, "gamma": 0.99, "lr": 0.001}),
         (
             "atari",
             "ale_py",
@@ -147,8 +147,8 @@ def test_the_shipped_image_configs_make_their_envs_and_set_their_settings(name, 
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
         config = to_training_config(compose(config_name="conf_train", overrides=[f"env={name}"]))
     assert {key: getattr(config.algorithm, key) for key in settings} == settings
-    # MinAtar's 10x10 frames through the IMPALA CNN (the MLP that auto would choose learnt Breakout far worse)
-    assert config.model.image_encoder == ("impala" if name == "minatar" else "auto")
+    # MinAtar's 10x10 frames through its own small CNN (the MLP that auto would choose learnt Breakout far worse)
+    assert config.model.image_encoder == ("small" if name == "minatar" else "auto")
     env = make_env(config.env)
     try:
         space = env.observation_spaces_dict[0]["observation"]

@@ -120,13 +120,20 @@ class ImpalaAlgorithmConfig:
     """Weight of the policy-gradient loss."""
     value_loss_coef: float = 0.5
     """Weight of the critics' value loss."""
-    entropy_coef: float = 0.003
-    """Weight of the entropy bonus (its loss is minus the entropy). The bonus lies outside the trust region: it
-    pushes in every one of a batch's ``n_sgd_passes`` however far the policy has moved. With raw advantages, once a
-    task is solved they shrink and the bonus dominates the policy's gradient, which drifts the policy towards
-    randomness (CartPole fell in 4 of 5 seeds at 0.01); ``normalize_advantages`` keeps the two in proportion. 0.003:
-    LunarLander needs a bonus (76.8 without one), Pendulum's Gaussian a small one (-326 at 0.01, -126 at 0.003; see
-    docs/benchmarks.md). For exploration that must end sharp, pair a larger bonus with ``entropy_schedule=linear``."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (its loss is minus the entropy) of the step keys whose actions are all discrete
+    (``continuous_entropy_coef`` for the others). The bonus lies outside the trust region: it pushes in every one of
+    a batch's ``n_sgd_passes`` however far the policy has moved. With raw advantages, once a task is solved they
+    shrink and the bonus dominates the policy's gradient, which drifts the policy towards randomness (CartPole fell
+    in 4 of 5 seeds at 0.01); ``normalize_advantages`` keeps the two in proportion. 0.01 over 0.003 on the discrete
+    rows of the benchmark: LunarLander 185 against 128, MountainCar -102 against -106, CartPole as fast; Acrobot -82
+    against -78, both past its target of -85 (docs/benchmarks.md). For exploration that must end sharp, pair a larger
+    bonus with ``entropy_schedule=linear``."""
+    continuous_entropy_coef: float | None = 0.003
+    """Weight of the entropy bonus of the step keys with a continuous (Box) action part; None: entropy_coef. A
+    categorical's entropy is at most log(n), a Gaussian's has no bound and moves with its scale, so the same weight
+    pushes it much harder: Pendulum scored -326 and -461 at 0.01, -126 and -174 at 0.003 (CleanRL's and rl-zoo's
+    continuous PPO use 0 to 0.003, their discrete one 0.01)."""
     entropy_schedule: str = "constant"
     """constant, or linear: anneal entropy_coef to 0 over n_epochs x epoch_length updates, as lr_schedule does lr
     (explore early, settle late: a large bonus kept to the end leaves the policy soft where it must be sharp)."""
@@ -307,6 +314,13 @@ class ImpalaAlgorithmConfig:
             value = getattr(self, name)
             _check(finite(value) and value >= 0, name, value, "a finite float >= 0")
         _check(
+            self.continuous_entropy_coef is None
+            or (finite(self.continuous_entropy_coef) and self.continuous_entropy_coef >= 0),
+            "continuous_entropy_coef",
+            self.continuous_entropy_coef,
+            "None (entropy_coef) or a finite float >= 0",
+        )
+        _check(
             self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
             "device",
             self.device,
@@ -355,6 +369,13 @@ class ImpalaAlgorithmConfig:
         if self.optimizer == "rmsprop":
             return OPTIMIZER_EPS["rmsprop"] / self.env_steps_per_update
         return OPTIMIZER_EPS[self.optimizer]
+
+    def step_entropy_coef(self, continuous: bool) -> float:
+        """The entropy bonus's weight (before ``entropy_schedule``) of a step key whose actions have a continuous
+        part (``continuous``) or are all discrete."""
+        if continuous and self.continuous_entropy_coef is not None:
+            return self.continuous_entropy_coef
+        return self.entropy_coef
 
     @property
     def sgd_minibatches(self) -> int:

@@ -110,9 +110,19 @@ class RolloutConfig:
     max_episode_steps: int | None = MAX_EPISODE_STEPS
     """An episode of an env without a time limit of its own ends as truncated after this many structured steps
     (see :attr:`TrainingConfig.max_episode_steps`)."""
+    search: int = 0
+    """Games against an opponent: the policy decides by a search of this many simulations per move guided by it and
+    by its run's critic (AlphaZero's MCTS, :mod:`maze_impala.play.guided`; the games OpenSpiel has); 0: the policy
+    alone."""
 
     def __post_init__(self) -> None:
         check_episode_cap(self.max_episode_steps)
+        check(isinstance(self.search, int) and (self.search == 0 or self.search >= 2), "search", self.search,
+              "0 (the policy alone) or the simulations per move, >= 2")  # fmt: skip
+        if self.search and (self.opponent is None or self.policy.type != "torch"):
+            raise ConfigError(f"search={self.search} searches with a trained policy in games against an opponent: "
+                              "give input_dir=<a training run of a game> and opponent=random (or mcts, a "
+                              "checkpoint)")  # fmt: skip
         check(self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)), "opponent",
               self.opponent, "null, random, or the path of a checkpoint or training output dir")  # fmt: skip
         if isinstance(self.video, dict):

@@ -23,7 +23,7 @@ Losses = Callable[..., "tuple[torch.Tensor, dict[StepKey, StepLoss]]"]
 
 
 def compiled_losses(losses: Losses, mode: str) -> Losses | None:
-    """``losses`` (``(minibatch, train_policy, anchor, entropy_coef, shares, diagnostics) -> (total, per step key)``)
+    """``losses`` (``(minibatch, train_policy, anchor, entropy_scale, shares, diagnostics) -> (total, per step key)``)
     compiled in ``mode`` (``algorithm.compile``); None for ``off``."""
     if mode == "off":
         return None
@@ -36,17 +36,17 @@ def compiled_losses(losses: Losses, mode: str) -> Losses | None:
         minibatch: dict[StepKey, StepBatch],
         train_policy: bool,
         anchor: Any,
-        entropy_coef: float,
+        entropy_scale: float,
         shares: dict[StepKey, float] | None,
         diagnostics: bool,
     ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
         # Numbers that change between updates go in as tensors: a float would be compiled in as a constant
         device = next(iter(minibatch.values())).mask.device
-        coef = torch.tensor(entropy_coef, device=device)
+        scale = torch.tensor(entropy_scale, device=device)
         parts = None if shares is None else {key: torch.tensor(share, device=device) for key, share in shares.items()}
         if graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        total, losses = compiled(minibatch, train_policy, anchor, coef, parts, diagnostics)
+        total, losses = compiled(minibatch, train_policy, anchor, scale, parts, diagnostics)
         if graphs:  # a graph's outputs live in its memory pool, which the next replay overwrites: keep copies
             losses = {
                 key: type(loss)(*(None if t is None else t.clone() for t in loss)) for key, loss in losses.items()

@@ -39,7 +39,8 @@ class MultiStepIMPALAEvents(EventInterface):
 
     @epoch_stats(last)
     def entropy_coef(self, value: float):
-        """The entropy bonus's weight the latest update used (it follows algorithm.entropy_schedule)."""
+        """The entropy bonus's weight the latest update used (it follows algorithm.entropy_schedule; with continuous
+        actions, algorithm.continuous_entropy_coef's)."""
 
     @epoch_stats(mean, min_, max_)
     def policy_lag(self, value: float):

@@ -111,7 +111,7 @@ class ImpalaLearner(Learner):
     def _update(self, shard: Shard, clock: PhaseClock) -> None:
         cfg, ev, train_policy = self.config, self.events, shard.train_policy
         self.optimizer.lr = cfg.lr * self._schedule(cfg.lr_schedule)
-        entropy_coef = cfg.entropy_coef * self._schedule(cfg.entropy_schedule)
+        entropy_scale = self._schedule(cfg.entropy_schedule)
         minibatches = shard.minibatches
         distributions = {key: self.policy.distribution(key) for mb in minibatches for key in mb}
         # The trust region's anchor, pi_0: the policy before the batch's first optimizer step. With one minibatch,
@@ -131,10 +131,10 @@ class ImpalaLearner(Learner):
                         forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
                     clock.lap("forward")
                     total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index],
-                                                entropy_coef, shares, diagnostics=first or last)  # fmt: skip
+                                                entropy_scale, shares, diagnostics=first or last)  # fmt: skip
                 else:
                     with self._precision():
-                        total, losses = self._compiled(minibatch, train_policy, anchors[index], entropy_coef, shares,
+                        total, losses = self._compiled(minibatch, train_policy, anchors[index], entropy_scale, shares,
                                                        first or last)  # fmt: skip
                 if first:  # the batch as the policy that arrived at it saw it
                     metrics += loss_metrics(self.events, losses, shares, self.critic.critic_key)
@@ -145,20 +145,21 @@ class ImpalaLearner(Learner):
                 metrics += self._apply(total, list(minibatch), train_policy)
                 clock.lap("apply")
         ev.learning_rate(value=self.optimizer.lr)
-        ev.entropy_coef(value=entropy_coef)
+        continuous = any(distribution.continuous for distribution in distributions.values())
+        ev.entropy_coef(value=cfg.step_entropy_coef(continuous) * entropy_scale)
         self.version += 1
         publish(metrics, self.group, self.version)
         clock.lap("apply")
         clock.record(ev)
 
     def _forward_and_loss(self, minibatch: dict[StepKey, StepBatch], train_policy: bool,
-                          anchor: dict[StepKey, torch.Tensor] | None, entropy_coef: torch.Tensor | float,
+                          anchor: dict[StepKey, torch.Tensor] | None, entropy_scale: torch.Tensor | float,
                           shares: dict[StepKey, torch.Tensor | float] | None,
                           diagnostics: bool) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:  # fmt: skip
         """A minibatch's forward pass and losses in one function, what ``algorithm.compile`` compiles."""
         forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
         distributions = {key: self.policy.distribution(key) for key in minibatch}
-        return impala_loss(minibatch, forward, distributions, self.config, train_policy, anchor, entropy_coef, shares,
+        return impala_loss(minibatch, forward, distributions, self.config, train_policy, anchor, entropy_scale, shares,
                            diagnostics=diagnostics)  # fmt: skip
 
     def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:

@@ -204,15 +204,16 @@ def impala_loss(
     config: ImpalaAlgorithmConfig,
     train_policy: bool = True,
     anchor_log_probs: Mapping[StepKey, torch.Tensor] | None = None,
-    entropy_coef: float | None = None,
+    entropy_scale: float | torch.Tensor = 1.0,
     shares: Mapping[StepKey, float] | None = None,
     diagnostics: bool = True,
 ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
     """The loss of one update and its parts per step key.
 
     Per step key: ``value_loss_coef`` x the value loss and, when the policy trains (after the
-    critic burn-in), ``policy_loss_coef`` x the policy loss minus ``entropy_coef`` (this update's, after
-    ``entropy_schedule``; default ``config.entropy_coef``) x the entropy.
+    critic burn-in), ``policy_loss_coef`` x the policy loss minus the entropy bonus's weight x the entropy: the step
+    key's weight (``config.step_entropy_coef``: continuous actions have their own) x ``entropy_scale`` (this
+    update's factor of ``entropy_schedule``).
     Discounts are ``gamma``, 0 after a decision that ended its actor's episode (terminated or
     truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
     reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and
@@ -224,7 +225,6 @@ def impala_loss(
     :func:`impala_step_loss`.
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
-    entropy_coef = config.entropy_coef if entropy_coef is None else entropy_coef
     losses: dict[StepKey, StepLoss] = {}
     for key, batch in batches.items():
         step = forward[key]
@@ -255,6 +255,7 @@ def impala_loss(
         share = 1.0 if shares is None else shares[key]
         total = total + share * config.value_loss_coef * loss.value_loss
         if train_policy:
+            entropy_coef = config.step_entropy_coef(distributions[key].continuous) * entropy_scale
             total = total + share * config.policy_loss_coef * loss.policy_loss - share * entropy_coef * loss.entropy
         losses[key] = loss
     return total, losses

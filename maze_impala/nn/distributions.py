@@ -181,6 +181,11 @@ class DictActionDistribution(nn.Module):
         self.sizes = [head.n_inputs for head in self.heads.values()]
         self.n_inputs = int(sum(self.sizes))
 
+    @property
+    def continuous(self) -> bool:
+        """Whether a part of the action is continuous (a Gaussian head)."""
+        return any(isinstance(head, GaussianHead) for head in self.heads.values())
+
     def items(self) -> list[tuple[str, ActionHead]]:
         """(action key, head) pairs in the order of the logits."""
         return list(zip(self.keys, self.heads.values()))

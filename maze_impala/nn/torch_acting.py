@@ -123,10 +123,12 @@ class Player:
     """Acts for one env, one observation at a time (``load_policy`` users), keeping each actor's recurrent state
     between calls; :meth:`reset` at the start of every episode."""
 
-    def __init__(self, policy: StructuredPolicy, deterministic: bool = True, seed: int = 0, backend: str = "auto"):
+    def __init__(self, policy: StructuredPolicy, deterministic: bool = True, seed: int = 0, backend: str = "auto",
+                 acting: Acting | None = None):  # fmt: skip
         """``backend``: how it acts (:func:`make_acting`): in numpy where the policy has a numpy form (``auto``), or
-        ``torch`` or ``numpy``."""
-        self.policy, self.acting = policy, make_acting(policy, backend)
+        ``torch`` or ``numpy``. ``acting``: what decides instead of the policy's own acting, for the policy's
+        spaces (a search guided by it: :func:`maze_impala.play.guided.searching_player`)."""
+        self.policy, self.acting = policy, acting if acting is not None else make_acting(policy, backend)
         self.noise = None if deterministic else StreamNoise(seed)
         self.states: dict[ActorID, State] = {}
 

@@ -26,6 +26,7 @@ import numpy as np
 from maze_impala.config import ConfigError
 from maze_impala.core import NestedArrays, StepKey
 from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY
+from maze_impala.masking import MASK_SUFFIX
 from maze_impala.nn.acting import Acting, Actions, Noise, State
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 SEARCH = "mcts"
 """The opponent name of OpenSpiel's MCTS bot: ``mcts`` (:data:`DEFAULT_SIMULATIONS`) or ``mcts:<simulations>``."""
 DEFAULT_SIMULATIONS = 100
+MIN_SIMULATIONS = 2
+"""The first simulation expands the root, the second is the first to try a move."""
 UCT_C = 2.0
 
 
@@ -45,8 +48,8 @@ def search_simulations(name: str) -> int | None:
         return None
     if not count:
         return DEFAULT_SIMULATIONS
-    if not count.isdigit() or int(count) < 1:
-        raise ConfigError(f"opponent={name!r}: the simulations per move of mcts must be a whole number >= 1, as in "
+    if not count.isdigit() or int(count) < MIN_SIMULATIONS:
+        raise ConfigError(f"opponent={name!r}: the simulations per move of mcts must be a whole number >= 2, as in "
                           "opponent=mcts:400")  # fmt: skip
     return int(count)
 
@@ -93,18 +96,48 @@ def _connect_four_moves(first: np.ndarray, second: np.ndarray) -> list[int] | No
     return search([0] * len(stacks), [])
 
 
+def _tictactoe_board(moves: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The first and the second player's planes after ``moves`` (OpenSpiel's cells, PettingZoo's squares)."""
+    planes = np.zeros((2, 9), dtype=np.int8)
+    for i, cell in enumerate(moves):
+        planes[i % 2, cell] = 1
+    return planes[0].reshape(3, 3), planes[1].reshape(3, 3)
+
+
+def _connect_four_board(moves: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The first and the second player's planes after ``moves`` (columns; row 0 is the top, pieces fall down)."""
+    planes = np.zeros((2, 6, 7), dtype=np.int8)
+    heights = [0] * 7
+    for i, col in enumerate(moves):
+        planes[i % 2, 5 - heights[col], col] = 1
+        heights[col] += 1
+    return planes[0], planes[1]
+
+
 @dataclass(frozen=True)
 class SearchGame:
-    """A PettingZoo game and its OpenSpiel twin: the twin's name and how a board seen from one seat is replayed."""
+    """A PettingZoo game and its OpenSpiel twin: the twin's name, how a board seen from one seat is replayed, and
+    the board a move order reaches (what a seat is shown of an OpenSpiel state)."""
 
     openspiel: str
     moves: Callable[[np.ndarray, np.ndarray], list[int] | None]
     """The moves that reach a board, from the first and the second player's planes of it."""
+    board: Callable[[list[int]], tuple[np.ndarray, np.ndarray]]
+    """The first and the second player's planes after a move order (the inverse of :attr:`moves`)."""
+
+    def observation(self, moves: list[int], seat: int, legal: list[int], n_actions: int) -> dict[str, np.ndarray]:
+        """What PettingZoo shows ``seat`` after ``moves``: its own pieces' plane first, then the other's, and the
+        mask of the ``legal`` actions."""
+        first, second = self.board(moves)
+        mine, theirs = (first, second) if seat == 0 else (second, first)
+        mask = np.zeros(n_actions, dtype=np.int8)
+        mask[legal] = 1
+        return {OBS_KEY: np.stack([mine, theirs], axis=-1), ACTION_KEY + MASK_SUFFIX: mask}
 
 
 GAMES: dict[str, SearchGame] = {
-    "connect_four_v3": SearchGame("connect_four", _connect_four_moves),
-    "tictactoe_v3": SearchGame("tic_tac_toe", _tictactoe_moves),
+    "connect_four_v3": SearchGame("connect_four", _connect_four_moves, _connect_four_board),
+    "tictactoe_v3": SearchGame("tic_tac_toe", _tictactoe_moves, _tictactoe_board),
 }
 """PettingZoo's name of each game (its ``metadata["name"]``) and its OpenSpiel twin."""
 
@@ -118,16 +151,36 @@ def search_game(env: StructuredEnv) -> SearchGame:
     return GAMES[name]
 
 
+def replay(game: SearchGame, openspiel: Any, board: np.ndarray, seat: int) -> Any:
+    """The OpenSpiel state in which ``seat`` is shown ``board`` (its own pieces' plane first), or a clear error."""
+    mine, theirs = board[..., 0], board[..., 1]
+    first, second = (mine, theirs) if seat == 0 else (theirs, mine)
+    moves = game.moves(first, second)
+    state = openspiel.new_initial_state()
+    for move in moves or []:
+        state.apply_action(move)
+    if moves is None or state.is_terminal() or state.current_player() != seat:
+        raise ValueError(f"the search cannot rebuild {game.openspiel}'s state for seat {seat} from the board it was "
+                         f"shown: {board.tolist()}")  # fmt: skip
+    return state
+
+
+def openspiel_modules() -> tuple[Any, Any]:
+    """``pyspiel`` and OpenSpiel's ``mcts`` module, or a clear error saying how to install them."""
+    try:
+        import pyspiel
+        from open_spiel.python.algorithms import mcts
+    except ImportError as error:
+        raise ConfigError(f'the search needs OpenSpiel ({error}): pip install "maze_impala[search]"') from None
+    return pyspiel, mcts
+
+
 class MctsActing(Acting):
     """OpenSpiel's MCTS bot in the seats it is given: per decision, the OpenSpiel state replayed from the board and
     ``simulations`` simulations searched from it; it keeps no recurrent state and loads no weights."""
 
     def __init__(self, env: StructuredEnv, simulations: int, seed: int = 0):
-        try:
-            import pyspiel
-            from open_spiel.python.algorithms import mcts
-        except ImportError as error:
-            raise ConfigError(f'opponent=mcts needs OpenSpiel ({error}): pip install "maze_impala[search]"') from None
+        pyspiel, mcts = openspiel_modules()
         self.game = search_game(env)
         self.openspiel = pyspiel.load_game(self.game.openspiel)
         rng = np.random.RandomState(seed % 2**32)
@@ -144,16 +197,7 @@ class MctsActing(Acting):
         return {ACTION_KEY: actions.astype(np.int64)}, np.zeros(len(agent_ids), dtype=np.float32), state
 
     def _move(self, board: np.ndarray, seat: int) -> int:
-        mine, theirs = board[..., 0], board[..., 1]  # each seat sees its own pieces first
-        first, second = (mine, theirs) if seat == 0 else (theirs, mine)
-        moves = self.game.moves(first, second)
-        game_state = self.openspiel.new_initial_state()
-        for move in moves or []:
-            game_state.apply_action(move)
-        if moves is None or game_state.is_terminal() or game_state.current_player() != seat:
-            raise ValueError(f"opponent=mcts cannot rebuild {self.game.openspiel}'s state for seat {seat} from the "
-                             f"board it was shown: {board.tolist()}")  # fmt: skip
-        return int(self.bot.step(game_state))
+        return int(self.bot.step(replay(self.game, self.openspiel, board, seat)))
 
     def load(self, flat: Any) -> None:
         """The search has no weights."""

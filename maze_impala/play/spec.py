@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in n
 
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.acting import Acting
+    from maze_impala.nn.critics import StructuredCritic
     from maze_impala.nn.models import StructuredPolicy
     from maze_impala.nn.numpy_forms import NumpyPolicyForm
 
@@ -243,6 +244,20 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
     except BaseException:
         env.close()
         raise
+
+
+def load_critic(checkpoint: str | Path, env: StructuredEnv) -> StructuredCritic:
+    """The critic of a checkpoint written by training, for ``env`` (the run's env), frozen in eval mode."""
+    from maze_impala.nn.critics import make_critic
+
+    state = read_checkpoint(checkpoint)
+    record = run_record(state, checkpoint)
+    if "critic" not in state:
+        raise CheckpointMismatchError(f"{checkpoint} holds no 'critic' weights (it has {sorted(state)})")
+    model = from_mapping(ModelConfig, dict(record["model"]), "model")
+    critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
+    restore_modules({"critic": state["critic"]}, checkpoint, critic=critic)
+    return critic.eval().requires_grad_(False)
 
 
 def opponent_spec(name: str) -> PolicySpec:

@@ -25,6 +25,7 @@ from maze_impala.play.lineup import seated, seats
 from maze_impala.play.spec import PolicySpec, load_acting, opponent_spec
 
 if TYPE_CHECKING:
+    from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
 
 
@@ -58,9 +59,11 @@ class Games:
         self._players: dict[str, RolloutActor] = {}
         self._policy: StructuredPolicy | None = None
 
-    def play(self, policy: StructuredPolicy, on_game: Callable[[GameResult], None] | None = None) -> list[GameResult]:
-        """Every seat's games with ``policy``'s current weights, seat after seat."""
-        if self._policy is not policy:
+    def play(self, policy: StructuredPolicy, on_game: Callable[[GameResult], None] | None = None,
+             acting: Acting | None = None) -> list[GameResult]:  # fmt: skip
+        """Every seat's games with ``policy``'s current weights, seat after seat; ``acting``: what decides for the
+        policy instead of its own acting (a search guided by it)."""
+        if self._policy is not policy or acting is not None:
             self._policy, self._players = policy, {}
         # random play (or the search) from its first draws again: the same games in every evaluation
         if self.opponent.is_fixed:
@@ -68,8 +71,9 @@ class Games:
         results: list[GameResult] = []
         for seat, actor in self.agents.items():
             if seat not in self._players:
-                acting = seated(make_acting(policy), self._opponent, frozenset({actor}))
-                self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), acting, PLAY_CHUNK, seed=0,
+                mine = acting if acting is not None else make_acting(policy)
+                lineup = seated(mine, self._opponent, frozenset({actor}))
+                self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), lineup, PLAY_CHUNK, seed=0,
                                                    deterministic=self.deterministic, stepping="general",
                                                    max_episode_steps=self.max_episode_steps)  # fmt: skip
             for episode in self._players[seat].play(self.games):

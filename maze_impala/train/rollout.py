@@ -204,7 +204,14 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
             progress.update(len(results), sum(r.episode.steps for r in results))
 
     try:
-        games.play(_policy(job, games.envs[0]), report)
+        policy = _policy(job, games.envs[0])
+        acting = None
+        if config.search:  # the policy's moves searched, guided by it and its run's critic
+            from maze_impala.play.guided import load_search
+
+            checkpoint = Path(config.input_dir) / config.policy.checkpoint
+            acting = load_search(checkpoint, games.envs[0], config.search, config.seed)
+        games.play(policy, report, acting)
     finally:
         games.close()
         if progress is not None:
@@ -220,8 +227,11 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     write_csv(output_dir / GAMES_SUMMARY_CSV, table)
     CsvWriter(output_dir / STATS_CSV).write(1, sum(e.steps for e in episodes), by_column(stats.reduce()))
     kind = "random" if config.policy.type == "random" else "greedy" if config.deterministic else "sampled"
+    kind = (
+        f"a search of {config.search} simulations a move, guided by the policy" if config.search else f"{kind} actions"
+    )
     print(f"{len(results)} game{'' if len(results) == 1 else 's'} against {config.opponent}, {config.n_episodes} in "
-          f"each seat ({kind} actions):")  # fmt: skip
+          f"each seat ({kind}):")  # fmt: skip
     print(pd.DataFrame(table).set_index("seat").to_string(float_format=lambda x: f"{x:.3f}"))
     return episodes
 
