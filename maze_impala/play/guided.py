@@ -114,14 +114,6 @@ class GuidedSearch(Acting):
         load_flat(self.policy, flat)
 
 
-def load_search(checkpoint: str | Path, env: StructuredEnv, simulations: int, seed: int = 0) -> GuidedSearch:
-    """The search guided by a training checkpoint's policy and critic, for ``env`` (the run's game)."""
-    from maze_impala.play.spec import PolicySpec, load_critic, opponent_policy
-
-    policy = opponent_policy(PolicySpec.from_checkpoint(checkpoint), env)
-    return GuidedSearch(env, policy, load_critic(checkpoint, env), simulations, seed)
-
-
 def searching_player(checkpoint: str | Path, simulations: int, seed: int = 0) -> tuple[Player, StructuredEnv]:
     """A :class:`~maze_impala.nn.torch_acting.Player` that decides by :class:`GuidedSearch` with a checkpoint's
     policy and critic, and a fresh env of its run::

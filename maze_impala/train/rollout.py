@@ -207,10 +207,11 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
         policy = _policy(job, games.envs[0])
         acting = None
         if config.search:  # the policy's moves searched, guided by it and its run's critic
-            from maze_impala.play.guided import load_search
+            from maze_impala.play.guided import GuidedSearch
+            from maze_impala.play.spec import load_critic
 
-            checkpoint = Path(config.input_dir) / config.policy.checkpoint
-            acting = load_search(checkpoint, games.envs[0], config.search, config.seed)
+            critic = load_critic(Path(config.input_dir) / config.policy.checkpoint, games.envs[0])
+            acting = GuidedSearch(games.envs[0], policy, critic, config.search, config.seed)
         games.play(policy, report, acting)
     finally:
         games.close()
