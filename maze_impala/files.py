@@ -108,6 +108,8 @@ class RunDirLock:
     """
 
     def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        """The run directory it locks."""
         self.path = Path(directory) / LOCK_FILE
         self._fd: int | None = None
 

@@ -329,8 +329,8 @@ def test_an_actor_acting_from_a_numpy_form_makes_the_rollouts_of_one_with_the_to
 def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_actors_rollouts():
     """``runner.actor_device``: the path that acts on a GPU, run on the CPU: the spec keeps no numpy form, every
     actor (in process or in a process of its own) acts through torch on the device, with the same actions."""
-    from maze_impala.config import ImpalaAlgorithmConfig, RunnerConfig
-    from maze_impala.train.backends import make_actors
+    from maze_impala.actors.backends import make_actors
+    from maze_impala.config import ImpalaAlgorithmConfig, RunnerConfig, TrainingConfig
 
     policy, weights = _weights()
     plain = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=4, envs_per_actor=3, seed=2)
@@ -344,15 +344,16 @@ def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_act
     first, second = (actor.rollout() for actor in actors)
     np.testing.assert_array_equal(first.trajectories[0].actions["action"], second.trajectories[0].actions["action"])
     algorithm = ImpalaAlgorithmConfig(num_actors=1, envs_per_actor=3, n_rollout_steps=4)
-    pool, _ = make_actors(on_device, policy, 0, algorithm, RunnerConfig("local", actor_device="cpu"))
+    config = TrainingConfig(algorithm=algorithm, runner=RunnerConfig("local", actor_device="cpu"))
+    pool, _ = make_actors(on_device, policy, 0, config)
     assert pool.spec.lineup.learned.numpy_form is None  # acting on a device: through torch, whatever it exports
     with pool:
         assert pool.collect(1)[0].env_steps == 12
 
 
 def test_actors_on_a_gpu_that_torch_does_not_see_are_refused_before_anything_starts():
+    from maze_impala.actors.backends import check_actor_device
     from maze_impala.config import ConfigError, RunnerConfig
-    from maze_impala.train.backends import check_actor_device
 
     with pytest.raises(ConfigError, match=r"runner.actor_device=cuda:1, and torch sees 1 GPU\(s\) here: act on"):
         check_actor_device("cuda:1", device_count=1)

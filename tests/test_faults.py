@@ -193,7 +193,7 @@ def test_a_build_that_fails_after_the_actors_started_stops_them_and_releases_the
         raise RuntimeError("the learner could not be built")
 
     monkeypatch.setattr(SubprocessActors, "start", start)
-    monkeypatch.setattr(sys.modules[build_trainer.__module__], "ImpalaLearner", no_learner)
+    monkeypatch.setattr(sys.modules[build_trainer.__module__], "make_learner", no_learner)
     config = TrainingConfig("CartPole-v1", ImpalaAlgorithmConfig(num_actors=2, envs_per_actor=2),
                             runner=RunnerConfig("local"), output=OutputConfig(console=False, tensorboard=False,
                                                                               progress=False, plot=False))  # fmt: skip

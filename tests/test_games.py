@@ -23,8 +23,9 @@ from maze_impala.events.tables import agent_return_column, read_columns
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy, make_random_policy
 from maze_impala.play.games import outcome
-from maze_impala.play.lineup import OPPONENT_STATE, Lineup, PolicyMapping, RoutedActing, seated
+from maze_impala.play.lineup import OPPONENT_STATE, Lineup, PolicyMapping, RoutedActing, resolve_opponents, seated
 from maze_impala.play.pool import SnapshotPool
+from maze_impala.play.spec import PolicySpec
 from maze_impala.train.games import Games, summary
 
 TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
@@ -106,7 +107,7 @@ def test_actors_training_against_the_pool_hand_over_their_seat_and_report_its_ga
     finally:
         actor.close()
     with pytest.raises(ConfigError, match="train_opponent=pool"):
-        Games(TICTACTOE, "pool", 2, True, 0)
+        resolve_opponents(make_env(TICTACTOE), judge="pool")
 
 
 def test_a_recurrent_policy_against_the_pool_hands_over_its_own_state_only():
@@ -136,7 +137,7 @@ def test_random_against_random_tictactoe_gives_the_known_rates():
     """Random play of tic-tac-toe: the first player wins 58.5%, the second 28.8%, 12.7% are drawn."""
     hub, stats = EventHub(), StatsAggregator("eval")
     hub.listeners.append(stats)
-    games = Games(TICTACTOE, "random", 600, True, seed=7, hub=hub)
+    games = Games(TICTACTOE, PolicySpec.random(), 600, True, seed=7, hub=hub)
     try:
         results = games.play(make_random_policy(games.envs[0], seed=3))
     finally:
@@ -152,9 +153,13 @@ def test_random_against_random_tictactoe_gives_the_known_rates():
 
 def test_games_need_an_env_with_agents_and_an_opponent_that_exists():
     with pytest.raises(ConfigError, match="two or more agents"):
-        Games("CartPole-v1", "random", 2, True, 0)
+        Games("CartPole-v1", PolicySpec.random(), 2, True, 0)
+    with pytest.raises(ConfigError, match="two or more agents"):
+        resolve_opponents(make_env("CartPole-v1"), judge="random")
     with pytest.raises(ConfigError, match=r"neither 'random', 'mcts' \(or mcts:<simulations>\) nor a checkpoint"):
-        Games(TICTACTOE, "/nowhere/run", 2, True, 0)
+        resolve_opponents(make_env(TICTACTOE), judge="/nowhere/run")
+    with pytest.raises(ValueError, match="resolve_opponents resolves names"):
+        Lineup.of(ModelConfig(), "random", 1)  # a name is resolved once, where the run is built
     with pytest.raises(ConfigError, match=r"rollout_evaluator\.opponent"):
         RolloutEvaluatorConfig(opponent="")
 
@@ -269,7 +274,7 @@ def test_selected_columns_keep_their_data_and_their_truncated_decisions():
 def test_an_actor_against_an_opponent_hands_over_only_its_own_seats_decisions():
     env = make_env(TICTACTOE)
     policy = make_policy(env, ModelConfig(image_encoder="flatten"))
-    spec = ActorSpec(TICTACTOE, Lineup.of(ModelConfig(image_encoder="flatten"), "random", 3), 8, 4, seed=3)  # fmt: skip
+    spec = ActorSpec(TICTACTOE, Lineup.of(ModelConfig(image_encoder="flatten"), PolicySpec.random(), 3), 8, 4, seed=3)
     for index, agent in ((0, 0), (1, 1), (2, 0)):  # the seats in turn
         actor = spec.build(index, SharedWeights(policy))
         try:
@@ -302,14 +307,14 @@ def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
 
 
 def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor(tmp_path):
-    from maze_impala.play.spec import PolicySpec
     from maze_impala.train.checkpoint import save_checkpoint
 
     env, model = make_env(TICTACTOE), ModelConfig(image_encoder="flatten")
     opponent = make_policy(env, model)
     record = {"env": TICTACTOE, "model": {"image_encoder": "flatten"}}
     save_checkpoint(tmp_path / "opponent.pt", {"policy": opponent.state_dict(), "config": record})
-    spec = ActorSpec(TICTACTOE, Lineup.of(model, str(tmp_path / "opponent.pt"), 1), 8, 2, seed=3)
+    (opponent_spec,) = resolve_opponents(env, train=str(tmp_path / "opponent.pt")).values()
+    spec = ActorSpec(TICTACTOE, Lineup.of(model, opponent_spec, 1), 8, 2, seed=3)
     assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.is_fixed
     (tmp_path / "opponent.pt").unlink()  # an actor that read the checkpoint would fail now
     actor = spec.build(0, SharedWeights(make_policy(env, model)))
@@ -320,7 +325,7 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
     built = spec.lineup.opponent.policy(env)
     assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), opponent.state_dict().values()))
     with pytest.raises(ConfigError, match=r"neither 'random', 'mcts' \(or mcts:<simulations>\) nor a checkpoint"):
-        Lineup.of(model, str(tmp_path / "opponent.pt"), 1)
+        resolve_opponents(env, train=str(tmp_path / "opponent.pt"))
 
 
 @pytest.mark.slow

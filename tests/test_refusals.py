@@ -6,9 +6,9 @@ import shutil
 import pytest
 from clitools import run_cli
 
+from maze_impala.actors.backends import check_device
 from maze_impala.config import ConfigError, RolloutConfig
 from maze_impala.config.run import PolicyConfig
-from maze_impala.train.backends import check_device
 
 
 def _refused(args, cwd):

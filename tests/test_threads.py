@@ -7,11 +7,20 @@ import os
 import statistics
 import subprocess
 import sys
+import types
+from pathlib import Path
 
 import pytest
+import torch
 from columns import ENV_STEPS_PER_SECOND
 
-from maze_impala.impala.threads import ThreadPlan, ThreadTuner, plan_threads, usable_cores
+import maze_impala
+from maze_impala.core import Learner
+from maze_impala.events.api import EventHub
+from maze_impala.events.interfaces import RunEvents
+from maze_impala.events.stats import StatKey, StatsAggregator, by_column
+from maze_impala.impala.threads import ThreadPlan, ThreadTuner, TunedLearner, plan_threads
+from maze_impala.machine import usable_cores
 from maze_impala.train.pace import PaceWatch
 
 
@@ -51,7 +60,7 @@ def test_usable_cores_follow_the_affinity_and_a_cgroup_quota(tmp_path):
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert usable_cores(tmp_path) == len(os.sched_getaffinity(0))
     if len(os.sched_getaffinity(0)) > 1:
-        child = "import os; from maze_impala.impala.threads import usable_cores; print(usable_cores())"
+        child = "import os; from maze_impala.machine import usable_cores; print(usable_cores())"
         out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", child], capture_output=True, text=True)
         assert out.stdout.strip() == "1", out.stderr
 
@@ -199,3 +208,54 @@ def test_the_load_gone_brings_the_faster_count_back_at_once():
     machine.loaded = False
     used = run(tuner, machine, 8)
     assert tuner.chosen == 2 and used.index(2) <= 5, used
+
+
+class _CountingLearner(Learner):
+    """A learner that records torch's thread count at each update."""
+
+    def __init__(self):
+        self.policy, self.version, self.seen, self.closed = torch.nn.Linear(1, 1), 0, [], False
+
+    def step(self, rollouts, train_policy=True):
+        self.seen.append(torch.get_num_threads())
+        self.version += 1
+
+    def state_dict(self):
+        return {"version": self.version}
+
+    def load_state_dict(self, state):
+        self.version = state["version"]
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_tuned_learner_sets_its_threads_around_the_learner_and_gives_the_process_its_count_back():
+    """The tuner lives in the learner it wraps: each update runs on the plan's count and says so as an event; the
+    training loop sees a learner like any other, and closing it restores the process's thread count."""
+    before = torch.get_num_threads()
+    hub, stats = EventHub(), StatsAggregator("train")
+    hub.listeners.append(stats)
+    inner = _CountingLearner()
+    other = 2 if before == 1 else 1
+    tuned = TunedLearner(inner, ThreadPlan((other,), other, "test"), hub.publisher(RunEvents))
+    rollout = types.SimpleNamespace(env_steps=8)
+    for _ in range(3):
+        tuned.step([rollout])
+    assert inner.seen == [other] * 3 and tuned.version == 3 and tuned.threads == other
+    assert by_column(stats.reduce())[StatKey.of(RunEvents.learner_threads, "mean", "train").column()] == other
+    tuned.load_state_dict({"version": 7})
+    assert tuned.state_dict() == {"version": 7}
+    tuned.close()
+    assert inner.closed and torch.get_num_threads() == before
+
+
+def test_torch_threads_are_set_in_one_module_of_the_package():
+    """Host facts and torch's thread count have one home (maze_impala.machine): no other module sets them."""
+    package = Path(maze_impala.__file__).parent
+    setting = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "set_num_threads" in path.read_text() and path.name != "machine.py"
+    )
+    assert setting == [], setting

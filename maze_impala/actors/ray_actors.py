@@ -29,7 +29,6 @@ import logging
 import math
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolic
 from maze_impala.children import how_a_ray_call_ended, kill_ray_actors
 from maze_impala.core import ActorPool, Rollout, Snapshots, WeightPublisher, WeightSource
 from maze_impala.events.interfaces import ActorEvents
+from maze_impala.machine import set_torch_threads
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
 
 if TYPE_CHECKING:
@@ -153,8 +153,7 @@ class ActorHost:
         if self.actor is None:
             self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actor = self.spec.build(self.index, self.weights)
-            if "torch" in sys.modules:  # a policy that acts through torch: one core per actor, as in actor processes
-                sys.modules["torch"].set_num_threads(1)
+            set_torch_threads(1)  # a policy that acts through torch: one core per actor, as in actor processes
         return self.actor.rollout()
 
 

@@ -50,6 +50,11 @@ class TrainingConfig:
         check(isinstance(self.seed, int) and not isinstance(self.seed, bool), "seed", self.seed, "an int")
         check_episode_cap(self.max_episode_steps)
 
+    @property
+    def filmed_episodes(self) -> int:
+        """How many episodes of each filmed evaluation are filmed (0: none)."""
+        return min(self.output.video.episodes, self.algorithm.rollout_evaluator.n_episodes)
+
 
 def check_checkpoint_in(input_dir: str, checkpoint: str) -> None:
     """Refuse a ``policy.checkpoint`` outside ``input_dir``: the env and model come from ``input_dir``'s run, so

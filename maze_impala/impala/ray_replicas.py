@@ -28,13 +28,14 @@ from maze_impala.impala.replicas import (
     build_replica,
     timed_out,
 )
+from maze_impala.machine import set_torch_threads
 
 
 class _Replica:
     """One learner in a Ray actor: joined to learner 0's group, then updates in the order they are submitted."""
 
     def __init__(self, threads: int):
-        torch.set_num_threads(threads)
+        set_torch_threads(threads)
         self.learner: Any = None
 
     def join(self, parts: LearnerParts, rank: int, size: int, address: str, port: int, timeout_s: float) -> str:

@@ -6,7 +6,8 @@ program on 2 cores ran MinAtar's update 3-10x slower than one thread did. How mu
 depends on what else the machine runs, which changes while a run trains. So the rule gives a learner a range of
 thread counts, and :class:`ThreadTuner` times its updates with each and keeps the fastest:
 
-- ``cores``: the cores this process may use (:func:`usable_cores`: its CPU affinity and a cgroup's CPU quota);
+- ``cores``: the cores this process may use (:func:`~maze_impala.machine.usable_cores`: its CPU affinity and a
+  cgroup's CPU quota);
 - ``leftover``: those the actors on this machine leave, at least 1 (:meth:`ActorPool.actor_cores`);
 - the range is 1 up to ``leftover``, or up to ``cores`` for a learner that sets the pace while its actors wait
   (``runner.learner_cores=all``, or ``auto`` with a CNN on images or a recurrent core);
@@ -19,53 +20,18 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import statistics
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
+
+from maze_impala.core import Learner, Rollout
+from maze_impala.events.interfaces import RunEvents
+from maze_impala.machine import pinned_by_environment, set_torch_threads, torch_threads, usable_cores
 
 log = logging.getLogger("maze_impala")
-
-PIN_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-"""Environment variables whose value pins a learner's threads (a user's setting is kept)."""
-
-
-def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
-    """The cores this process may run on: its CPU affinity (``taskset``, a scheduler's allocation), capped by the
-    CPU quota of its cgroup (a container's ``--cpus``), at least 1. ``os.cpu_count()`` counts the machine's."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # macOS, Windows
-        cores = os.cpu_count() or 1
-    quota = _cgroup_quota(cgroup)
-    return max(1, min(cores, math.ceil(quota)) if quota is not None else cores)
-
-
-def _cgroup_quota(root: Path) -> float | None:
-    """The CPU quota in cores of the cgroup at ``root`` (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), None if none."""
-    try:
-        v2 = root / "cpu.max"
-        if v2.is_file():
-            quota, period = v2.read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
-        v1 = root / "cpu" / "cpu.cfs_quota_us"
-        if v1.is_file():
-            quota_us = int(v1.read_text())
-            return None if quota_us <= 0 else quota_us / int((root / "cpu" / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def pinned_by_environment() -> tuple[int, str] | None:
-    """``(threads, "OMP_NUM_THREADS=1")`` when the environment pins the threads; None otherwise."""
-    for name in PIN_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) >= 1:
-            return int(value), f"{name}={value}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -93,14 +59,6 @@ may take every core start on those the actors leave: beside a busy program two t
 slower than one, and the tuner's first probes came only after minutes of such updates."""
 
 
-def machine_load() -> float | None:
-    """The machine's one-minute load average (runnable processes), None where the system does not say."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
-
-
 def plan_threads(
     setting: str,
     actor_cores: float,
@@ -111,9 +69,9 @@ def plan_threads(
 ) -> ThreadPlan:
     """The rule for ``runner.learner_cores=setting`` (leftover, all or a number; ``auto`` is resolved to one of the
     first two by the model first): ``actor_cores``: the cores the actors take on this machine; ``cores``: those
-    this process may use (default :func:`usable_cores`); ``load``: the machine's load before the run's own work
-    (:func:`machine_load`), from which a learner that may take every core starts on fewer where the machine is busy
-    already; ``deterministic``: the run must repeat itself bit for bit
+    this process may use (default :func:`~maze_impala.machine.usable_cores`); ``load``: the machine's load before
+    the run's own work (:func:`~maze_impala.machine.machine_load`), from which a learner that may take every core
+    starts on fewer where the machine is busy already; ``deterministic``: the run must repeat itself bit for bit
     (``runner=dev``), so its thread count is fixed, one unless pinned (a count chosen by timing would change the
     order of float sums, and one thread never waits for a busy core)."""
     if setting.isdigit():
@@ -252,3 +210,47 @@ class ThreadTuner:
             return None
         self._next_probe += 1
         return candidate
+
+
+class TunedLearner(Learner):
+    """A CPU learner on the threads its :class:`ThreadPlan` allows: before each update the tuner sets the count
+    (the choice, or a probe's), after it the update's time is recorded; each update's count is published as
+    ``RunEvents.learner_threads``. It wraps a learner as
+    :class:`~maze_impala.impala.replicas.DataParallelLearner` does, so that the training loop neither tunes nor
+    passes thread counts; :meth:`close` gives the process back the count it had."""
+
+    def __init__(self, learner: Learner, plan: ThreadPlan, events: RunEvents | None = None):
+        self.learner, self.plan, self.events = learner, plan, events
+        self.policy = learner.policy
+        self.tuner = ThreadTuner(plan, set_torch_threads)
+        self._before = torch_threads()
+        log.info("%s", plan.describe())
+
+    @property
+    def version(self) -> int:  # type: ignore[override]
+        return self.learner.version
+
+    @property
+    def threads(self) -> int:  # type: ignore[override]
+        return self.tuner.chosen
+
+    def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
+        threads = self.tuner.threads()
+        if self.events is not None:
+            self.events.learner_threads(value=threads)
+        started = time.perf_counter()
+        self.learner.step(rollouts, train_policy)
+        self.tuner.record(time.perf_counter() - started, sum(r.env_steps for r in rollouts))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.learner.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_state_dict(state)
+
+    def close(self) -> None:
+        try:
+            self.learner.close()
+        finally:
+            if self._before is not None:
+                set_torch_threads(self._before)

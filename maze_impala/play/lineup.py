@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -132,6 +132,32 @@ def seated(trained: Acting, opponent: Acting, seat: frozenset[ActorID]) -> Route
                         PolicyMapping(dict.fromkeys(seat, TRAINED), OPPONENT, TRAINED))  # fmt: skip
 
 
+def resolve_opponents(probe: StructuredEnv, train: str | None = None, judge: str | None = None,
+                      saved: Mapping[str, dict[str, Any]] | None = None) -> dict[str, PolicySpec]:  # fmt: skip
+    """Every opponent of a run resolved once, by name: ``train``, the one the trained policy learns against
+    (``algorithm.train_opponent``; ``pool`` is the trained policy's own and needs no spec), and ``judge``, the one
+    games are played against (``rollout_evaluator.opponent``, the rollout CLI's ``opponent``). A resumed run plays
+    the opponent its checkpoint ``saved``, even if the file has changed or gone. Each is checked by building it
+    once for ``probe`` (one instance of the env): an env without seats, a name that is no opponent or one that
+    cannot play this game raise :class:`~maze_impala.config.ConfigError` here, before any process starts."""
+    specs: dict[str, PolicySpec] = {}
+    try:
+        for name, trains in ((train, True), (judge, False)):
+            if name is None:
+                continue
+            seats(name, probe)
+            if (trains and name == POOL) or name in specs:
+                continue
+            known = (saved or {}).get(name)
+            specs[name] = PolicySpec.from_state_dict(known) if known else opponent_spec(name)
+            load_acting(specs[name], probe)
+    except ConfigError:
+        raise
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    return specs
+
+
 def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
     """The env's seats (its named agents), or a clear error where playing against an opponent makes no sense."""
     agents = env.agents_dict
@@ -153,8 +179,8 @@ class Lineup:
 
     ``opponent``: ``pool`` (the learner's snapshots of the trained policy, which the actor's weight source holds,
     drawn by the rule ``draw`` names: ``uniform``, ``latest`` or ``pfsp``), or a fixed opponent's
-    :class:`~maze_impala.play.spec.PolicySpec`; a name (``random``, a checkpoint or a run dir) is resolved to its
-    spec where the lineup is made, so that no actor process reads a checkpoint."""
+    :class:`~maze_impala.play.spec.PolicySpec`, which :func:`resolve_opponents` made of its name where the run is
+    built, so that no actor process reads a checkpoint."""
 
     learned: PolicySpec
     opponent: PolicySpec | str | None = None
@@ -163,7 +189,8 @@ class Lineup:
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
-            object.__setattr__(self, "opponent", opponent_spec(self.opponent))
+            raise ValueError(f"Lineup(opponent={self.opponent!r}): a fixed opponent goes in as its PolicySpec "
+                             "(resolve_opponents resolves names)")  # fmt: skip
 
     @classmethod
     def of(cls, model: ModelConfig, opponent: PolicySpec | str | None = None, actors: int = 0, draw: str = "uniform",

@@ -11,16 +11,24 @@ from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
 from maze_impala.events.api import EventHub
+from maze_impala.events.stats import StatsAggregator
 from maze_impala.play.games import SCORES
-from maze_impala.train.video import Videos
+from maze_impala.run_files import VIDEO_DIR
+from maze_impala.train.games import Games
+from maze_impala.train.video import Videos, check_renders
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from maze_impala.config import TrainingConfig
     from maze_impala.core import WeightSource
     from maze_impala.envs.batch import FrameSink
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
-    from maze_impala.train.games import GameResult, Games
+    from maze_impala.play.spec import PolicySpec
+    from maze_impala.train.games import GameResult
+    from maze_impala.train.progress import Progress
 
 
 def episode_player(
@@ -34,17 +42,33 @@ def episode_player(
     acting as training's actors do: in numpy where the policy exports a numpy form, else in torch."""
     from maze_impala.nn.torch_acting import make_acting
 
-    return spec_player(envs, make_acting(policy), deterministic, keep_raw_events, ModuleWeights(policy),
-                       max_episode_steps)  # fmt: skip
+    return spec_player(
+        envs, make_acting(policy), deterministic, keep_raw_events, ModuleWeights(policy), max_episode_steps
+    )
 
 
-def spec_player(envs: list[StructuredEnv], acting: Acting, deterministic: bool, keep_raw_events: bool = False,
-                weights: WeightSource | None = None, max_episode_steps: int | None = None) -> RolloutActor:  # fmt: skip
+def spec_player(
+    envs: list[StructuredEnv],
+    acting: Acting,
+    deterministic: bool,
+    keep_raw_events: bool = False,
+    weights: WeightSource | None = None,
+    max_episode_steps: int | None = None,
+) -> RolloutActor:
     """An actor that plays episodes with ``acting`` (a fixed policy's, as :func:`~maze_impala.play.spec.load_acting`
     builds it from a spec; or a trained one's, whose ``weights`` it reloads for every play); an episode of an env
     without a time limit of its own ends as truncated after ``max_episode_steps`` structured steps."""
-    return RolloutActor(envs, weights, acting, PLAY_CHUNK, seed=0, deterministic=deterministic, stepping="general",
-                        keep_raw_events=keep_raw_events, max_episode_steps=max_episode_steps)  # fmt: skip
+    return RolloutActor(
+        envs,
+        weights,
+        acting,
+        PLAY_CHUNK,
+        seed=0,
+        deterministic=deterministic,
+        stepping="general",
+        keep_raw_events=keep_raw_events,
+        max_episode_steps=max_episode_steps,
+    )
 
 
 def play_episodes(
@@ -132,3 +156,44 @@ def mean_return(results: list[EpisodeResult]) -> float:
 def game_score(results: list[GameResult]) -> float:
     """The mean over games (each seat plays as many) of 1 for a win, 0.5 for a draw, 0 for a loss."""
     return sum(SCORES[r.outcome] for r in results) / max(len(results), 1)
+
+
+def make_evaluator(
+    config: TrainingConfig, output_dir: Path, judge: PolicySpec | None, progress: Progress | None = None
+) -> tuple[RolloutEvaluator, StatsAggregator]:
+    """The evaluation after every epoch of a run of ``config`` in ``output_dir`` (its films in its video folder),
+    with its games against ``judge`` (``rollout_evaluator.opponent``'s spec, None: no games), and the statistics
+    it gathers; ``progress``: the status line, which counts the games' outcomes."""
+    algorithm, output = config.algorithm, config.output
+    evaluation, filmed = algorithm.rollout_evaluator, config.filmed_episodes
+    hub, stats = EventHub(), StatsAggregator("eval")
+    hub.listeners.append(stats)
+    if progress is not None:
+        hub.listeners.append(progress.evaluation_games)
+    games = None
+    if judge is not None:
+        games = Games(
+            config.env,
+            judge,
+            evaluation.n_episodes,
+            evaluation.deterministic,
+            config.seed,
+            hub,
+            config.max_episode_steps,
+        )
+    videos = Videos(output_dir / VIDEO_DIR, output.video.format, output.video.fps, thumbnails=output.tensorboard)
+    evaluator = RolloutEvaluator(
+        config.env,
+        evaluation.n_episodes,
+        evaluation.deterministic,
+        config.seed,
+        hub,
+        keep_raw_events=output.event_logs != "none",
+        videos=videos if filmed else None,
+        filmed=filmed,
+        games=games,
+        max_episode_steps=config.max_episode_steps,
+    )
+    if filmed:
+        check_renders(evaluator.envs[0], f"output.video.episodes={output.video.episodes}")
+    return evaluator, stats

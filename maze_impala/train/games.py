@@ -22,7 +22,7 @@ from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.torch_acting import make_acting
 from maze_impala.play.games import OUTCOMES, outcome, publish_game
 from maze_impala.play.lineup import seated, seats
-from maze_impala.play.spec import PolicySpec, load_acting, opponent_spec
+from maze_impala.play.spec import PolicySpec, load_acting
 
 if TYPE_CHECKING:
     from maze_impala.nn.acting import Acting
@@ -41,17 +41,18 @@ class GameResult:
 
 
 class Games:
-    """``n_games`` games per seat against a fixed opponent, side by side, with fixed seeds (so that epochs
+    """``n_games`` games per seat against a fixed opponent (its spec, as
+    :func:`~maze_impala.play.lineup.resolve_opponents` made it), side by side, with fixed seeds (so that epochs
     compare); each game's outcome is published as :class:`~maze_impala.events.interfaces.GameEvents`."""
 
-    def __init__(self, env: EnvSpec, opponent: str | PolicySpec, n_games: int, deterministic: bool, seed: int,
+    def __init__(self, env: EnvSpec, opponent: PolicySpec, n_games: int, deterministic: bool, seed: int,
                  hub: EventHub | None = None, max_episode_steps: int | None = None):  # fmt: skip
         """``max_episode_steps``: a game of an env without a time limit of its own ends as truncated (a draw, in
         a zero-sum game) after this many structured steps."""
         self.max_episode_steps = max_episode_steps
         self.envs = [make_env(env) for _ in range(n_games)]
         self.agents = seats(opponent, self.envs[0])
-        self.opponent = opponent_spec(opponent) if isinstance(opponent, str) else opponent
+        self.opponent = opponent
         self.seed, self.deterministic = seed, deterministic
         self.games = [(i, seed_for(seed, 2**31 - 2, i)) for i in range(n_games)]
         self.events = hub.publisher(GameEvents) if hub is not None else None

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import os
 
+from maze_impala.machine import runnable
+
 SLOW_SHARE = 0.5
 """An epoch under this share of the run's best training rate counts as starved."""
-
-
-def runnable() -> int | None:
-    """The threads of the machine running or waiting for a core now (``/proc/loadavg``), this one included; None
-    where there is no such file. The load average would say the same a minute late."""
-    try:
-        with open("/proc/loadavg") as file:
-            return int(file.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class PaceWatch:

@@ -31,8 +31,9 @@ from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import EventLogWriter, kpi_summary, write_csv
 from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
-from maze_impala.impala.threads import usable_cores
+from maze_impala.machine import set_torch_threads, usable_cores
 from maze_impala.nn.models import StructuredPolicy
+from maze_impala.play.lineup import resolve_opponents
 from maze_impala.play.spec import (
     RANDOM,
     CheckpointMismatchError,
@@ -98,9 +99,7 @@ def _play(
 
 
 def _worker_init() -> None:
-    import torch
-
-    torch.set_num_threads(1)  # one core per worker process
+    set_torch_threads(1, load=True)  # one core per worker process
 
 
 def _job(config: RolloutConfig, output_dir: Path) -> _Job:
@@ -191,8 +190,12 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     hub = EventHub()
     stats = StatsAggregator("rollout")
     hub.listeners.append(stats)
-    games = Games(job.env, config.opponent or RANDOM, config.n_episodes, job.deterministic, config.seed, hub,
-                  job.max_episode_steps)  # fmt: skip
+    name, probe = config.opponent or RANDOM, make_env(job.env)
+    try:
+        opponent = resolve_opponents(probe, judge=name)[name]
+    finally:
+        probe.close()
+    games = Games(job.env, opponent, config.n_episodes, job.deterministic, config.seed, hub, job.max_episode_steps)
     seats = len(games.agents)
     progress = Progress(config.n_episodes * seats, unit="game") if config.progress else None
     results: list[GameResult] = []

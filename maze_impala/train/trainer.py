@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
 from maze_impala.actors.actor import PlayProgress
 from maze_impala.actors.results import EpisodeResult
 from maze_impala.config import ImpalaAlgorithmConfig
@@ -22,7 +20,6 @@ from maze_impala.events.stats import StatKey, by_column
 from maze_impala.events.tables import CsvTable, kpi_summary, write_csv
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.threads import ThreadPlan, ThreadTuner
 from maze_impala.run_files import BEST_MODEL, CURVES_PNG, KPI_CSV, KPI_SUMMARY_CSV, LAST_MODEL, STATS_CSV
 from maze_impala.train.checkpoint import model_signature, save_checkpoint
 from maze_impala.train.evaluator import RolloutEvaluator
@@ -81,9 +78,10 @@ class ImpalaTrainer:
         stats: RunStats,
         outputs: RunOutputs,
         state: TrainerState | None = None,
-        threads: ThreadPlan | None = None,
+        started: float | None = None,
     ):
-        """``threads``: the thread counts a CPU learner may compute with (None: leave torch's, as for a GPU)."""
+        """``started``: ``time.perf_counter()`` when the run's set-up began, from which ``elapsed_seconds`` counts
+        (the actors' start-up is part of a run's time); None: from the call of :meth:`train`."""
         self.config = config
         self.learner = learner
         self.pool = pool
@@ -97,11 +95,10 @@ class ImpalaTrainer:
         self.outputs = outputs
         self.output_dir = outputs.output_dir
         self.state = state or TrainerState()
-        self.threads = ThreadTuner(threads, torch.set_num_threads) if threads is not None else None
         self._updates, self._waited = 0, 0.0
         """Updates tried in the running epoch (the status line's progress within it), and the seconds it waited
         for rollouts."""
-        self.pace = PaceWatch(pool.actor_cores() + (threads.start if threads is not None else 1))
+        self.pace = PaceWatch(pool.actor_cores() + (learner.threads or 1))
         self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return", "truncated"])
         if outputs.progress is not None:
             hub.listeners.append(outputs.progress)
@@ -114,9 +111,7 @@ class ImpalaTrainer:
         self._epoch = self.state.epoch
         """The epoch that trains or evaluates now."""
         evaluator.on_progress = self._evaluating
-        self.started: float | None = None
-        """``time.perf_counter()`` when the run's set-up began (``build_trainer`` sets it), from which
-        ``elapsed_seconds`` counts; None: from the call of ``train``."""
+        self.started = started
 
     def train(self) -> TrainingResult:
         """Train until ``n_epochs``, or until ``patience`` runs out or an evaluation reaches ``target_score``;
@@ -126,7 +121,6 @@ class ImpalaTrainer:
         results: list[EpisodeResult] = []
         first_epoch = state.epoch + 1
         training_started = time.perf_counter() if self.started is None else self.started
-        threads = torch.get_num_threads()
         try:
             self.pool.start()
             for epoch in range(first_epoch, cfg.n_epochs + 1):
@@ -180,7 +174,6 @@ class ImpalaTrainer:
         else:
             self._finish(results)
         finally:
-            torch.set_num_threads(threads)
             self._close()
         stopped_early = state.epoch < cfg.n_epochs
         return TrainingResult(
@@ -200,7 +193,7 @@ class ImpalaTrainer:
         self.run_events.env_steps_per_second(value=rate)
         self.run_events.learner_waiting_percent(value=100.0 * self._waited / seconds)
         self.run_events.updates_per_second(value=cfg.epoch_length / seconds)
-        notice = self.pace.epoch(epoch, rate, self.threads.chosen if self.threads is not None else None)
+        notice = self.pace.epoch(epoch, rate, self.learner.threads)
         if notice is not None:
             logging.getLogger("maze_impala").warning("%s", notice)
         return TrainedEpoch(self.train_stats.reduce(), seconds)
@@ -278,12 +271,8 @@ class ImpalaTrainer:
         if len(fresh) < len(rollouts):
             self.actor_events.dropped_stale_rollout(value=len(rollouts) - len(fresh))
         if fresh:
-            if self.threads is not None:
-                self.run_events.learner_threads(value=self.threads.threads())
             started = time.perf_counter()
             self.learner.step(fresh, train_policy)
-            if self.threads is not None:
-                self.threads.record(time.perf_counter() - started, sum(r.env_steps for r in fresh))
             self.publisher.publish(self.learner.policy, self.learner.version)
             if pool is not None:
                 if pool.offer(self.learner.policy, self.learner.version):

@@ -1,0 +1,104 @@
+"""Facts about the host this process runs on, and the one place that sets torch's thread count.
+
+The ground floor: nothing of the package is imported here, and torch only where a caller asks for it, so that an
+actor whose policy acts in numpy never loads it. The learner's thread rule (:mod:`maze_impala.impala.threads`), the
+pace watch (:mod:`maze_impala.train.pace`) and the rollout CLI's worker count all read the host through these.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+PIN_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Environment variables whose value pins a learner's threads (a user's setting is kept)."""
+
+
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a scheduler's allocation), capped by the
+    CPU quota of its cgroup (a container's ``--cpus``), at least 1. ``os.cpu_count()`` counts the machine's."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        cores = os.cpu_count() or 1
+    quota = cgroup_quota(cgroup)
+    return max(1, min(cores, math.ceil(quota)) if quota is not None else cores)
+
+
+def cgroup_quota(root: Path) -> float | None:
+    """The CPU quota in cores of the cgroup at ``root`` (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), None if none."""
+    try:
+        v2 = root / "cpu.max"
+        if v2.is_file():
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        v1 = root / "cpu" / "cpu.cfs_quota_us"
+        if v1.is_file():
+            quota_us = int(v1.read_text())
+            return None if quota_us <= 0 else quota_us / int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def pinned_by_environment() -> tuple[int, str] | None:
+    """``(threads, "OMP_NUM_THREADS=1")`` when the environment pins the threads; None otherwise."""
+    for name in PIN_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return int(value), f"{name}={value}"
+    return None
+
+
+def machine_load() -> float | None:
+    """The machine's one-minute load average (runnable processes), None where the system does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def runnable() -> int | None:
+    """The threads of the machine running or waiting for a core now (``/proc/loadavg``), this one included; None
+    where there is no such file. The load average would say the same a minute late."""
+    try:
+        with open("/proc/loadavg") as file:
+            return int(file.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def set_torch_threads(threads: int, load: bool = False) -> None:
+    """Set torch's intra-op threads in this process to ``threads``: where torch is loaded already, or, with
+    ``load``, after loading it (an actor acting in numpy leaves it unloaded)."""
+    if load:
+        import torch
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+def torch_threads() -> int | None:
+    """torch's intra-op threads in this process; None where torch is not loaded."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def missing_device(key: str, device: str | None, device_count: int | None = None) -> str | None:
+    """What is wrong with a GPU ``device`` that torch does not see here, for ``key`` (``algorithm.device``,
+    ``runner.actor_device``), named as given; None where the device is fine (``device_count``: the GPUs torch
+    sees; torch is asked only for a ``cuda`` device)."""
+    if device is None or not device.startswith("cuda"):
+        return None
+    if device_count is None:
+        import torch
+
+        device_count = torch.cuda.device_count()
+    if (int(device[5:]) if device.startswith("cuda:") else 0) < device_count:
+        return None
+    seen = "no GPU" if device_count == 0 else f"{device_count} GPU(s)"
+    instead = "learn on the CPU (algorithm.device=cpu)" if key == "algorithm.device" else (
+        "act on the CPU (drop runner.actor_device)")  # fmt: skip
+    return f"{key}={device}, and torch sees {seen} here: {instead} or name a GPU that torch sees"
