@@ -62,6 +62,7 @@ def learner_and_batch(
     from maze_impala.impala.learner import ImpalaLearner
     from maze_impala.nn.critics import make_critic
     from maze_impala.nn.models import make_policy
+    from maze_impala.startup import fast_cuda_math
 
     algorithm = algorithm or ImpalaAlgorithmConfig()
     model = model or ModelConfig()
@@ -70,6 +71,7 @@ def learner_and_batch(
     policy = make_policy(env, model)
     critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
     batch = (collector or Collector(env_id, algorithm, model, policy)).take(batch_size or algorithm.actors_batch_size)
+    fast_cuda_math(algorithm.device)  # as a run's set-up does for a CUDA learner
     return ImpalaLearner(policy, critic, algorithm, EventHub().publisher(MultiStepIMPALAEvents)), batch
 
 

@@ -8,7 +8,6 @@ as one line. Hydra and OmegaConf are imported when the command runs: actor proce
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import re
@@ -19,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from maze_impala.cli_checks import check_groups, check_output_dir
-from maze_impala.cli_compose import compose_once
 from maze_impala.cli_dirs import (
     RESULTS,
     detach_log,
@@ -45,6 +43,7 @@ from maze_impala.config.overrides import check_overrides as overrides_check
 from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
 from maze_impala.run_files import FAILED, KPI_CSV
+from maze_impala.startup import collect_from_here, compose_once, paused_collector
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -182,7 +181,7 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
     try:
         from maze_impala.train.rollout import rollout  # torch: seconds, in which a Ctrl-C is handled below
 
-        _collect_from_here()
+        collect_from_here()
         rollout(config, output_dir)
     except KeyboardInterrupt as interrupt:
         kept = f"; the episodes played are in {output_dir / KPI_CSV}" if (output_dir / KPI_CSV).is_file() else ""
@@ -204,7 +203,7 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
         config = to_training_config(cfg, overrides)
         from maze_impala.train.setup import build_trainer  # torch: seconds, in which a Ctrl-C is handled below
 
-        _collect_from_here()  # before any actor process starts: a forked one inherits the collector's state
+        collect_from_here()  # before any actor process starts: a forked one inherits the collector's state
         trainer = build_trainer(config, output_dir)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
         _fail(error, run_dir=output_dir)
@@ -323,27 +322,8 @@ def _config_name(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    collecting = gc.isenabled()
-    gc.disable()  # until the run's modules and objects are built: see _collect_from_here
-    try:
+    with paused_collector():  # until the run's modules are imported: see maze_impala.startup
         _main(argv)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _collect_from_here() -> None:
-    """Python's cyclic garbage collector resumes, and what start-up built is set aside from its scans.
-
-    Importing torch, Hydra and the package allocates some hundreds of thousands of objects that live as long as the
-    process. With the collector on, their allocations set off full scans of all of them again and again, and every
-    full collection during the run walks them once more. ``main`` pauses the collector; here, once a run's modules
-    are imported and before it builds anything, they are frozen (``gc.freeze``; measured in docs/benchmarks.md) and
-    the collector runs as usual for what the run allocates. Only the first call of a process freezes: a
-    multirun's later jobs would freeze what earlier jobs left as garbage."""
-    if not gc.get_freeze_count():
-        gc.freeze()
-    gc.enable()
 
 
 def _main(argv: Sequence[str] | None) -> None:

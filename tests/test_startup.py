@@ -121,8 +121,8 @@ def test_start_up_is_frozen_out_of_garbage_collection_which_runs_during_training
 def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_may():
     from omegaconf import OmegaConf
 
-    from maze_impala.cli_compose import mode_is_the_command_lines
     from maze_impala.config.workloads import config_dir
+    from maze_impala.startup import mode_is_the_command_lines
 
     assert mode_is_the_command_lines(["-cn", "conf_train", "-m", "seed=1,2", "env=minigrid"])
     for extra in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["--config-dir", "conf"], ["--config-dir=conf"],

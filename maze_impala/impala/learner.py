@@ -52,11 +52,6 @@ class ImpalaLearner(Learner):
         if self.device.type == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError("algorithm.device=cuda but torch sees no CUDA device; use algorithm.device=cpu")
-            # TF32 matrix products and convolutions, and cuDNN's choice of the fastest algorithm for the update's
-            # fixed shapes: about 1.65x the IMPALA CNN learner's samples/s on an H200 (docs/models.md)
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-            torch.backends.cudnn.benchmark = True
         self.policy = policy.to(self.device)
         self.critic = critic.to(self.device)
         self._params = [*self.policy.parameters(), *self.critic.parameters()]

@@ -28,6 +28,7 @@ from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.parallel import ProcessGroup, Shard
+from maze_impala.startup import fast_cuda_math
 
 STARTUP_TIMEOUT_S = 120.0
 """Seconds a learner process may take to start (import torch, rebuild the networks) before the run fails."""
@@ -70,6 +71,7 @@ def build_replica(
     learner on the GPU of its rank, round robin); it records its events nowhere (learner 0 records the pooled
     ones)."""
     policy, critic, config = parts
+    fast_cuda_math(config.device)  # this learner process's door (maze_impala.startup), as learner 0's set-up
     if config.device.startswith("cuda"):
         config = replace(config, device=f"cuda:{rank % max(torch.cuda.device_count(), 1)}")
     device = torch.device(config.device)

@@ -31,6 +31,7 @@ from maze_impala.play.lineup import Lineup, resolve_opponents
 from maze_impala.play.pool import SnapshotPool
 from maze_impala.play.spec import POOL, PolicySpec
 from maze_impala.run_files import CONFIG_YAML, LAST_MODEL
+from maze_impala.startup import fast_cuda_math
 from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.train.evaluator import make_evaluator
 from maze_impala.train.outputs import RunStats, make_outputs
@@ -74,6 +75,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
         )
         check_device("algorithm.device", config.algorithm.device)
         check_actor_device(config.runner.actor_device)
+        fast_cuda_math(config.algorithm.device)  # a CUDA learner's process-wide math settings (maze_impala.startup)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()
         try:
