@@ -127,10 +127,6 @@ class EnvBatch:
             groups.setdefault(self.actors[e].step_key, []).append(int(e))
         return groups
 
-    def stacked(self, group: list[int]) -> dict[str, np.ndarray]:
-        """The next observations of ``group`` (envs of one step key), stacked on a leading axis."""
-        return {k: np.stack([np.asarray(self.observations[e][k]) for e in group]) for k in self.observations[group[0]]}
-
     def step(self, e: int, action: Mapping[str, np.ndarray]) -> SubStep:
         """One sub-step of env ``e`` (a finished episode's env waits for :meth:`reset`)."""
         env, actor = self.envs[e], self.actors[e]
