@@ -7,6 +7,7 @@ pace watch (:mod:`maze_impala.train.pace`) and the rollout CLI's worker count al
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import sys
@@ -73,9 +74,7 @@ def runnable() -> int | None:
 def set_torch_threads(threads: int, load: bool = False) -> None:
     """Set torch's intra-op threads in this process to ``threads``: where torch is loaded already, or, with
     ``load``, after loading it (an actor acting in numpy leaves it unloaded)."""
-    if load:
-        import torch
-    torch = sys.modules.get("torch")
+    torch = importlib.import_module("torch") if load else sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
 

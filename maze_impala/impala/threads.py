@@ -220,7 +220,7 @@ class TunedLearner(Learner):
     passes thread counts; :meth:`close` gives the process back the count it had."""
 
     def __init__(self, learner: Learner, plan: ThreadPlan, events: RunEvents | None = None):
-        self.learner, self.plan, self.events = learner, plan, events
+        self.learner, self.events = learner, events
         self.policy = learner.policy
         self.tuner = ThreadTuner(plan, set_torch_threads)
         self._before = torch_threads()

@@ -172,9 +172,10 @@ def _wire(
     opponents = resolve_opponents(probe, algorithm.train_opponent, algorithm.rollout_evaluator.opponent, saved)
     hub, train_stats = EventHub(), StatsAggregator("train")  # every interface: the learner's, the actors', the env's
     hub.listeners.append(train_stats)
-    state = _state(config, checkpoint, output_dir, policy)
+    version = int((checkpoint or {}).get("version", 0))
+    state = _state(config, checkpoint, output_dir, policy, version)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
-    spec, version = _actor_spec(config, opponents, state), int((checkpoint or {}).get("version", 0))
+    spec = _actor_spec(config, opponents, state)
     pool, weights = make_actors(spec, policy, version, config, hub.publisher(ActorEvents), state.snapshots)
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
@@ -211,18 +212,20 @@ def _models(
 
 
 def _state(
-    config: TrainingConfig, checkpoint: dict[str, Any] | None, output_dir: Path, policy: torch.nn.Module
+    config: TrainingConfig, checkpoint: dict[str, Any] | None, output_dir: Path, policy: torch.nn.Module, version: int
 ) -> TrainerState:
     """The loop's state: a new run's, or a resumed one's (its RNG state, its pool and its tables continued); with
-    the snapshot pool of a run that trains against it, holding at least the ``policy`` it starts from."""
+    the snapshot pool of a run that trains against it, holding at least the ``policy`` it starts from (at
+    ``version``)."""
     algorithm = config.algorithm
     snapshots = SnapshotPool(algorithm.opponent_pool) if algorithm.train_opponent == POOL else None
-    state = TrainerState(snapshots=snapshots)
-    if checkpoint is not None:
+    if checkpoint is None:
+        state = TrainerState(snapshots=snapshots)
+    else:
         state = TrainerState.from_checkpoint(checkpoint, snapshots)
         state.history = continue_tables(output_dir, state.epoch)
     if snapshots is not None and not snapshots.snapshots:  # a new run; or a run of a release that saved no pool
-        snapshots.offer(policy, int(checkpoint["version"]) if checkpoint is not None else 0)
+        snapshots.offer(policy, version)
     return state
 
 
