@@ -72,7 +72,7 @@ def resolve(args: argparse.Namespace) -> None:
     changed), ``args.family`` its settings (:class:`Workload`), and every flag not given the family's setting."""
     from maze_impala.config.workloads import Workload, workload
     from maze_impala.envs.factory import make_env
-    from maze_impala.train.setup import image_shapes
+    from maze_impala.train.resolve import image_shapes
 
     args.family = Workload(env={})
     if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers and its settings included

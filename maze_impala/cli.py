@@ -29,10 +29,13 @@ from maze_impala.cli_dirs import (
 )
 from maze_impala.cli_env import env_config, own_env, rollout_env
 from maze_impala.cli_messages import (
+    ConsoleWarnings,
     hydra_value,
     interrupted,
     plural,
     resume_command,
+    run_log,
+    say,
     score_name,
     sweep_rest,
     why_stopped,
@@ -42,7 +45,7 @@ from maze_impala.config.base import import_hint
 from maze_impala.config.overrides import check_overrides as overrides_check
 from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
-from maze_impala.run_files import FAILED, KPI_CSV
+from maze_impala.run_files import FAILED, KPI_CSV, LAST_MODEL
 from maze_impala.startup import collect_from_here, compose_once, paused_collector
 
 if TYPE_CHECKING:
@@ -125,7 +128,7 @@ def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> N
     refused = run_dir is not None and code == 2 and not owned(run_dir)
     if refused:  # a directory of before this command, refused: left exactly as it was, its log included
         detach_log(run_dir)
-    log_file = _log_file()
+    log_file = run_log()
     if log_file is not None:  # the traceback into the run's log; a refusal detached it (and prints no traceback)
         log.error("%s", message, exc_info=error, extra={"printed": True})
     first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
@@ -140,34 +143,6 @@ def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> N
     sys.exit(code)
 
 
-def _log_file() -> Path | None:
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            return Path(handler.baseFilename)
-    return None
-
-
-def say(message: str, error: bool = False, interrupt: bool = False) -> None:
-    """Print a line for the user (an ``error`` or ``interrupt`` to stderr) and keep it in the run's log, where a
-    user's interrupt is a warning, not an error."""
-    level = logging.WARNING if interrupt else logging.ERROR if error else logging.INFO
-    log.log(level, "%s", message, extra={"printed": True})
-    error = error or interrupt
-    print(message, file=sys.stderr if error else sys.stdout, flush=True)
-
-
-class ConsoleWarnings(logging.Handler):
-    """The run's warnings (an actor restarted, training starved) on the console as well as in its log, as
-    ``maze-run: ...`` lines; what :func:`say` printed already is not printed again."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not getattr(record, "printed", False):
-            print(f"maze-run: {record.getMessage()}", file=sys.stderr, flush=True)
-
-
 def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> None:
     from hydra.errors import InstantiationException
 
@@ -175,8 +150,11 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
         config = to_rollout_config(cfg, overrides)
     except (ConfigError, ValueError, TypeError) as error:
         _fail(error, run_dir=output_dir)
-    what = plural(config.n_episodes, "episode") if config.opponent is None else (
-        f"{plural(config.n_episodes, 'game')} per seat against {config.opponent}")  # fmt: skip
+    what = (
+        plural(config.n_episodes, "episode")
+        if config.opponent is None
+        else (f"{plural(config.n_episodes, 'game')} per seat against {config.opponent}")
+    )
     say(f"maze-run: rollout of {what}; outputs go to {output_dir}")
     try:
         from maze_impala.train.rollout import rollout  # torch: seconds, in which a Ctrl-C is handled below
@@ -212,8 +190,10 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
         _fail(error, 2)  # a refusal: nothing ran, nothing changed
     except KeyboardInterrupt as interrupt:  # the build starts the actors; it stops them before this
         removed = discard_started_run(output_dir)
-        say(f"maze-run: interrupted before training started{f' ({output_dir} was removed)' if removed else ''}",
-            interrupt=True)  # fmt: skip
+        say(
+            f"maze-run: interrupted before training started{f' ({output_dir} was removed)' if removed else ''}",
+            interrupt=True,
+        )
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # e.g. a Ray cluster that cannot be joined
         _fail(error, 1, run_dir=output_dir)
@@ -227,8 +207,11 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
         if trainer.saved_epoch is not None:  # what was learnt is kept: say how to go on once the cause is fixed
-            say(f"maze-run: {output_dir / 'model_last.pt'} holds epoch {trainer.saved_epoch}; continue the run "
-                f"with\n  {resume_command(output_dir, overrides)}", error=True)  # fmt: skip
+            say(
+                f"maze-run: {output_dir / LAST_MODEL} holds epoch {trainer.saved_epoch}; continue the run "
+                f"with\n  {resume_command(output_dir, overrides)}",
+                error=True,
+            )
         _fail(error, 1, run_dir=output_dir)  # one that failed in its first epoch leaves no directory
     score = trainer.evaluator.score  # the objective of a sweeper that optimises (hydra/sweeper=impala_search)
     say(

@@ -64,8 +64,9 @@ def check_output_dir(argv: Sequence[str], default: Path) -> None:
         parent = parent.parent
     named = f"{key}={target}" if given else f"the outputs' directory {target}"
     if not parent.is_dir():
-        raise ConfigError(f"{named} cannot be made: {parent} is a file, not a folder; choose another directory "
-                          f"({key}=...)")  # fmt: skip
+        raise ConfigError(
+            f"{named} cannot be made: {parent} is a file, not a folder; choose another directory ({key}=...)"
+        )
     if target.is_dir() and not os.access(target, os.W_OK | os.X_OK):
         raise ConfigError(f"{named} is not writable; choose another directory ({key}=...)")
     try:
@@ -73,5 +74,6 @@ def check_output_dir(argv: Sequence[str], default: Path) -> None:
         os.rmdir(probe)
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise ConfigError(f"{named} cannot be written ({reason} in {parent}); choose another directory "
-                          f"({key}=...)") from None  # fmt: skip
+        raise ConfigError(
+            f"{named} cannot be written ({reason} in {parent}); choose another directory ({key}=...)"
+        ) from None

@@ -27,9 +27,19 @@ from maze_impala.run_files import (
 
 RESULTS = (STATS_CSV, LAST_MODEL, KPI_SUMMARY_CSV)
 """Files of a run that got somewhere: a training run's statistics and model, a rollout's summary."""
-STARTED_ONLY = {".hydra", "train.log", "rollout.log", "export.log", LOCK_FILE, CONFIG_YAML, TENSORBOARD_DIR,
-                EVENT_LOG_DIR, KPI_CSV,
-                KPI_SUMMARY_CSV, CURVES_PNG}  # fmt: skip
+STARTED_ONLY = {
+    ".hydra",
+    "train.log",
+    "rollout.log",
+    "export.log",
+    LOCK_FILE,
+    CONFIG_YAML,
+    TENSORBOARD_DIR,
+    EVENT_LOG_DIR,
+    KPI_CSV,
+    KPI_SUMMARY_CSV,
+    CURVES_PNG,
+}
 """What a run directory can hold before the run's first epoch ends (Hydra's record and the job's log too); a failed
 start leaves no such directory."""
 

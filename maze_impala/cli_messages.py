@@ -1,8 +1,10 @@
-"""What ``maze-run`` says when a training run ends or stops: why it ended early, and the commands that continue it
-or the rest of its sweep (quoted for Hydra and for the shell)."""
+"""What ``maze-run`` says: lines for the user that its log keeps too (:func:`say`, :class:`ConsoleWarnings`), and
+when a training run ends or stops, why it ended early and the commands that continue it or the rest of its sweep
+(quoted for Hydra and for the shell)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 import sys
@@ -12,6 +14,38 @@ from typing import Any
 
 from maze_impala.config import TrainingConfig
 from maze_impala.config.overrides import override_key
+from maze_impala.run_files import LAST_MODEL
+
+log = logging.getLogger("maze_impala")
+
+
+def run_log() -> Path | None:
+    """The file the run logs to, where it has one."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return Path(handler.baseFilename)
+    return None
+
+
+def say(message: str, error: bool = False, interrupt: bool = False) -> None:
+    """Print a line for the user (an ``error`` or ``interrupt`` to stderr) and keep it in the run's log, where a
+    user's interrupt is a warning, not an error."""
+    level = logging.WARNING if interrupt else logging.ERROR if error else logging.INFO
+    log.log(level, "%s", message, extra={"printed": True})
+    error = error or interrupt
+    print(message, file=sys.stderr if error else sys.stdout, flush=True)
+
+
+class ConsoleWarnings(logging.Handler):
+    """The run's warnings (an actor restarted, training starved) on the console as well as in its log, as
+    ``maze-run: ...`` lines; what :func:`say` printed already is not printed again."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not getattr(record, "printed", False):
+            print(f"maze-run: {record.getMessage()}", file=sys.stderr, flush=True)
 
 
 def why_stopped(config: TrainingConfig, result: Any) -> str:
@@ -35,10 +69,14 @@ def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[s
     if saved_epoch is None:
         kept = [o for o in overrides if not override_key(o).startswith(("resume", "hydra.run.dir"))]
         again = [*kept, f"hydra.run.dir={hydra_value(str(output_dir))}"]  # the same directory: it holds no results
-        return (f"maze-run: interrupted before the first checkpoint: no epoch ended, so there is nothing to resume "
-                f"(what the run logged is in {output_dir}). Start it again with\n  {_command(again)}")  # fmt: skip
-    return (f"maze-run: interrupted; {output_dir / 'model_last.pt'} holds epoch {saved_epoch}; continue the run "
-            f"with\n  {resume_command(output_dir, overrides)}")  # fmt: skip
+        return (
+            f"maze-run: interrupted before the first checkpoint: no epoch ended, so there is nothing to resume "
+            f"(what the run logged is in {output_dir}). Start it again with\n  {_command(again)}"
+        )
+    return (
+        f"maze-run: interrupted; {output_dir / LAST_MODEL} holds epoch {saved_epoch}; continue the run "
+        f"with\n  {resume_command(output_dir, overrides)}"
+    )
 
 
 def score_name(config: TrainingConfig) -> str:
@@ -73,14 +111,19 @@ def sweep_rest(sweep_dir: Path, job: int, argv: Sequence[str]) -> str:
         for a in argv
         if "=" in a and not a.startswith("-") and not override_key(a).startswith(("hydra.sweep", "resume"))
     ]
-    jobs = [j for batch in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(sweep), None)
-            for j in batch]  # fmt: skip
+    jobs = [
+        j
+        for batch in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(sweep), None)
+        for j in batch
+    ]
     rest = jobs[job + 1 :]
     folder = f"hydra.sweep.dir={hydra_value(str(sweep_dir))}"
     lines = [f"maze-run: the sweep in {sweep_dir} stopped in job {job + 1} of {len(jobs)}."]
     if rest:
-        lines.append(f"maze-run: the {plural(len(rest), 'job')} after it did not run; each runs into the sweep's "
-                     "folder with (the summary is written again after each):")  # fmt: skip
+        lines.append(
+            f"maze-run: the {plural(len(rest), 'job')} after it did not run; each runs into the sweep's "
+            "folder with (the summary is written again after each):"
+        )
         lines += ["  " + _command(["-m", *j, folder]) for j in rest[:10]]
         if len(rest) > 10:
             lines.append(f"  ... and {len(rest) - 10} more, likewise")

@@ -1,7 +1,7 @@
 """The core interfaces of maze_impala: who acts, what travels, and who learns.
 
 Everything else is an implementation of these few contracts. With an
-:class:`~maze_impala.actors.actor.ActorSpec` ``spec`` (env, model, rollout length) and a
+:class:`~maze_impala.actors.actor.ActorSpec` ``spec`` (the env, the lineup of policies, the rollout length) and a
 :class:`Learner` ``learner``, the training loop reads like this, whatever backend runs
 the actors (``tests/test_core.py`` runs this very code)::
 
@@ -49,9 +49,14 @@ actions, the observations of the sub-steps before it (per step key), or a recurr
 
 
 def laid_out(
-    rows: str, dtype: Any = None, *, holds: str | None = None, recorded: bool = False, width: int | None = None,
+    rows: str,
+    dtype: Any = None,
+    *,
+    holds: str | None = None,
+    recorded: bool = False,
+    width: int | None = None,
     **kwargs: Any,
-) -> Any:  # fmt: skip
+) -> Any:
     """A dataclass field of arrays (or of dicts of them) laid out in ``rows``: of ``dtype`` (one value, or
     ``width`` values, per entry), or shaped by what it ``holds`` (a space, or the recurrent state, float32);
     ``recorded``: written decision by decision by the actors' recorder (the others are made when a trajectory is
@@ -121,8 +126,9 @@ class Trajectory(Generic[A]):
     """The entries holding a decision."""
     agent_ids: A = laid_out(COLUMN_ROWS, np.int64)
     """The agent of each column."""
-    ancestors: dict[StepKey, dict[str, A]] = laid_out(OBSERVATION_ROWS, holds=ANCESTRAL, recorded=True,
-                                                      default_factory=dict)  # fmt: skip
+    ancestors: dict[StepKey, dict[str, A]] = laid_out(
+        OBSERVATION_ROWS, holds=ANCESTRAL, recorded=True, default_factory=dict
+    )
     """For the delta critic: per earlier sub-step key, its observation in the same structured step."""
     initial_state: dict[str, A] = laid_out(COLUMN_ROWS, np.float32, holds=RECURRENT, default_factory=dict)
     """A recurrent policy's state at each column's first decision (per name; empty: feed-forward): where the
@@ -149,9 +155,6 @@ class Rollout:
     """Structured steps this rollout's environments completed."""
     events: list[Any] = field(default_factory=list)
     """Events recorded on the actor side (episode returns, ...), replayed once by the learner."""
-    pool_games: list[tuple[int, float]] = field(default_factory=list)
-    """The games against the learner's snapshot pool that ended in this rollout: the snapshot that played each and
-    the trained policy's score (win 1, draw 0.5, loss 0), for the pool's statistics."""
 
 
 class WeightSource(ABC):
@@ -166,21 +169,6 @@ class WeightSource(ABC):
         """A consistent copy of the newest weights, one flat float32 vector (the policy's state dict in order, as
         :func:`~maze_impala.nn.flat.flatten` makes it: parameters and buffers), and their version."""
 
-    def snapshots(self) -> dict[int, int]:
-        """The learner's pool of past weights (self-play against past selves): snapshot number -> the version of its
-        weights, oldest first. Empty where the learner publishes none."""
-        return {}
-
-    def read_snapshot(self, number: int) -> np.ndarray:
-        """A copy of the weights of snapshot ``number``; :class:`KeyError` if it is not (or no longer) in the pool."""
-        raise KeyError(f"{type(self).__name__} holds no snapshot pool (snapshot {number})")
-
-    def pool_scores(self) -> dict[int, float]:
-        """The trained policy's estimated score (win 1, draw 0.5) against each snapshot of the pool, as the learner
-        keeps them from every actor's games (what ``opponent_pool.draw=pfsp`` draws by). Empty where none are
-        published; a snapshot without an entry counts 0.5."""
-        return {}
-
 
 Snapshots = dict[int, tuple[int, np.ndarray]]
 """A snapshot pool as the learner keeps it: snapshot number (counted from 1) -> (version, flat weights)."""
@@ -192,15 +180,6 @@ class WeightPublisher(ABC):
     @abstractmethod
     def publish(self, module: torch.nn.Module, version: int) -> None:
         """Make ``module``'s weights the newest, stamped with ``version`` (actors skip versions they missed)."""
-
-    def publish_snapshots(self, snapshots: Snapshots) -> None:
-        """Make ``snapshots`` the pool every actor reads through :meth:`WeightSource.snapshots` (all of it: a
-        snapshot that is not in it leaves the pool)."""
-        raise NotImplementedError(f"{type(self).__name__} publishes no snapshot pool")
-
-    def publish_pool_scores(self, scores: dict[int, float]) -> None:
-        """Make ``scores`` what every actor reads through :meth:`WeightSource.pool_scores`."""
-        raise NotImplementedError(f"{type(self).__name__} publishes no snapshot pool")
 
 
 class Learner(ABC):

@@ -98,6 +98,9 @@ def missing_device(key: str, device: str | None, device_count: int | None = None
     if (int(device[5:]) if device.startswith("cuda:") else 0) < device_count:
         return None
     seen = "no GPU" if device_count == 0 else f"{device_count} GPU(s)"
-    instead = "learn on the CPU (algorithm.device=cpu)" if key == "algorithm.device" else (
-        "act on the CPU (drop runner.actor_device)")  # fmt: skip
+    instead = (
+        "learn on the CPU (algorithm.device=cpu)"
+        if key == "algorithm.device"
+        else ("act on the CPU (drop runner.actor_device)")
+    )
     return f"{key}={device}, and torch sees {seen} here: {instead} or name a GPU that torch sees"

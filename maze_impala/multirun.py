@@ -27,8 +27,10 @@ class Summary(Callback):
             if written is not None:
                 plot_comparison([folder], folder / COMPARISON_PNG)
                 write_marl_eval([folder], folder / METRICS_JSON)
-                print(f"maze-run: the multirun's summary: {written}, {written.with_suffix('.png')}, "
-                      f"{folder / 'comparison.png'}, "
-                      f"{folder / METRICS_JSON} (marl-eval)")  # fmt: skip
+                print(
+                    f"maze-run: the multirun's summary: {written}, {written.with_suffix('.png')}, "
+                    f"{folder / 'comparison.png'}, "
+                    f"{folder / METRICS_JSON} (marl-eval)"
+                )
         except Exception as error:  # a summary must never turn finished runs into a failure
             logging.getLogger("maze_impala").warning("could not sum up the multirun %s: %r", folder, error)

@@ -4,6 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from playing import play_episodes
 from torch import nn
 
 from maze_impala.config import ModelConfig
@@ -14,7 +15,6 @@ from maze_impala.nn.flat import flatten
 from maze_impala.nn.models import StructuredPolicy, make_policy, make_random_policy
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.torch_acting import TorchActing, make_acting, numpy_form_of
-from maze_impala.train.evaluator import play_episodes
 
 
 def _sample_obs(space: gym.spaces.Dict, n: int, seed: int) -> dict[str, np.ndarray]:

@@ -247,7 +247,7 @@ def test_learner_cores_accept_a_number_of_threads_and_refuse_anything_else():
 
 def test_learner_cores_auto_give_every_core_to_a_learner_that_sets_the_pace():
     from maze_impala.envs.factory import make_env
-    from maze_impala.train.setup import with_image_encoder, with_learner_cores
+    from maze_impala.train.resolve import with_image_encoder, with_learner_cores
 
     register_schemas()
     cases = (

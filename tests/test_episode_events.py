@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from playing import play_episodes
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.sequential import SequentialActors
@@ -31,7 +32,6 @@ from maze_impala.events.tables import CsvTable, EventLogWriter, kpi_row, read_ev
 from maze_impala.events.writers import CsvWriter
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.play.lineup import Lineup
-from maze_impala.train.evaluator import play_episodes
 from maze_impala.train.progress import Progress
 
 

@@ -68,7 +68,7 @@ def test_seated_acting_routes_each_agent_to_its_policy_and_keeps_both_states_apa
 def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_state_and_games():
     learner, ally, rival = Constant(1), Constant(2), Constant(3)
     games = []
-    rival.game_over = lambda key, state, agent_ids, result: games.append((agent_ids.tolist(), state, result))
+    rival.game_over = lambda key, state, agent_ids, result, events: games.append((agent_ids.tolist(), state, result))
     mapping = PolicyMapping({ActorID("p", 0): "learner", ActorID("p", 2): "learner", ActorID("p", 1): "ally"},
                             default="rival", learned="learner")  # fmt: skip
     assert mapping.learned_agents() == {ActorID("p", 0), ActorID("p", 2)}  # a group of two agents
@@ -81,7 +81,7 @@ def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_
     assert actions["a"].tolist() == [3, 1, 2, 1, 3]
     assert [state[n][:, 0].tolist() for n in ("calls", "ally.calls", "rival.calls")] == [
         [0, 1, 0, 1, 0], [0, 0, 1, 0, 0], [1, 0, 0, 0, 1]]  # fmt: skip
-    acting.game_over("p", state, agents, "win")
+    acting.game_over("p", state, agents, "win", EventHub())
     ((ids, own, result),) = games  # the rival's agents, with its own state under its own names
     assert ids == [3, 4] and list(own) == ["calls"] and own["calls"][:, 0].tolist() == [1, 1] and result == "win"
     with pytest.raises(ValueError, match=r"policies \['coach'\]"):

@@ -18,13 +18,13 @@ from maze_impala.impala import learner as learner_module
 from maze_impala.impala.batch import split_columns, stack_step
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
-from maze_impala.impala.losses import RHO_NOISE, impala_step_loss
+from maze_impala.impala.losses import RHO_NOISE, LossSettings, impala_step_loss
 from maze_impala.nn.critics import StepStateCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv
-from maze_impala.train.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
+from maze_impala.train.checkpoint import CheckpointMismatchError, read_checkpoint, restore_modules, save_checkpoint
 
 MODEL = ModelConfig(hidden_units=[16], normalize_observations=False)
 PREFIX = "train/MultiStepIMPALAEvents/"
@@ -70,9 +70,6 @@ def test_step_loss_matches_a_hand_computation():
         values,
         torch.tensor([[1.0], [1.0]]),
         torch.tensor([[0.5], [0.0]]),
-        1.0,
-        1.0,
-        1.0,
     )
     # on-policy: v_1 = r_1 = 1 (episode ends), v_0 = r_0 + 0.5 * v_1 = 1.5
     vs = torch.tensor([1.5, 1.0])
@@ -92,8 +89,8 @@ def test_normalised_advantages_by_hand():
     for clip_range in (None, 0.2):
         logits = torch.tensor([[[0.0, 1.0]], [[0.0, 0.0]]], requires_grad=True)
         loss = impala_step_loss(dist, logits, actions, log_probs, torch.tensor([[1.0], [2.0], [3.0]]),
-                                torch.tensor([[1.0], [1.0]]), torch.tensor([[0.5], [0.0]]), 1.0, 1.0, 1.0,
-                                clip_range=clip_range, normalize_advantages=True)  # fmt: skip
+                                torch.tensor([[1.0], [1.0]]), torch.tensor([[0.5], [0.0]]),
+                                LossSettings(clip_range=clip_range, normalize_advantages=True))  # fmt: skip
         if clip_range is None:
             expected = -(torch.tensor([1.0, -1.0]) * log_probs[:, 0]).mean()
             torch.testing.assert_close(loss.policy_loss, expected, rtol=1e-5, atol=1e-6)
@@ -159,7 +156,8 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_version(tmp_path):
         learner.step([actor.rollout()])
     save_checkpoint(tmp_path / "ckpt.pt", learner.state_dict())
     fresh, _, _ = _setup()
-    state = load_checkpoint(tmp_path / "ckpt.pt", policy=fresh.policy, critic=fresh.critic)
+    state = read_checkpoint(tmp_path / "ckpt.pt")
+    restore_modules(state, tmp_path / "ckpt.pt", policy=fresh.policy, critic=fresh.critic)
     fresh.load_state_dict(state)
     assert fresh.version == 3
     for a, b in zip(learner.policy.parameters(), fresh.policy.parameters()):
@@ -176,9 +174,9 @@ def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
     save_checkpoint(tmp_path / "ckpt.pt", learner.state_dict())
     other, _, _ = _setup(model=ModelConfig(hidden_units=[32]))
     with pytest.raises(CheckpointMismatchError, match="was made for another policy"):
-        load_checkpoint(tmp_path / "ckpt.pt", policy=other.policy)
+        restore_modules(read_checkpoint(tmp_path / "ckpt.pt"), tmp_path / "ckpt.pt", policy=other.policy)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        load_checkpoint(tmp_path / "missing.pt", policy=other.policy)
+        read_checkpoint(tmp_path / "missing.pt")
 
 
 def test_an_update_moves_its_metrics_to_the_host_once(monkeypatch):
@@ -250,8 +248,8 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
         batch, step = batches[key], forward[key]
         discounts = torch.where(batch.mask, 0.9 * (~batch.terminated).float(), 1.0)
         loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values,
-                                torch.where(batch.mask, step.rewards, 0.0), discounts, 1.0, 1.0, 1.0, batch.mask,
-                                clip_range=0.2, trust_region=config.trust_region)  # fmt: skip
+                                torch.where(batch.mask, step.rewards, 0.0), discounts,
+                                LossSettings(clip_range=0.2, trust_region=config.trust_region), batch.mask)  # fmt: skip
         assert torch.allclose(losses[key].policy_loss, loss.policy_loss)
         expected += 0.25 * loss.value_loss + 2.0 * loss.policy_loss - 0.1 * loss.entropy
     assert torch.allclose(total, expected)
@@ -320,13 +318,13 @@ def test_the_collapse_diagnostics_by_hand():
     discounts = torch.where(mask, 0.9 * (~batch.terminated).float(), 1.0)
     rewards = torch.where(mask, step.rewards, 0.0)
     loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values, rewards,
-                            discounts, 1.0, 1.0, 1.0, mask)  # fmt: skip
+                            discounts, mask=mask)  # fmt: skip
     log_rhos = (distribution.log_prob(step.logits, batch.actions) - batch.behaviour_log_probs) * mask
     assert torch.isclose(loss.clipped_rho_fraction, (log_rhos.exp() > 1.0 + RHO_NOISE)[mask].float().mean())
     # on-policy data: the actors' log-probabilities equal the learner's up to float rounding, and none is clipped
     rounded = distribution.log_prob(step.logits, batch.actions) + 1e-6 * torch.randn(batch.mask.shape)
     on_policy = impala_step_loss(distribution, step.logits, batch.actions, rounded, step.values, rewards, discounts,
-                                 1.0, 1.0, 1.0, mask)  # fmt: skip
+                                 mask=mask)  # fmt: skip
     assert on_policy.clipped_rho_fraction == 0.0
     assert torch.isclose(loss.max_abs_logit, step.logits.abs().max())
     returns = vtrace(log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=step.values[:-1],
@@ -357,8 +355,8 @@ class _TwoSteps(NamedTuple):
 
     def loss(self, logits, trust_region, anchor=None, clip_range=0.2):
         return impala_step_loss(self.dist, logits, self.actions, self.behaviour, self.values, self.rewards,
-                                self.discounts, 1.0, 1.0, 1.0, anchor_log_probs=anchor, clip_range=clip_range,
-                                trust_region=trust_region)  # fmt: skip
+                                self.discounts, LossSettings(clip_range=clip_range, trust_region=trust_region),
+                                anchor_log_probs=anchor)  # fmt: skip
 
 
 def test_clipped_surrogate_matches_a_hand_computation_and_on_policy_its_gradient_is_impalas():

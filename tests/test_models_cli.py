@@ -5,6 +5,7 @@ import pytest
 import torch
 from clitools import run_cli, train_tiny
 from omegaconf import OmegaConf
+from playing import play_episodes
 
 from maze_impala import ModelConfig, Player, load_policy
 from maze_impala.actors.actor import seed_for
@@ -12,7 +13,6 @@ from maze_impala.config import TrainingConfig
 from maze_impala.envs.examples import MemoryEnv
 from maze_impala.envs.factory import make_env
 from maze_impala.train.checkpoint import read_checkpoint
-from maze_impala.train.evaluator import play_episodes
 
 pytestmark = pytest.mark.slow
 MODEL = ["env=memory", "model.recurrent=lstm", "model.recurrent_units=16", "model.normalize_observations=true"]

@@ -93,8 +93,8 @@ def test_a_run_of_an_earlier_release_resumes_with_its_own_values_where_the_defau
 
     from maze_impala.config import TrainingConfig
     from maze_impala.config.base import to_record
+    from maze_impala.train.resolve import with_values
     from maze_impala.train.rundir import check_resumable, run_values
-    from maze_impala.train.setup import with_values
 
     earlier = to_record(TrainingConfig())
     earlier["algorithm"]["gamma"] = 0.9

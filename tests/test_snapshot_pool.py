@@ -17,12 +17,13 @@ from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import OpponentPoolConfig
 from maze_impala.envs.factory import make_env
+from maze_impala.events.api import EventHub, event_name
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.files import atomic_write_bytes
 from maze_impala.nn.acting import Acting
 from maze_impala.nn.models import make_policy
 from maze_impala.play.lineup import Lineup
-from maze_impala.play.pool import SNAPSHOT_STATE, PoolOpponent, SnapshotPool
+from maze_impala.play.pool import SNAPSHOT_STATE, PooledPublisher, PoolEvents, PoolOpponent, SnapshotPool
 from maze_impala.testing import pool_a_new_actor_plays
 from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.state import SNAPSHOT_POOL
@@ -145,10 +146,11 @@ def test_pfsp_draws_the_snapshots_the_policy_beats_least_most_often():
     playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
                            None)[0]["a"]  # fmt: skip
     assert 400 < (playing == 12).sum() < 600  # no game played yet: equal chances
-    ended = opponent.game_over(
-        "player", {SNAPSHOT_STATE: np.array([[1.0], [2.0], [0.0]])}, np.zeros(3, np.int64), "win"
-    )
-    assert ended == [1, 2]  # 0: an agent that did not decide in the game
+    hub, heard = EventHub(), []
+    hub.listeners.append(heard.append)
+    opponent.game_over("player", {SNAPSHOT_STATE: np.array([[1.0], [2.0], [0.0]])}, np.zeros(3, np.int64), "win", hub)
+    assert [(r.values["snapshot"], r.values["score"]) for r in heard] == [(1, 1.0), (2, 1.0)]  # 0: did not decide
+    assert {(r.interface, r.event) for r in heard} == {event_name(PoolEvents.pool_game)}
     for _ in range(30):  # the trained policy beats snapshot 1, and wins 1 in 3 against snapshot 2
         pool.record([(1, 1.0), (2, 1.0), (2, 0.0), (2, 0.0), (7, 1.0)])  # 7: a snapshot no longer in the pool
     scores = pool.scores()
@@ -162,6 +164,24 @@ def test_pfsp_draws_the_snapshots_the_policy_beats_least_most_often():
     assert (playing == 12).sum() > 980
     pool.offer(torch.nn.Linear(1, 1, False), 25)  # snapshot 3 joins, snapshot 1 leaves the pool of two
     assert set(pool.results) == {2} and pool.scores()[3] == 0.5  # a snapshot that left is forgotten; a new one: 0.5
+
+
+def test_the_learners_pool_hears_its_games_on_the_hub_and_is_published_after_each_update():
+    pool, net = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=2)), torch.nn.Linear(1, 1, False)
+    pool.offer(net, 0)
+    weights, _ = _shared(pool.snapshots, slots=2)
+    hub = EventHub()
+    hub.listeners.append(pool.hear)
+    games = hub.publisher(PoolEvents)
+    for score in (1.0, 1.0, 0.0):  # as a rollout's events are replayed on the learner's hub
+        games.pool_game(snapshot=1, score=score)
+    hub.publisher(GameEvents).win(seat="player_1", value=1.0)  # another event: not the pool's
+    assert pool.scores() == {1: pytest.approx((1.99 * 0.99 + 0.5) / (1.99 * 0.99 + 1 + 1))}
+    publisher = PooledPublisher(weights, pool)
+    publisher.publish(net, 0)  # not due: the pool holds version 0, the next snapshot is at 1
+    assert weights.snapshots() == {1: 0} and weights.pool_scores() == pool.scores()
+    publisher.publish(net, 1)
+    assert weights.snapshots() == {1: 0, 2: 1} and weights.version() == 1 and set(weights.pool_scores()) == {1, 2}
 
 
 def test_the_pools_games_and_its_draws_survive_a_resume():
@@ -204,7 +224,8 @@ def test_an_actor_reports_each_game_against_the_pool_with_the_snapshot_that_play
         finally:
             actor.close()
         events = [r for rollout in rollouts for r in rollout.events if r.interface == GameEvents.__name__]
-        games = [game for rollout in rollouts for game in rollout.pool_games]
+        games = [(r.values["snapshot"], r.values["score"]) for rollout in rollouts for r in rollout.events
+                 if (r.interface, r.event) == event_name(PoolEvents.pool_game)]  # fmt: skip
         wins, draws, losses = (sum(r.values["value"] for r in events if r.event == name)
                                for name in ("win", "draw", "loss"))  # fmt: skip
         assert wins + draws + losses > 5 and {number for number, _ in games} <= {1, 2}

@@ -117,7 +117,7 @@ def test_the_clip_of_the_traces_c_bar_by_hand(case, c_bar):
 def test_without_importance_weights_the_targets_are_n_step_returns():
     import gymnasium as gym
 
-    from maze_impala.impala.losses import impala_step_loss
+    from maze_impala.impala.losses import LossSettings, impala_step_loss
     from maze_impala.nn.distributions import DictActionDistribution
 
     distribution = DictActionDistribution(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
@@ -128,12 +128,12 @@ def test_without_importance_weights_the_targets_are_n_step_returns():
     values, rewards = torch.randn(T + 1, N, generator=g), torch.randn(T, N, generator=g)
     discounts = torch.full((T, N), 0.9)
     discounts[1, 0] = 0.0
-    plain = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0,
-                             importance_weights=False)  # fmt: skip
+    plain = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts,
+                             LossSettings(importance_weights=False))  # fmt: skip
     returns, acc = torch.zeros(T, N), values[-1]
     for step in reversed(range(T)):
         acc = rewards[step] + discounts[step] * acc
         returns[step] = acc
     torch.testing.assert_close(plain.value_loss, 0.5 * (returns - values[:-1]).pow(2).mean())
-    corrected = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts, 1.0, 1.0, 1.0)
+    corrected = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts)
     assert not torch.allclose(corrected.value_loss, plain.value_loss), "V-trace corrects these off-policy data"

@@ -17,12 +17,12 @@ from maze_impala.actors.stepping import Episode, Episodes, FlatStepping, Steppin
 from maze_impala.core import Actor, ActorID, Rollout, StepKey, Trajectory, WeightSource
 from maze_impala.envs.batch import EnvBatch, FrameSink
 from maze_impala.envs.factory import EnvSpec, make_env
-from maze_impala.envs.layout import DecisionLayout, select_columns
+from maze_impala.envs.layout import decision_layouts, select_columns
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
-from maze_impala.play.games import SCORES, outcome, publish_game
+from maze_impala.play.games import outcome, publish_game
 
 if TYPE_CHECKING:
     from maze_impala.nn.numpy_forms import NumpyPolicyForm
@@ -59,9 +59,17 @@ class ActorSpec:
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
         acting, learned = self.lineup.acting(envs[0], index, seed_for(self.seed, index, 1), weights)
-        return RolloutActor(envs, weights, acting, self.n_rollout_steps, seed_for(self.seed, index), index,
-                            record_ancestors=self.lineup.records_ancestors, learned=learned,
-                            max_episode_steps=self.max_episode_steps)  # fmt: skip
+        return RolloutActor(
+            envs,
+            weights,
+            acting,
+            self.n_rollout_steps,
+            seed_for(self.seed, index),
+            index,
+            record_ancestors=self.lineup.records_ancestors,
+            learned=learned,
+            max_episode_steps=self.max_episode_steps,
+        )
 
 
 class _Training(Episodes):
@@ -81,9 +89,13 @@ class _Playing(Episodes):
     """Evaluation: each env plays the next of a list of ``(episode id, seed)`` until none is left; the random
     numbers of an episode's actions come from a stream seeded by its seed."""
 
-    def __init__(self, actor: RolloutActor, episodes: Sequence[tuple[int, int]],
-                 on_episode: Callable[[EpisodeResult], None] | None,
-                 record: Callable[[int], FrameSink | None] | None):  # fmt: skip
+    def __init__(
+        self,
+        actor: RolloutActor,
+        episodes: Sequence[tuple[int, int]],
+        on_episode: Callable[[EpisodeResult], None] | None,
+        record: Callable[[int], FrameSink | None] | None,
+    ):
         self.actor, self.todo, self.on_episode, self.record = actor, list(episodes)[::-1], on_episode, record
         self.playing: dict[int, tuple[int, int]] = {}
         self.results: list[EpisodeResult] = []
@@ -96,9 +108,19 @@ class _Playing(Episodes):
             sinks[episode.env] = None
         summary = episode.summary
         named = agent_returns(episode.actor_returns, self.actor.agents)
-        result = EpisodeResult(episode_id, seed, episode.length, episode.episode_return, episode.actor_returns,
-                               named, summary.kpis, summary.records, summary.raw, episode.truncated,
-                               episode.capped)  # fmt: skip
+        result = EpisodeResult(
+            episode_id,
+            seed,
+            episode.length,
+            episode.episode_return,
+            episode.actor_returns,
+            named,
+            summary.kpis,
+            summary.records,
+            summary.raw,
+            episode.truncated,
+            episode.capped,
+        )
         self.results.append(result)
         if self.on_episode is not None:
             self.on_episode(result)
@@ -181,23 +203,22 @@ class RolloutActor(Actor):
         self.game_events = self.hub.publisher(GameEvents)
         self.seat = _seat(learned, self.agents)
         """The name of the one seat this actor trains against an opponent, if it does."""
-        self.pool_games: list[tuple[int, float]] = []
-        """The games against pool snapshots that ended since the last rollout (see :attr:`Rollout.pool_games`)."""
         self.order = list(self.batch.step_keys)
-        obs_spaces, act_spaces = envs[0].observation_spaces_dict, envs[0].action_spaces_dict
+        layouts = decision_layouts(
+            self.order,
+            envs[0].observation_spaces_dict,
+            envs[0].action_spaces_dict,
+            acting.state_shapes,
+            record_ancestors,
+        )
         self.recorders = {
             key: StepRecorder(
-                DecisionLayout(
-                    obs_spaces[key],
-                    act_spaces[key],
-                    {k: obs_spaces[k] for k in self.order[:position]} if record_ancestors else {},
-                    acting.state_shapes(key),
-                ),
+                layout,
                 n_rollout_steps + 1,
                 columns=len(envs) * max(self.batch.agent_counts[key], 1),
                 learned=acting.learned_state(key),
             )
-            for position, key in enumerate(self.order)
+            for key, layout in layouts.items()
         }
         for e in range(len(envs)):  # fixed agents get fixed columns: e * n + agent
             for key, count in self.batch.agent_counts.items():
@@ -232,14 +253,14 @@ class RolloutActor(Actor):
             trajectories = {key: tr for key, tr in self._learned_columns(trajectories).items() if tr.n_columns}
         for key, trajectory in trajectories.items():
             check_finite(trajectory, key)
-        games, self.pool_games = self.pool_games, []
-        return Rollout(trajectories, self.version, self.index, self.n_steps * len(self.batch), self.collector.drain(),
-                       games)  # fmt: skip
+        return Rollout(trajectories, self.version, self.index, self.n_steps * len(self.batch), self.collector.drain())
 
     def _learned_columns(self, trajectories: dict[StepKey, Trajectory]) -> dict[StepKey, Trajectory]:
         learned = self.learned or frozenset()
-        return {key: select_columns(tr, np.flatnonzero([ActorID(key, int(a)) in learned for a in tr.agent_ids]))
-                for key, tr in trajectories.items()}  # fmt: skip
+        return {
+            key: select_columns(tr, np.flatnonzero([ActorID(key, int(a)) in learned for a in tr.agent_ids]))
+            for key, tr in trajectories.items()
+        }
 
     def play(
         self,
@@ -303,16 +324,23 @@ class RolloutActor(Actor):
         """A finished training episode (see :class:`EpisodePublisher`), and its game's outcome where this actor
         plays one seat against an opponent."""
         returns = episode.actor_returns
-        self.publisher.publish(episode.episode_return, episode.length, returns, agent_returns(returns, self.agents),
-                               episode.summary.records, episode.summary.kpis, episode.truncated)  # fmt: skip
+        self.publisher.publish(
+            episode.episode_return,
+            episode.length,
+            returns,
+            agent_returns(returns, self.agents),
+            episode.summary.records,
+            episode.summary.kpis,
+            episode.truncated,
+        )
         if self.seat is not None:  # a game against the training opponent, seen from the trained seat
             seat = self.agents[self.seat]
             result = outcome(returns, seat, self.agents)
             publish_game(self.game_events, self.seat, result, returns.get(seat, 0.0))
-            for key, recorder in self.recorders.items():  # which of the pool's snapshots played, for the learner
+            for key, recorder in self.recorders.items():  # the game's end, to every policy that played it
                 cols = recorder.columns_of(episode.env)
-                played = self.acting.game_over(key, recorder.take_closing_state(cols), recorder.agent_ids[cols], result)
-                self.pool_games += [(number, SCORES[result]) for number in played]
+                state = recorder.take_closing_state(cols)
+                self.acting.game_over(key, state, recorder.agent_ids[cols], result, self.hub)
 
     def close(self) -> None:
         self.batch.close()

@@ -12,11 +12,12 @@ from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.config import ConfigError, TrainingConfig
 from maze_impala.core import ActorPool, WeightPublisher
+from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.machine import missing_device
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.torch_acting import numpy_form_of
-from maze_impala.play.pool import SnapshotPool
+from maze_impala.play.pool import PooledPublisher, SnapshotPool
 
 
 def check_device(key: str, device: str | None, device_count: int | None = None) -> None:
@@ -37,13 +38,15 @@ def make_actors(
     policy: torch.nn.Module,
     version: int,
     config: TrainingConfig,
-    events: ActorEvents | None = None,
+    hub: EventHub | None = None,
     snapshots: SnapshotPool | None = None,
 ) -> tuple[ActorPool, WeightPublisher]:
     """The actor backend ``config.runner.type`` names, running ``spec``'s actors as ``config.algorithm`` says, and
-    the publisher of ``policy``'s weights (at ``version``) for it, and of ``snapshots`` (the learner's snapshot
-    pool, if the run has one); restarts are published to ``events``. A policy that acts in numpy goes to the
-    actors as its numpy form (:meth:`ActorSpec.in_numpy`): an actor process then never imports torch."""
+    the publisher of ``policy``'s weights (at ``version``) for it; restarts are published on ``hub`` (the
+    learner's). With ``snapshots``, the learner's snapshot pool, the publisher keeps the pool after each update
+    (:class:`~maze_impala.play.pool.PooledPublisher`) and the pool hears the games against it on ``hub``. A policy
+    that acts in numpy goes to the actors as its numpy form (:meth:`ActorSpec.in_numpy`): an actor process then
+    never imports torch."""
     if isinstance(policy, StructuredPolicy):
         spec = spec.in_numpy(numpy_form_of(policy))
     algorithm, runner = config.algorithm, config.runner
@@ -53,11 +56,16 @@ def make_actors(
         weights = RayWeights(policy, version=version)
     else:
         weights = SharedWeights(policy, version=version, snapshot_slots=snapshots.size if snapshots is not None else 0)
-    if snapshots is not None:  # before any actor starts: its first game against the pool finds the pool
-        weights.publish_snapshots(snapshots.snapshots)
-        weights.publish_pool_scores(snapshots.scores())
+    publisher: WeightPublisher = weights
+    if snapshots is not None:
+        if hub is None:
+            raise ValueError("make_actors: a snapshot pool hears its games on the learner's hub; pass hub")
+        snapshots.publish(weights)  # before any actor starts: its first game against the pool finds the pool
+        hub.listeners.append(snapshots.hear)
+        publisher = PooledPublisher(weights, snapshots)
+    events = hub.publisher(ActorEvents) if hub is not None else None
     if runner.type == "dev":
-        return SequentialActors(spec, weights, algorithm.num_actors), weights
+        return SequentialActors(spec, weights, algorithm.num_actors), publisher
     restarts = RestartPolicy(
         max_restarts=runner.max_restarts,
         window_s=runner.restart_window_s,
@@ -74,7 +82,7 @@ def make_actors(
             runner.num_cpus_per_actor,
             restarts,
             events,
-        ), weights
+        ), publisher
     pool = SubprocessActors(
         spec,
         weights,
@@ -85,4 +93,4 @@ def make_actors(
         restarts=restarts,
         events=events,
     )
-    return pool, weights
+    return pool, publisher

@@ -42,10 +42,11 @@ from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.children import how_a_ray_call_ended, kill_ray_actors
-from maze_impala.core import ActorPool, Rollout, Snapshots, WeightPublisher, WeightSource
+from maze_impala.core import ActorPool, Rollout, Snapshots
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.machine import set_torch_threads
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
+from maze_impala.play.pool import PoolPublisher, PoolSource
 
 if TYPE_CHECKING:
     from torch import nn
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("maze_impala")
 
 
-class RayWeights(WeightPublisher):
+class RayWeights(PoolPublisher):
     """The learner's side of the weights on Ray: the newest version, and the snapshot pool, each put into the object
     store when first needed."""
 
@@ -92,7 +93,7 @@ class RayWeights(WeightPublisher):
         return self._pool_number, self._pool_ref
 
 
-class ReceivedWeights(WeightSource):
+class ReceivedWeights(PoolSource):
     """The actor's side: the newest weights and snapshot pool its requests brought (older versions are ignored)."""
 
     def __init__(self) -> None:
@@ -142,8 +143,13 @@ class ActorHost:
         """The id of the Ray node this actor runs on, and its process id."""
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    def rollout(self, version: int, flat: np.ndarray | None, pool: Snapshots | None = None,
-                scores: dict[int, float] | None = None) -> Rollout:  # fmt: skip
+    def rollout(
+        self,
+        version: int,
+        flat: np.ndarray | None,
+        pool: Snapshots | None = None,
+        scores: dict[int, float] | None = None,
+    ) -> Rollout:
         if flat is not None:
             self.weights.receive(version, flat)
         if pool is not None:
@@ -215,8 +221,12 @@ class RayActors(ActorPool):
             # (ray.init would join that one); RAY_ADDRESS in the environment names a cluster to join instead.
             joins = self.address is not None or bool(os.environ.get("RAY_ADDRESS"))
             local = {} if joins else {"num_cpus": max(os.cpu_count() or 1, math.ceil(cpus))}
-            ray.init(address=self.address if joins else "local", include_dashboard=False,
-                     logging_level=logging.WARNING, **local | self.ray_init)  # fmt: skip
+            ray.init(
+                address=self.address if joins else "local",
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                **local | self.ray_init,
+            )
             self._owns_ray = True
             if not joins:
                 self._reaper = _reaper_of_local_ray()
@@ -235,9 +245,14 @@ class RayActors(ActorPool):
         have = ray.cluster_resources().get("CPU", 0.0)
         need = self.num_actors * self.num_cpus_per_actor
         if need > have:
-            log.warning("runner=ray: %d actors x %g CPUs need %g CPUs, the cluster has %g now; actors wait for more "
-                        "nodes (or lower runner.num_cpus_per_actor)", self.num_actors, self.num_cpus_per_actor,
-                        need, have)  # fmt: skip
+            log.warning(
+                "runner=ray: %d actors x %g CPUs need %g CPUs, the cluster has %g now; actors wait for more "
+                "nodes (or lower runner.num_cpus_per_actor)",
+                self.num_actors,
+                self.num_cpus_per_actor,
+                need,
+                have,
+            )
 
     def _create(self, index: int, generation: int) -> _Host:
         spec = self.spec if generation == 0 else replace(self.spec, seed=seed_for(self.spec.seed, index, generation))
@@ -248,9 +263,12 @@ class RayActors(ActorPool):
     def _request(self, host: _Host) -> None:
         version, ref = self.weights.latest()
         pool, pool_ref = self.weights.latest_pool()
-        host.call = host.handle.rollout.remote(version, ref if version != host.sent_version else None,
-                                               pool_ref if pool != host.sent_pool else None,
-                                               self.weights.scores if pool else None)  # fmt: skip
+        host.call = host.handle.rollout.remote(
+            version,
+            ref if version != host.sent_version else None,
+            pool_ref if pool != host.sent_pool else None,
+            self.weights.scores if pool else None,
+        )
         host.sent_version, host.sent_pool, host.requested_at = version, pool, time.monotonic()
 
     def collect(self, n: int, at_most: int | None = None) -> list[Rollout]:
@@ -286,8 +304,12 @@ class RayActors(ActorPool):
         now = time.monotonic()
         for host in list(self.hosts):
             if host.call is not None and host.overdue(self.policy, now):
-                self._failed(host, f"hung: no rollout for {now - host.requested_at:.1f} s (deadline "
-                                   f"{host.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
+                self._failed(
+                    host,
+                    f"hung: no rollout for {now - host.requested_at:.1f} s (deadline "
+                    f"{host.deadline(self.policy):.1f} s)",
+                    hung=True,
+                )
         self._request_more(at_least)
 
     def _request_more(self, at_least: int = 0) -> None:

@@ -93,8 +93,14 @@ class RestartBudget:
             details = f"\n{rest}" if rest else ""
             raise ActorFailedError(f"{who} {first} ({why}){details}")
         self._restarts.append(now)
-        log.warning("%s %s; restarting it (%d of %d restarts in %.0f s)", who, cause.partition("\n")[0],
-                    len(self._restarts), self.policy.max_restarts, self.policy.window_s)  # fmt: skip
+        log.warning(
+            "%s %s; restarting it (%d of %d restarts in %.0f s)",
+            who,
+            cause.partition("\n")[0],
+            len(self._restarts),
+            self.policy.max_restarts,
+            self.policy.window_s,
+        )
         if self.events is not None:
             self.events.restarted(cause="hung" if hung else "raised" if raised else "died", value=1)
 

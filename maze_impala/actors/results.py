@@ -54,8 +54,9 @@ class EpisodeResult:
 
     def kpi_row(self) -> dict[str, Any]:
         """Its row of ``kpis.csv`` (see :func:`~maze_impala.events.tables.kpi_row`)."""
-        return kpi_row(self.episode_id, self.seed, self.steps, self.episode_return, self.kpis, self.agent_returns,
-                       self.truncated)  # fmt: skip
+        return kpi_row(
+            self.episode_id, self.seed, self.steps, self.episode_return, self.kpis, self.agent_returns, self.truncated
+        )
 
 
 class EpisodePublisher:
@@ -67,9 +68,16 @@ class EpisodePublisher:
         self.hub = hub
         self.episodes, self.kpis = hub.publisher(EpisodeEvents), hub.publisher(KpiEvents)
 
-    def publish(self, episode_return: float, length: int, actor_returns: dict[ActorID, float],
-                agent_returns: dict[str, float], records: list[EventRecord],
-                kpis: dict[str, float], truncated: bool = False) -> None:  # fmt: skip
+    def publish(
+        self,
+        episode_return: float,
+        length: int,
+        actor_returns: dict[ActorID, float],
+        agent_returns: dict[str, float],
+        records: list[EventRecord],
+        kpis: dict[str, float],
+        truncated: bool = False,
+    ) -> None:
         self.episodes.episode_return(value=episode_return)
         self.episodes.episode_length(value=length)
         self.episodes.episode_truncated(value=int(truncated))
@@ -83,5 +91,12 @@ class EpisodePublisher:
 
     def __call__(self, result: EpisodeResult) -> None:
         """A played episode (evaluation, rollouts)."""
-        self.publish(result.episode_return, result.steps, result.actor_returns, result.agent_returns, result.records,
-                     result.kpis, result.truncated)  # fmt: skip
+        self.publish(
+            result.episode_return,
+            result.steps,
+            result.actor_returns,
+            result.agent_returns,
+            result.records,
+            result.kpis,
+            result.truncated,
+        )

@@ -192,10 +192,13 @@ class SubStepping(Stepping):
             for col in recorder.columns_of(e):
                 own = sub.final_actor is not None and tuple(sub.final_actor) == (key, recorder.agent_ids[col])
                 recorder.close(int(col), sub.truncated, sub.final_observation if own else None)
-        returns = {ActorID(key, int(self.recorders[key].agent_ids[col])): value
-                   for (key, col), value in self.credited[e].items()}  # fmt: skip
-        self.episodes.finished(Episode(e, sub.episode_return, sub.episode_length, returns, sub.summary,
-                                       sub.truncated, sub.capped))  # fmt: skip
+        returns = {
+            ActorID(key, int(self.recorders[key].agent_ids[col])): value
+            for (key, col), value in self.credited[e].items()
+        }
+        self.episodes.finished(
+            Episode(e, sub.episode_return, sub.episode_length, returns, sub.summary, sub.truncated, sub.capped)
+        )
         self.credited[e].clear()
         self.pot[e] = 0.0
         self.in_step[e].clear()
@@ -251,8 +254,10 @@ class FlatStepping(Stepping):
             self._step_direct(t, taken.tolist() if taken.ndim == 1 else list(taken))
         else:
             names = list(recorder.actions)
-            row = {k: recorder.actions[k][t].tolist() if recorder.actions[k].ndim == 2 else recorder.actions[k][t]
-                   for k in names}  # fmt: skip
+            row = {
+                k: recorder.actions[k][t].tolist() if recorder.actions[k].ndim == 2 else recorder.actions[k][t]
+                for k in names
+            }
             for e in range(len(self.batch)):
                 self._step_one(t, e, {k: row[k][e] for k in names})
         recorder.advance(t, self.all)
@@ -274,8 +279,10 @@ class FlatStepping(Stepping):
             ended += [(int(e), False) for e in np.flatnonzero(self.lengths + 1 >= self.caps) if e not in done]
         stacked = np.asarray(next_obs)
         if stacked.shape[1:] != recorder.obs[OBS_KEY].shape[2:]:  # never broadcast a wrong shape into the buffer
-            raise ValueError(f"step key {self.key!r}: observation {OBS_KEY!r} expected shape "
-                             f"{recorder.obs[OBS_KEY].shape[2:]} (its space), found {stacked.shape[1:]}")  # fmt: skip
+            raise ValueError(
+                f"step key {self.key!r}: observation {OBS_KEY!r} expected shape "
+                f"{recorder.obs[OBS_KEY].shape[2:]} (its space), found {stacked.shape[1:]}"
+            )
         recorder.obs[OBS_KEY][t + 1, self.all] = stacked
         returns = np.asarray(rewards, dtype=np.float64)  # episode returns add the rewards as the env gave them
         recorder.rewards[t, self.all] = returns
@@ -310,11 +317,20 @@ class FlatStepping(Stepping):
         self.recorder.close(e, not terminated, final_obs)
         episode_return, length = float(self.returns[e]), int(self.lengths[e])
         capped = not terminated and length >= self.caps[e]
-        episode = Episode(e, episode_return, length, {self.actor: episode_return}, self.batch.finish_episode(e),
-                          truncated=not terminated, capped=capped)  # fmt: skip
+        episode = Episode(
+            e,
+            episode_return,
+            length,
+            {self.actor: episode_return},
+            self.batch.finish_episode(e),
+            truncated=not terminated,
+            capped=capped,
+        )
         self.episodes.finished(episode)
         self.returns[e], self.lengths[e] = 0.0, 0
         if not self._next_episode(e):
-            raise RuntimeError("the flat fast path plays every env in step: give each env another episode, or take "
-                               "the general stepping")  # fmt: skip
+            raise RuntimeError(
+                "the flat fast path plays every env in step: give each env another episode, or take "
+                "the general stepping"
+            )
         store(self.recorder.obs, (t + 1, e), self.batch.observations[e])

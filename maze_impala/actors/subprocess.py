@@ -201,8 +201,12 @@ class SubprocessActors(ActorPool):
         now = time.monotonic()
         for actor in list(self.actors):
             if actor.granted is not None and actor.overdue(self.policy, now):
-                self._failed(actor, f"hung: no rollout for {now - actor.requested_at:.1f} s (deadline "
-                                    f"{actor.deadline(self.policy):.1f} s)", hung=True)  # fmt: skip
+                self._failed(
+                    actor,
+                    f"hung: no rollout for {now - actor.requested_at:.1f} s (deadline "
+                    f"{actor.deadline(self.policy):.1f} s)",
+                    hung=True,
+                )
         self._grant(at_least)
 
     def _receive(self, actor: _Actor) -> None:

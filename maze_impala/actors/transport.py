@@ -34,7 +34,7 @@ import numpy as np
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.core import Rollout
-from maze_impala.envs.layout import DecisionLayout
+from maze_impala.envs.layout import decision_layouts
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventRecord
 from maze_impala.play.spec import load_acting
@@ -142,20 +142,18 @@ def estimate_rollout_bytes(env: StructuredEnv, spec: ActorSpec) -> int:
     :class:`~maze_impala.envs.layout.DecisionLayout` with every column full and every decision truncated, plus
     room for events. Step keys whose agent count varies (-1) are sized for 4 agents per env; a rollout that does
     not fit a slot still travels (pickled)."""
-    observation_spaces, action_spaces = env.observation_spaces_dict, env.action_spaces_dict
     total = 1 << 16  # the pickled skeleton: events, bookkeeping
-    keys = list(action_spaces)
     # the recurrent state's shapes as the policy's acting declares them (on the CPU: the shapes are the device's)
     learned = spec.lineup.learned
     acting = load_acting(dataclasses.replace(learned, device="cpu") if learned.device else learned, env)
-    for position, key in enumerate(keys):
-        ancestors = keys[:position] if spec.lineup.records_ancestors else []
-        layout = DecisionLayout(
-            observation_spaces[key],
-            action_spaces[key],
-            {k: observation_spaces[k] for k in ancestors},
-            acting.state_shapes(key),
-        )
+    layouts = decision_layouts(
+        list(env.agent_counts_dict),
+        env.observation_spaces_dict,
+        env.action_spaces_dict,
+        acting.state_shapes,
+        spec.lineup.records_ancestors,
+    )
+    for key, layout in layouts.items():
         count = env.agent_counts_dict.get(key, 1)
         columns = spec.envs_per_actor * (count if count > 0 else 4)
         total += layout.rollout_bytes(spec.n_rollout_steps + 2, columns) + layout.n_arrays * ALIGN  # a gap each

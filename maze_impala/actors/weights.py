@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from maze_impala.core import Snapshots, WeightPublisher, WeightSource
+from maze_impala.core import Snapshots, WeightSource
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
+from maze_impala.play.pool import PoolPublisher, PoolSource
 
 if TYPE_CHECKING:
     from torch import nn
@@ -51,7 +52,7 @@ class ModuleWeights(WeightSource):
         return flatten(self.module).numpy(), self._version
 
 
-class SharedWeights(WeightSource, WeightPublisher):
+class SharedWeights(PoolSource, PoolPublisher):
     """Learner side: :meth:`publish` (and :meth:`publish_snapshots`); actor side: :meth:`version`, :meth:`read`
     (and :meth:`snapshots`, :meth:`read_snapshot`). ``snapshot_slots``: how many snapshots of the weights the pool
     holds at most (0: no pool), each in a slot of its own, published under a seqlock of its own."""
@@ -105,8 +106,10 @@ class SharedWeights(WeightSource, WeightPublisher):
 
     def publish_snapshots(self, snapshots: Snapshots) -> None:
         if len(snapshots) > self._slots:
-            raise ValueError(f"publish_snapshots: {len(snapshots)} snapshots, but these shared weights were made "
-                             f"with snapshot_slots={self._slots}")  # fmt: skip
+            raise ValueError(
+                f"publish_snapshots: {len(snapshots)} snapshots, but these shared weights were made "
+                f"with snapshot_slots={self._slots}"
+            )
         if any(flat.size != self._size for _, flat in snapshots.values()):  # checked before the counter goes odd
             raise ValueError("publish_snapshots: a snapshot does not have the layout of these shared weights")
         pool, meta = self._arrays[2:4]
@@ -148,8 +151,10 @@ class SharedWeights(WeightSource, WeightPublisher):
 
     def publish_pool_scores(self, scores: dict[int, float]) -> None:
         if len(scores) > self._slots:
-            raise ValueError(f"publish_pool_scores: {len(scores)} scores, but these shared weights were made with "
-                             f"snapshot_slots={self._slots}")  # fmt: skip
+            raise ValueError(
+                f"publish_pool_scores: {len(scores)} scores, but these shared weights were made with "
+                f"snapshot_slots={self._slots}"
+            )
         shared = self._arrays[4]
         shared[0] += 1
         entries = shared[1:].reshape(self._slots, 2)

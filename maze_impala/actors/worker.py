@@ -54,8 +54,11 @@ def actor_main(
                 continue
             conn.send(("inline", slot, rollout))
             if not warned:
-                warnings.warn(f"actor {index}: a rollout exceeds the shared-memory slot size ({slots.slot_bytes} "
-                              "bytes) and travels pickled", stacklevel=1)  # fmt: skip
+                warnings.warn(
+                    f"actor {index}: a rollout exceeds the shared-memory slot size ({slots.slot_bytes} "
+                    "bytes) and travels pickled",
+                    stacklevel=1,
+                )
                 warned = True
     except (BrokenPipeError, EOFError, ConnectionResetError):
         return  # the learner closed our pipe: it is stopping or replacing us

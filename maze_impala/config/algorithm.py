@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from maze_impala.config.base import ConfigError, check, finite
+from maze_impala.config.evaluation import RolloutEvaluatorConfig
+from maze_impala.config.pool import OpponentPoolConfig
 
 LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
@@ -25,59 +27,6 @@ PRECISIONS = ("float32", "bf16")
 
 def _check(ok: bool, name: str, value: object, requirement: str, after: tuple[str, ...] = ()) -> None:
     check(ok, f"algorithm.{name}", value, requirement, tuple(f"algorithm.{field}" for field in after))
-
-
-@dataclass
-class RolloutEvaluatorConfig:
-    """The evaluation run after every epoch, which selects the best model."""
-
-    n_episodes: int = 8
-    """Episodes per evaluation (run side by side in one batched loop)."""
-    deterministic: bool = True
-    """Take the most likely action instead of sampling."""
-    opponent: str | None = None
-    """Multi-agent games: after each evaluation, play ``n_episodes`` games in every seat against this fixed
-    opponent: ``random``, a checkpoint, or a training output dir (its model_best.pt); win, draw and loss rates
-    per seat go into the statistics (``eval/GameEvents/...``). None: no games."""
-
-    def __post_init__(self) -> None:
-        _check(
-            self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)),
-            "rollout_evaluator.opponent",
-            self.opponent,
-            "null, random, or the path of a checkpoint or training output dir",
-        )
-        _check(
-            isinstance(self.n_episodes, int) and self.n_episodes >= 1,
-            "rollout_evaluator.n_episodes",
-            self.n_episodes,
-            "an int >= 1",
-        )
-
-
-POOL_DRAWS = ("uniform", "latest", "pfsp")
-"""How a game against the snapshot pool picks its snapshot (``opponent_pool.draw``)."""
-
-
-@dataclass
-class OpponentPoolConfig:
-    """Self-play against past selves (``train_opponent=pool``): the pool of snapshots of the trained policy."""
-
-    snapshot_every: int = 25
-    """Learner updates between two snapshots: the learner adds the weights to the pool at each multiple of this
-    (the first weights at once); the pool goes to every actor and into every checkpoint."""
-    size: int = 8
-    """Snapshots kept (the newest); each game against the pool is played by one of them (see ``draw``)."""
-    draw: str = "uniform"
-    """Which snapshot plays a game: uniform (any of the pool, with equal chances), latest (the newest), or pfsp
-    (prioritised fictitious self-play: the snapshots that the trained policy beats least play most; see
-    :class:`~maze_impala.play.pool.PoolOpponent`)."""
-
-    def __post_init__(self) -> None:
-        for name in ("snapshot_every", "size"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 1, f"opponent_pool.{name}", value, "an int >= 1")
-        _check(self.draw in POOL_DRAWS, "opponent_pool.draw", self.draw, f"one of {POOL_DRAWS}")
 
 
 @dataclass
@@ -267,8 +216,12 @@ class ImpalaAlgorithmConfig:
         ):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")
-        _check(self.target_score is None or finite(self.target_score), "target_score", self.target_score,
-               "a finite number, or null to train all n_epochs")  # fmt: skip
+        _check(
+            self.target_score is None or finite(self.target_score),
+            "target_score",
+            self.target_score,
+            "a finite number, or null to train all n_epochs",
+        )
         for name in ("patience", "critic_burn_in_epochs"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, name, value, "an int >= 0")

@@ -28,8 +28,10 @@ def import_hint(target: str, error: BaseException) -> str:
     if not any(isinstance(e, ImportError) for e in chain) and "Error locating target" not in text:
         return ""
     module = target.rsplit(".", 1)[0]
-    return (f" ({target} is imported by its module's name: run from the directory that holds "
-            f"{module.split('.')[0]}, its .py file or package, or add that directory to PYTHONPATH)")  # fmt: skip
+    return (
+        f" ({target} is imported by its module's name: run from the directory that holds "
+        f"{module.split('.')[0]}, its .py file or package, or add that directory to PYTHONPATH)"
+    )
 
 
 _gathered: ContextVar[list[str] | None] = ContextVar("maze_impala_config_problems", default=None)

@@ -136,8 +136,10 @@ class ModelConfig:
                 f"model.agent_groups puts {twice} in more than one group: each agent acts with one policy"
             )
         if groups and self.per_agent_networks:
-            raise ConfigError("model.agent_groups and model.per_agent_networks=true both say which agents share a "
-                              "policy: use one of them (per-agent networks are groups of one)")  # fmt: skip
+            raise ConfigError(
+                "model.agent_groups and model.per_agent_networks=true both say which agents share a "
+                "policy: use one of them (per-agent networks are groups of one)"
+            )
         if self.networks and (self.recurrent != "none" or self.per_agent_networks or groups):
             raise ConfigError(
                 "model.networks (your own network) cannot be combined with model.recurrent, "

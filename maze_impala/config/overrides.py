@@ -31,11 +31,15 @@ def check_overrides(schema: type, overrides: Sequence[str], rollout: bool = Fals
     for override in overrides:
         key = override_key(override)
         if rollout and key == "runner" and override.split("=", 1)[1] == "ray":
-            raise ConfigError("runner=ray runs training's actors only; a rollout runs with runner=dev (in this "
-                              "process) or runner=local (worker processes on this machine)")  # fmt: skip
+            raise ConfigError(
+                "runner=ray runs training's actors only; a rollout runs with runner=dev (in this "
+                "process) or runner=local (worker processes on this machine)"
+            )
         if rollout and key.split(".")[0] in ("algorithm", "model"):
-            raise ConfigError(f"{key} is a training setting and a rollout trains nothing: its policy plays the model "
-                              "of the run in input_dir (train with maze-run -cn conf_train to change it)")  # fmt: skip
+            raise ConfigError(
+                f"{key} is a training setting and a rollout trains nothing: its policy plays the model "
+                "of the run in input_dir (train with maze-run -cn conf_train to change it)"
+            )
         if "=" not in override or key.startswith("hydra.") or "@" in key or "/" in key:
             continue
         nested: Any = None

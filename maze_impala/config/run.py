@@ -10,7 +10,7 @@ from maze_impala.config.algorithm import ImpalaAlgorithmConfig
 from maze_impala.config.base import ConfigError, check, check_choice
 from maze_impala.config.model import ModelConfig
 from maze_impala.config.runner import EVENT_LOG_FORMATS, OutputConfig, RolloutRunnerConfig, RunnerConfig, VideoConfig
-from maze_impala.run_files import BEST_MODEL
+from maze_impala.run_files import BEST_MODEL, LAST_MODEL
 
 POLICY_TYPES = ("torch", "random")
 
@@ -21,8 +21,12 @@ no normal episode reaches it, while an evaluation of a policy that never loses e
 
 
 def check_episode_cap(value: object) -> None:
-    check(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1),
-          "max_episode_steps", value, "null or an int >= 1")  # fmt: skip
+    check(
+        value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1),
+        "max_episode_steps",
+        value,
+        "null or an int >= 1",
+    )
 
 
 @dataclass
@@ -63,7 +67,7 @@ def check_checkpoint_in(input_dir: str, checkpoint: str) -> None:
     if (Path(input_dir) / path).resolve().parent != Path(input_dir).resolve():
         raise ConfigError(
             f"policy.checkpoint={checkpoint} is not a file of input_dir={input_dir}: the rollout plays a checkpoint "
-            f"of input_dir's run (model_best.pt or model_last.pt there). To play {path.name} of another run, give "
+            f"of input_dir's run ({BEST_MODEL} or {LAST_MODEL} there). To play {path.name} of another run, give "
             f"its directory: input_dir={(Path(input_dir) / path).parent} policy.checkpoint={path.name}"
         )
 
@@ -122,21 +126,33 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         check_episode_cap(self.max_episode_steps)
-        check(isinstance(self.search, int) and (self.search == 0 or self.search >= 2), "search", self.search,
-              "0 (the policy alone) or the simulations per move, >= 2")  # fmt: skip
+        check(
+            isinstance(self.search, int) and (self.search == 0 or self.search >= 2),
+            "search",
+            self.search,
+            "0 (the policy alone) or the simulations per move, >= 2",
+        )
         if self.search and (self.opponent is None or self.policy.type != "torch"):
-            raise ConfigError(f"search={self.search} searches with a trained policy in games against an opponent: "
-                              "give input_dir=<a training run of a game> and opponent=random (or mcts, a "
-                              "checkpoint)")  # fmt: skip
-        check(self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)), "opponent",
-              self.opponent, "null, random, or the path of a checkpoint or training output dir")  # fmt: skip
+            raise ConfigError(
+                f"search={self.search} searches with a trained policy in games against an opponent: "
+                "give input_dir=<a training run of a game> and opponent=random (or mcts, a "
+                "checkpoint)"
+            )
+        check(
+            self.opponent is None or (isinstance(self.opponent, str) and bool(self.opponent)),
+            "opponent",
+            self.opponent,
+            "null, random, or the path of a checkpoint or training output dir",
+        )
         if isinstance(self.video, dict):
             self.video = VideoConfig(**self.video)
         check(isinstance(self.n_episodes, int) and self.n_episodes >= 1, "n_episodes", self.n_episodes, "an int >= 1")
         if self.opponent is not None and self.video.episodes:
-            raise ConfigError(f"video.episodes={self.video.episodes} with opponent={self.opponent}: games against an "
-                              "opponent are not filmed; film the policy's own games (without opponent=), or drop "
-                              "video.episodes")  # fmt: skip
+            raise ConfigError(
+                f"video.episodes={self.video.episodes} with opponent={self.opponent}: games against an "
+                "opponent are not filmed; film the policy's own games (without opponent=), or drop "
+                "video.episodes"
+            )
         check_choice("event_logs", self.event_logs, EVENT_LOG_FORMATS)
         if self.policy.type == "torch" and not self.input_dir:
             raise ConfigError("policy=torch_policy needs input_dir=<a training output dir>")

@@ -87,8 +87,12 @@ class RunnerConfig:
             raise ConfigError('runner=ray needs Ray, which is not installed: pip install "maze_impala[ray]"')
         check_choice("runner.start_method", self.start_method, START_METHODS)
         check(self.failure_timeout > 0, "runner.failure_timeout", self.failure_timeout, "> 0 seconds")
-        check(isinstance(self.max_restarts, int) and self.max_restarts >= 0, "runner.max_restarts",
-              self.max_restarts, "an int >= 0")  # fmt: skip
+        check(
+            isinstance(self.max_restarts, int) and self.max_restarts >= 0,
+            "runner.max_restarts",
+            self.max_restarts,
+            "an int >= 0",
+        )
         self.learner_cores = str(self.learner_cores)
         check(
             self.learner_cores in LEARNER_CORES or (self.learner_cores.isdigit() and int(self.learner_cores) >= 1),
@@ -98,20 +102,32 @@ class RunnerConfig:
         )
         check(self.learner_timeout_s > 0, "runner.learner_timeout_s", self.learner_timeout_s, "> 0 seconds")
         device = self.actor_device
-        check(device in (None, "cpu", "cuda") or (isinstance(device, str) and device.startswith("cuda:")
-              and device[5:].isdigit()), "runner.actor_device", device,
-              "null (the CPU, numpy where the policy allows), cpu, cuda or cuda:N")  # fmt: skip
+        check(
+            device in (None, "cpu", "cuda")
+            or (isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit()),
+            "runner.actor_device",
+            device,
+            "null (the CPU, numpy where the policy allows), cpu, cuda or cuda:N",
+        )
         if self.type == "ray" and device is not None and device.startswith("cuda"):
-            raise ConfigError(f"runner.actor_device={device} with runner=ray: a Ray actor sees a GPU only where it "
-                              "reserves one, which runner=ray does not yet; act on GPUs with runner=local, or drop "
-                              "runner.actor_device")  # fmt: skip
+            raise ConfigError(
+                f"runner.actor_device={device} with runner=ray: a Ray actor sees a GPU only where it "
+                "reserves one, which runner=ray does not yet; act on GPUs with runner=local, or drop "
+                "runner.actor_device"
+            )
         if self.start_method == "fork" and device is not None and device.startswith("cuda"):
-            raise ConfigError(f"runner.actor_device={device} with runner.start_method=fork: a forked process cannot "
-                              "use CUDA once its parent has; start the actors with spawn (the default) or "
-                              "forkserver")  # fmt: skip
+            raise ConfigError(
+                f"runner.actor_device={device} with runner.start_method=fork: a forked process cannot "
+                "use CUDA once its parent has; start the actors with spawn (the default) or "
+                "forkserver"
+            )
         check(self.restart_window_s > 0, "runner.restart_window_s", self.restart_window_s, "> 0 seconds")
-        check(self.actor_timeout_s is None or self.actor_timeout_s > 0, "runner.actor_timeout_s",
-              self.actor_timeout_s, "None (derived) or > 0 seconds")  # fmt: skip
+        check(
+            self.actor_timeout_s is None or self.actor_timeout_s > 0,
+            "runner.actor_timeout_s",
+            self.actor_timeout_s,
+            "None (derived) or > 0 seconds",
+        )
 
 
 @dataclass
@@ -131,10 +147,18 @@ class RolloutRunnerConfig:
         self.type = backend(self.type)
         check(self.type in ("dev", "local"), "runner.type", self.type, "dev or local for rollouts (ray trains only)")
         check_choice("runner.start_method", self.start_method, START_METHODS)
-        check(isinstance(self.n_processes, int) and self.n_processes >= 0, "runner.n_processes", self.n_processes,
-              "an int >= 0 (0: one per core)")  # fmt: skip
-        check(isinstance(self.envs_per_process, int) and self.envs_per_process >= 1, "runner.envs_per_process",
-              self.envs_per_process, "an int >= 1")  # fmt: skip
+        check(
+            isinstance(self.n_processes, int) and self.n_processes >= 0,
+            "runner.n_processes",
+            self.n_processes,
+            "an int >= 0 (0: one per core)",
+        )
+        check(
+            isinstance(self.envs_per_process, int) and self.envs_per_process >= 1,
+            "runner.envs_per_process",
+            self.envs_per_process,
+            "an int >= 1",
+        )
 
 
 @dataclass
@@ -189,5 +213,9 @@ class OutputConfig:
         if isinstance(self.video, dict):
             self.video = VideoConfig(**self.video)
         check_choice("output.event_logs", self.event_logs, EVENT_LOG_FORMATS)
-        check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1, "output.checkpoint_every",
-              self.checkpoint_every, "an int >= 1")  # fmt: skip
+        check(
+            isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1,
+            "output.checkpoint_every",
+            self.checkpoint_every,
+            "an int >= 1",
+        )

@@ -25,8 +25,13 @@ from maze_impala.deploy.runtime import DeployedPolicy, DeployError, sample
 __all__ = ["DeployError", "DeployedPolicy", "play_episode", "sample"]
 
 
-def play_episode(env: Any, policy: DeployedPolicy, seed: int | None = None, rng: np.random.Generator | None = None,
-                 max_steps: int | None = None) -> tuple[float, int]:  # fmt: skip
+def play_episode(
+    env: Any,
+    policy: DeployedPolicy,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+    max_steps: int | None = None,
+) -> tuple[float, int]:
     """One episode of a :class:`~maze_impala.StructuredEnv` (or any env with its ``reset``, ``step`` and
     ``actor_id``) played by ``policy``, every actor with its own recurrent state: its return and its sub-steps.
     ``rng``: sampled actions (None: the most likely); ``max_steps``: sub-steps after which it stops."""

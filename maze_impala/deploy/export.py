@@ -77,8 +77,10 @@ def _examples(space: Any, masks: dict[str, str], rows: int, seed: int) -> dict[s
     """``rows`` observations drawn from ``space``, each action mask allowing at least one action."""
     space.seed(seed)
     samples = [space.sample() for _ in range(rows)]
-    obs = {name: np.stack([np.asarray(s[name]) for s in samples]).astype(dtype_of(space_to_json(sub)))
-           for name, sub in space.spaces.items()}  # fmt: skip
+    obs = {
+        name: np.stack([np.asarray(s[name]) for s in samples]).astype(dtype_of(space_to_json(sub)))
+        for name, sub in space.spaces.items()
+    }
     for mask in masks.values():
         none = ~(obs[mask] > 0.5).any(-1)
         obs[mask][none, ..., 0] = 1
@@ -89,8 +91,11 @@ def _export_graph(policy: Any, key: Any, path: Path, obs: dict[str, np.ndarray])
     names, state_names = list(obs), list(policy.state_shapes(key))
     rows = len(next(iter(obs.values())))
     state = {n: torch.randn(rows, *shape) * 0.1 for n, shape in policy.state_shapes(key).items()}
-    args = (*(torch.as_tensor(obs[n]) for n in names), torch.zeros(rows, dtype=torch.int64),
-            *(state[n] for n in state_names))  # fmt: skip
+    args = (
+        *(torch.as_tensor(obs[n]) for n in names),
+        torch.zeros(rows, dtype=torch.int64),
+        *(state[n] for n in state_names),
+    )
     inputs = [*(f"obs_{i}" for i in range(len(names))), "agent_ids", *(f"state_{n}" for n in state_names)]
     outputs = ["logits", *(f"next_{n}" for n in state_names)]
     graph = _StepGraph(policy, key, names, state_names).eval()
@@ -100,15 +105,25 @@ def _export_graph(policy: Any, key: Any, path: Path, obs: dict[str, np.ndarray])
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
-            torch.onnx.export(graph, args, str(path), input_names=inputs, output_names=outputs, opset_version=OPSET,
-                              dynamic_axes=axes, dynamo=False)  # fmt: skip
+            torch.onnx.export(
+                graph,
+                args,
+                str(path),
+                input_names=inputs,
+                output_names=outputs,
+                opset_version=OPSET,
+                dynamic_axes=axes,
+                dynamo=False,
+            )
     except Exception as error:  # an op ONNX lacks, a forward that cannot be traced
         text = " ".join(str(error).split())
         op = re.search(r"operator '?([\w:.]+)'?", text)
         what = f"the op {op.group(1)}" if op else "its forward pass"
-        raise ExportError(f"cannot export step key {key!r}'s network ({network}) "
-                          f"to ONNX: {what} has no ONNX form at opset {OPSET} ({text[:300]}). Rewrite that part "
-                          "with ops ONNX has, or keep the policy in torch (load_policy)") from None  # fmt: skip
+        raise ExportError(
+            f"cannot export step key {key!r}'s network ({network}) "
+            f"to ONNX: {what} has no ONNX form at opset {OPSET} ({text[:300]}). Rewrite that part "
+            "with ops ONNX has, or keep the policy in torch (load_policy)"
+        ) from None
 
 
 def _sha256(path: Path) -> str:
@@ -136,9 +151,13 @@ def export_policy(checkpoint: str | Path, out_dir: str | Path, fmt: str = "onnx"
         agents = {name: [actor.step_key, int(actor.agent_id)] for name, actor in env.agents_dict.items()}
     finally:
         env.close()
-    manifest: dict[str, Any] = {"format": FORMAT, "backend": fmt, "step_keys": [], "agents": agents,
-                                "source": {"checkpoint": str(checkpoint), "sha256": _sha256(checkpoint),
-                                           "config": config}}  # fmt: skip
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "backend": fmt,
+        "step_keys": [],
+        "agents": agents,
+        "source": {"checkpoint": str(checkpoint), "sha256": _sha256(checkpoint), "config": config},
+    }
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir.parent))
     staging.chmod(0o755)
@@ -148,18 +167,26 @@ def export_policy(checkpoint: str | Path, out_dir: str | Path, fmt: str = "onnx"
             space = policy.observation_spaces[key]
             obs = _examples(space, dict(policy.masks[key]), 5, seed=index)
             checks[key] = obs
-            step = {"step_key": key, "file": f"step_{index}.onnx" if fmt == "onnx" else None, "inputs": list(obs),
-                    "observation_space": space_to_json(space), "action_space": space_to_json(policy.action_spaces[key]),
-                    "state": {n: list(s) for n, s in policy.state_shapes(key).items()},
-                    "heads": _heads(policy.distribution(key)), "masks": dict(policy.masks[key])}  # fmt: skip
+            step = {
+                "step_key": key,
+                "file": f"step_{index}.onnx" if fmt == "onnx" else None,
+                "inputs": list(obs),
+                "observation_space": space_to_json(space),
+                "action_space": space_to_json(policy.action_spaces[key]),
+                "state": {n: list(s) for n, s in policy.state_shapes(key).items()},
+                "heads": _heads(policy.distribution(key)),
+                "masks": dict(policy.masks[key]),
+            }
             if fmt == "onnx":
                 _export_graph(policy, key, staging / step["file"], obs)
             manifest["step_keys"].append(step)
         if fmt == "numpy":
             form = policy.numpy_form()
             if form is None:
-                raise ExportError("this policy has no numpy form (a CNN encoder, a network of your own, or networks "
-                                  "per agent): export it with format=onnx")  # fmt: skip
+                raise ExportError(
+                    "this policy has no numpy form (a CNN encoder, a network of your own, or networks "
+                    "per agent): export it with format=onnx"
+                )
             (staging / FORM).write_text(json.dumps(form_to_json(form)))
             np.save(staging / WEIGHTS, flatten(policy).numpy())
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str))
@@ -192,5 +219,7 @@ def _check(deployed: DeployedPolicy, policy: Any, checks: dict[Any, dict[str, np
         found, _ = deployed.logits(obs, key)
         gap = float(np.abs(found - expected).max()) if expected.size else 0.0
         if not gap <= PARITY:
-            raise ExportError(f"the exported graph of step key {key!r} gives logits {gap:.2e} away from torch's "
-                              f"(at most {PARITY} is right): this policy does not export faithfully")  # fmt: skip
+            raise ExportError(
+                f"the exported graph of step key {key!r} gives logits {gap:.2e} away from torch's "
+                f"(at most {PARITY} is right): this policy does not export faithfully"
+            )

@@ -49,8 +49,11 @@ def _step(data: dict[str, Any]) -> StepForm:
         scalings={k: (_array(low), _array(scale)) for k, (low, scale) in net["scalings"].items()},
     )
     norm = data["normalizer"]
-    normalizer = None if norm is None else NormalizerForm([tuple(k) for k in norm["keys"]], norm["clip"],
-                                                          norm["eps"], list(norm["counts"]))  # fmt: skip
+    normalizer = (
+        None
+        if norm is None
+        else NormalizerForm([tuple(k) for k in norm["keys"]], norm["clip"], norm["eps"], list(norm["counts"]))
+    )
     heads = [HeadForm(**{**h, "nvec": list(h["nvec"]), "shape": tuple(h["shape"])}) for h in data["heads"]]
     return StepForm(normalizer, network, heads, dict(data["masks"]))
 

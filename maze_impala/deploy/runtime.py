@@ -32,8 +32,10 @@ def _onnx(folder: Path, step: dict[str, Any]) -> Forward:
     try:
         import onnxruntime as ort
     except ImportError:
-        raise DeployError(f"{folder} holds ONNX graphs, and onnxruntime is not installed: pip install onnxruntime "
-                          "(or export with format=numpy, for a policy that has a numpy form)") from None  # fmt: skip
+        raise DeployError(
+            f"{folder} holds ONNX graphs, and onnxruntime is not installed: pip install onnxruntime "
+            "(or export with format=numpy, for a policy that has a numpy form)"
+        ) from None
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = 1, 1  # one decision: threads cost more than win
     session = ort.InferenceSession(str(folder / step["file"]), options, providers=["CPUExecutionProvider"])
@@ -95,8 +97,10 @@ class _Step:
     def check_masks(self, obs: dict[str, np.ndarray]) -> None:
         for key, mask in self.masks.items():  # the graph masks; a mask that allows nothing is the env's bug
             if not (obs[mask] > 0.5).any(-1).all():
-                raise ValueError(f"step key {self.key!r}: observation {mask!r} masks every action of {key!r}; "
-                                 "an env must leave at least one action allowed")  # fmt: skip
+                raise ValueError(
+                    f"step key {self.key!r}: observation {mask!r} masks every action of {key!r}; "
+                    "an env must leave at least one action allowed"
+                )
 
     def decide(self, logits: np.ndarray, rng: np.random.Generator | None) -> dict[str, Any]:
         """One row's actions as the env takes them."""
@@ -127,8 +131,10 @@ class DeployedPolicy:
         folder = Path(folder)
         path = folder / MANIFEST
         if not path.is_file():
-            raise DeployError(f"{folder} is no exported policy: it has no {MANIFEST} (export one with maze-run -cn "
-                              "conf_export input_dir=<a training run>)")  # fmt: skip
+            raise DeployError(
+                f"{folder} is no exported policy: it has no {MANIFEST} (export one with maze-run -cn "
+                "conf_export input_dir=<a training run>)"
+            )
         manifest = json.loads(path.read_text())
         if manifest.get("format") != FORMAT:
             raise DeployError(f"{path} is of format {manifest.get('format')!r}; this runtime reads {FORMAT!r}")
@@ -155,11 +161,13 @@ class DeployedPolicy:
             return who, 0
         if isinstance(who, str) and who in self.agents:
             return self.agents[who]
-        raise KeyError(f"{who!r} is neither a step key of this policy ({self.step_keys}) nor an agent "
-                       f"({sorted(self.agents)})")  # fmt: skip
+        raise KeyError(
+            f"{who!r} is neither a step key of this policy ({self.step_keys}) nor an agent ({sorted(self.agents)})"
+        )
 
-    def logits(self, observations: Mapping[str, Any], step_key: Any, state: State | None = None,
-               agent_ids: Any = None) -> tuple[np.ndarray, State]:  # fmt: skip
+    def logits(
+        self, observations: Mapping[str, Any], step_key: Any, state: State | None = None, agent_ids: Any = None
+    ) -> tuple[np.ndarray, State]:
         """The masked logits ``[B, L]`` of a batch of ``[B, ...]`` observations of ``step_key``, and the next state."""
         step = self._steps[step_key]
         batch = len(np.asarray(next(iter(observations.values()))))
@@ -170,15 +178,26 @@ class DeployedPolicy:
         step.check_masks(obs)
         return logits, state
 
-    def act_batch(self, observations: Mapping[str, Any], step_key: Any, state: State | None = None,
-                  agent_ids: Any = None, rng: np.random.Generator | None = None) -> tuple[Actions, State]:  # fmt: skip
+    def act_batch(
+        self,
+        observations: Mapping[str, Any],
+        step_key: Any,
+        state: State | None = None,
+        agent_ids: Any = None,
+        rng: np.random.Generator | None = None,
+    ) -> tuple[Actions, State]:
         """Actions ``[B, ...]`` per action key for a batch of observations of ``step_key``: the most likely ones, or
         sampled from ``rng``; and the next state."""
         logits, state = self.logits(observations, step_key, state, agent_ids)
         return sample(self._steps[step_key].heads, logits, rng), state
 
-    def act(self, observation: Mapping[str, Any], who: Any, state: State | None = None,
-            rng: np.random.Generator | None = None) -> tuple[dict[str, Any], State]:  # fmt: skip
+    def act(
+        self,
+        observation: Mapping[str, Any],
+        who: Any,
+        state: State | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> tuple[dict[str, Any], State]:
         """One decision of ``who`` (a step key, ``(step key, agent)`` or an agent's name) on one observation: the
         action as the env takes it (per action key), and that actor's next state (None or ``{}`` to start)."""
         step_key, agent = self._actor(who)

@@ -34,17 +34,27 @@ def space_to_json(space: Any) -> dict[str, Any]:
     if kind == "Dict":
         return {"type": "Dict", "spaces": {name: space_to_json(s) for name, s in space.spaces.items()}}
     if kind == "Box":
-        return {"type": "Box", "shape": list(space.shape), "dtype": np.dtype(space.dtype).name,
-                "low": _bounds(space.low), "high": _bounds(space.high)}  # fmt: skip
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": np.dtype(space.dtype).name,
+            "low": _bounds(space.low),
+            "high": _bounds(space.high),
+        }
     if kind == "Discrete":
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if kind == "MultiDiscrete":
-        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist(),
-                "start": np.asarray(space.start).tolist()}  # fmt: skip
+        return {
+            "type": "MultiDiscrete",
+            "nvec": np.asarray(space.nvec).tolist(),
+            "start": np.asarray(space.start).tolist(),
+        }
     if kind == "MultiBinary":
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
-    raise TypeError(f"cannot export a {kind} space: observations and actions are Dicts of Box, Discrete, "
-                    "MultiDiscrete and MultiBinary")  # fmt: skip
+    raise TypeError(
+        f"cannot export a {kind} space: observations and actions are Dicts of Box, Discrete, "
+        "MultiDiscrete and MultiBinary"
+    )
 
 
 def shape_of(space: dict[str, Any]) -> tuple[int, ...]:
@@ -69,20 +79,26 @@ def check_observation(observation: Any, space: dict[str, Any], step_key: Any, ba
     ``batch`` rows (None: one observation, no batch axis; the result has one row). A ValueError names the step key,
     the observation key and the expected shape of a missing or misshapen one; keys the space lacks are left out."""
     if not isinstance(observation, dict):
-        raise ValueError(f"step key {step_key!r}: the observation must be a dict of {sorted(space['spaces'])}, got "
-                         f"{type(observation).__name__}")  # fmt: skip
+        raise ValueError(
+            f"step key {step_key!r}: the observation must be a dict of {sorted(space['spaces'])}, got "
+            f"{type(observation).__name__}"
+        )
     checked = {}
     for name, sub in space["spaces"].items():
         if name not in observation:
-            raise ValueError(f"step key {step_key!r}: the observation has no {name!r} (it has "
-                             f"{sorted(observation)}; the policy reads {sorted(space['spaces'])})")  # fmt: skip
+            raise ValueError(
+                f"step key {step_key!r}: the observation has no {name!r} (it has "
+                f"{sorted(observation)}; the policy reads {sorted(space['spaces'])})"
+            )
         value = np.asarray(observation[name])
         expected = shape_of(sub)
         lead = () if batch is None else (batch,)
         if value.shape != (*lead, *expected):
             rows = "" if batch is None else f"{batch} rows of "
-            raise ValueError(f"step key {step_key!r}: observation {name!r} has shape {value.shape}, expected "
-                             f"{rows}{expected} ({sub['type']} {expected})")  # fmt: skip
+            raise ValueError(
+                f"step key {step_key!r}: observation {name!r} has shape {value.shape}, expected "
+                f"{rows}{expected} ({sub['type']} {expected})"
+            )
         value = value.astype(dtype_of(sub), copy=False)
         checked[name] = value[None] if batch is None else value
     return checked

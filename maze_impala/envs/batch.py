@@ -149,9 +149,16 @@ class EnvBatch:
             capped = not ended and cap is not None and self._lengths[e] >= cap
             ended = truncated = ended or capped
         sub = SubStep(
-            actor, float(reward), env.get_actor_rewards(), env.get_actor_exits(), step_ended,
-            bool(terminated), bool(truncated) and not terminated, info=info, capped=capped,
-        )  # fmt: skip
+            actor,
+            float(reward),
+            env.get_actor_rewards(),
+            env.get_actor_exits(),
+            step_ended,
+            bool(terminated),
+            bool(truncated) and not terminated,
+            info=info,
+            capped=capped,
+        )
         if ended:
             sub.final_observation, sub.final_actor = obs, env.actor_id()
             sub.episode_return, sub.episode_length = float(self._returns[e]), int(self._lengths[e])

@@ -39,9 +39,11 @@ class EnvCheckReport:
 
     def __str__(self) -> str:
         keys = ", ".join(map(str, self.step_keys))
-        return (f"check_env: passed {self.sub_steps} sub-steps over {self.episodes} episode(s), step keys {keys}, "
-                f"{self.actors} actor(s): seeded resets reproduce, observations, actions, masks, rewards and actor "
-                "exits fit their spaces per step key, and the env time never decreases")  # fmt: skip
+        return (
+            f"check_env: passed {self.sub_steps} sub-steps over {self.episodes} episode(s), step keys {keys}, "
+            f"{self.actors} actor(s): seeded resets reproduce, observations, actions, masks, rewards and actor "
+            "exits fit their spaces per step key, and the env time never decreases"
+        )
 
 
 def check_env(env: Any, n_steps: int = 300, seed: int = 0, verbose: bool = True) -> EnvCheckReport:
@@ -58,8 +60,10 @@ def check_env(env: Any, n_steps: int = 300, seed: int = 0, verbose: bool = True)
     again = _reset(env, seed)
     for key in first:
         if not np.array_equal(np.asarray(first[key]), np.asarray(again[key])):
-            raise EnvCheckError(f"reset(seed={seed}) twice gave different first observations (key {key!r}): seeding "
-                                "must make an episode reproducible")  # fmt: skip
+            raise EnvCheckError(
+                f"reset(seed={seed}) twice gave different first observations (key {key!r}): seeding "
+                "must make an episode reproducible"
+            )
     obs, time = again, env.get_env_time()
     episodes, keys, actors = 1, {}, set()
     for _ in range(n_steps):
@@ -72,8 +76,10 @@ def check_env(env: Any, n_steps: int = 300, seed: int = 0, verbose: bool = True)
         _check_actor_outputs(env, actor.step_key)
         now = env.get_env_time()
         if not isinstance(now, int | np.integer) or now < time:
-            raise EnvCheckError(f"step key {actor.step_key!r}: get_env_time() must be an int that never decreases "
-                                f"within an episode, found {now!r} after {time!r}")  # fmt: skip
+            raise EnvCheckError(
+                f"step key {actor.step_key!r}: get_env_time() must be an int that never decreases "
+                f"within an episode, found {now!r} after {time!r}"
+            )
         time = now
         if terminated or truncated:
             obs, time = _reset(env, int(rng.integers(2**31))), env.get_env_time()
@@ -103,14 +109,17 @@ def _check_actor_outputs(env: StructuredEnv, step_key: StepKey) -> None:
     rewards = env.get_actor_rewards()
     if rewards is not None:
         if not isinstance(rewards, Mapping):
-            raise EnvCheckError(f"step key {step_key!r}: get_actor_rewards() must return None or a dict ActorID -> "
-                                f"reward, found {type(rewards).__name__}")  # fmt: skip
+            raise EnvCheckError(
+                f"step key {step_key!r}: get_actor_rewards() must return None or a dict ActorID -> "
+                f"reward, found {type(rewards).__name__}"
+            )
         for actor, reward in rewards.items():
             check_reward(reward, ActorID(*actor).step_key, f"reward of actor {tuple(actor)} (get_actor_rewards)")
     exits = env.get_actor_exits()
     if not isinstance(exits, Mapping) or not all(isinstance(e, ActorExit) for e in exits.values()):
-        raise EnvCheckError(f"step key {step_key!r}: get_actor_exits() must return a dict ActorID -> ActorExit, "
-                            f"found {exits!r:.80}")  # fmt: skip
+        raise EnvCheckError(
+            f"step key {step_key!r}: get_actor_exits() must return a dict ActorID -> ActorExit, found {exits!r:.80}"
+        )
     for actor, exit_ in exits.items():
         key = ActorID(*actor).step_key
         if exit_.observation is not None:

@@ -25,12 +25,16 @@ class EnvCheckError(ValueError):
 def check_observation(obs: Any, space: gym.spaces.Dict, step_key: StepKey, what: str = "observation") -> None:
     """``obs`` has exactly the keys of ``space`` and each value its shape, dtype kind, bounds and finiteness."""
     if not isinstance(obs, Mapping):
-        raise EnvCheckError(f"step key {step_key!r}: the {what} must be a dict with keys {sorted(space.spaces)}, "
-                            f"found {type(obs).__name__}")  # fmt: skip
+        raise EnvCheckError(
+            f"step key {step_key!r}: the {what} must be a dict with keys {sorted(space.spaces)}, "
+            f"found {type(obs).__name__}"
+        )
     if set(obs) != set(space.spaces):
         missing, extra = sorted(set(space.spaces) - set(obs)), sorted(set(obs) - set(space.spaces))
-        raise EnvCheckError(f"step key {step_key!r}: the {what}'s keys differ from its space: missing {missing}, "
-                            f"not in the space {extra}")  # fmt: skip
+        raise EnvCheckError(
+            f"step key {step_key!r}: the {what}'s keys differ from its space: missing {missing}, "
+            f"not in the space {extra}"
+        )
     for key, sub in space.spaces.items():
         check_value(obs[key], sub, f"step key {step_key!r}, {what} {key!r}")
 
@@ -51,8 +55,9 @@ def check_value(value: Any, space: gym.Space, where: str) -> None:
         outside = (array < low - 1e-6) | (array > high + 1e-6)
         if outside.any():
             i = tuple(int(n) for n in np.argwhere(outside)[0])
-            raise EnvCheckError(f"{where}: expected values in the bounds [{low[i]}, {high[i]}], found {array[i]} "
-                                f"at index {i}")  # fmt: skip
+            raise EnvCheckError(
+                f"{where}: expected values in the bounds [{low[i]}, {high[i]}], found {array[i]} at index {i}"
+            )
         return
     if not np.issubdtype(array.dtype, np.integer) and not np.array_equal(array, np.round(array)):
         raise EnvCheckError(f"{where}: expected integers ({space}), found {array.ravel()[:3]}")
@@ -74,11 +79,15 @@ def _integer_range(space: gym.Space) -> tuple[Any, Any]:
 def check_step_result(result: Any, step_key: StepKey) -> tuple[dict, float, bool, bool, dict]:
     """``step()``'s return value is Gymnasium's 5-tuple with a finite real reward; returns it unpacked."""
     if isinstance(result, tuple) and len(result) == 4:
-        raise EnvCheckError(f"step key {step_key!r}: step() returned 4 values, Gym's old API (obs, reward, done, "
-                            "info); return Gymnasium's (obs, reward, terminated, truncated, info)")  # fmt: skip
+        raise EnvCheckError(
+            f"step key {step_key!r}: step() returned 4 values, Gym's old API (obs, reward, done, "
+            "info); return Gymnasium's (obs, reward, terminated, truncated, info)"
+        )
     if not isinstance(result, tuple) or len(result) != 5:
-        raise EnvCheckError(f"step key {step_key!r}: step() must return (obs, reward, terminated, truncated, info), "
-                            f"found {type(result).__name__} {result!r:.80}")  # fmt: skip
+        raise EnvCheckError(
+            f"step key {step_key!r}: step() must return (obs, reward, terminated, truncated, info), "
+            f"found {type(result).__name__} {result!r:.80}"
+        )
     obs, reward, terminated, truncated, info = result
     check_reward(reward, step_key)
     for name, flag in (("terminated", terminated), ("truncated", truncated)):
@@ -104,13 +113,16 @@ def check_actor_id(env: StructuredEnv) -> ActorID:
     actor = ActorID(*actor)
     counts = env.agent_counts_dict
     if actor.step_key not in counts or actor.step_key not in env.observation_spaces_dict:
-        raise EnvCheckError(f"actor_id() returned step key {actor.step_key!r}, expected one of the spaces' step keys "
-                            f"{list(env.observation_spaces_dict)}")  # fmt: skip
+        raise EnvCheckError(
+            f"actor_id() returned step key {actor.step_key!r}, expected one of the spaces' step keys "
+            f"{list(env.observation_spaces_dict)}"
+        )
     count = counts[actor.step_key]
     if not isinstance(actor.agent_id, int | np.integer) or actor.agent_id < 0 or (0 < count <= actor.agent_id):
         expected = f"an int in [0, {count}) (agent_counts_dict)" if count > 0 else "an int >= 0"
-        raise EnvCheckError(f"step key {actor.step_key!r}: actor_id() returned agent {actor.agent_id!r}, expected "
-                            f"{expected}")  # fmt: skip
+        raise EnvCheckError(
+            f"step key {actor.step_key!r}: actor_id() returned agent {actor.agent_id!r}, expected {expected}"
+        )
     return actor
 
 
@@ -124,11 +136,15 @@ def check_masks(obs: Mapping[str, Any], action_space: gym.spaces.Dict, step_key:
         mask = np.asarray(mask)
         size = (int(sub.n),) if isinstance(sub, gym.spaces.Discrete) else None
         if size is None:
-            raise EnvCheckError(f"step key {step_key!r}: mask {name + MASK_SUFFIX!r} masks action {name!r}, which is "
-                                f"not Discrete ({sub})")  # fmt: skip
+            raise EnvCheckError(
+                f"step key {step_key!r}: mask {name + MASK_SUFFIX!r} masks action {name!r}, which is "
+                f"not Discrete ({sub})"
+            )
         if mask.shape != size:
-            raise EnvCheckError(f"step key {step_key!r}: mask {name + MASK_SUFFIX!r} must have shape {size} (one entry "
-                                f"per action of {sub}), found {mask.shape}")  # fmt: skip
+            raise EnvCheckError(
+                f"step key {step_key!r}: mask {name + MASK_SUFFIX!r} must have shape {size} (one entry "
+                f"per action of {sub}), found {mask.shape}"
+            )
         if not mask.astype(bool).any():
             raise EnvCheckError(f"step key {step_key!r}: mask {name + MASK_SUFFIX!r} allows no action")
         masks[name] = mask.astype(bool)

@@ -15,6 +15,7 @@ from maze_impala.core import StepKey
 from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.envs.spaces import storage_dtype
 from maze_impala.envs.structured import StructuredEnv
+from maze_impala.run_files import CONFIG_YAML
 
 EnvSpec = str | Mapping[str, Any] | Callable[[], Any]
 """A Gymnasium id, a Hydra-style config with ``_target_``, or a picklable callable."""
@@ -42,8 +43,10 @@ def make_env(spec: EnvSpec) -> StructuredEnv:
     elif callable(spec):
         env = spec()
     else:
-        raise TypeError(f"cannot make an env from {spec!r}: give an id, a config with _target_, a callable, or an "
-                        "env instance (Gymnasium, PettingZoo or StructuredEnv)")  # fmt: skip
+        raise TypeError(
+            f"cannot make an env from {spec!r}: give an id, a config with _target_, a callable, or an "
+            "env instance (Gymnasium, PettingZoo or StructuredEnv)"
+        )
     env = _pettingzoo(env) or env
     if isinstance(env, gym.Env):
         env = GymStructuredEnv(env)
@@ -66,15 +69,18 @@ def wrap(env: Any, wrappers: Any) -> Any:
     if not wrappers:
         return env
     if not isinstance(wrappers, list | tuple):
-        raise ConfigError(f"env.wrappers must be a list of wrappers (dotted paths or configs with _target_), got "
-                          f"{wrappers!r}")  # fmt: skip
+        raise ConfigError(
+            f"env.wrappers must be a list of wrappers (dotted paths or configs with _target_), got {wrappers!r}"
+        )
     if isinstance(env, GymStructuredEnv) and type(env) is GymStructuredEnv:
         return GymStructuredEnv(wrap(env.env, wrappers), episodic_life=env.episodic_life)
     if type(env) in (PettingZooAECEnv, PettingZooParallelEnv):
         return type(env)(wrap(env.env, wrappers), env.global_state or False)
     if isinstance(env, StructuredEnv):
-        raise ConfigError(f"env.wrappers wrap Gymnasium and PettingZoo envs; {type(env).__name__} is a structured "
-                          "env: apply the wrappers inside its factory")  # fmt: skip
+        raise ConfigError(
+            f"env.wrappers wrap Gymnasium and PettingZoo envs; {type(env).__name__} is a structured "
+            "env: apply the wrappers inside its factory"
+        )
     for wrapper in wrappers:
         if isinstance(wrapper, str):
             wrapper = {"_target_": wrapper}
@@ -146,13 +152,17 @@ def env_record(spec: EnvSpec) -> str | dict[str, Any]:
         return spec
     if isinstance(spec, Mapping):
         if not _plain(spec):
-            raise ConfigError(f"the env config {spec!r} holds values that are not plain data (str, numbers, lists, "
-                              "dicts): pass their config instead")  # fmt: skip
+            raise ConfigError(
+                f"the env config {spec!r} holds values that are not plain data (str, numbers, lists, "
+                "dicts): pass their config instead"
+            )
         return _to_plain(spec)
     if isinstance(spec, functools.partial) and _importable(spec.func):
         if not _plain(list(spec.args)) or not _plain(spec.keywords):
-            raise ConfigError(f"the env factory {spec!r}: its arguments must be plain data (str, numbers, lists, "
-                              "dicts) to be recorded in config.yaml")  # fmt: skip
+            raise ConfigError(
+                f"the env factory {spec!r}: its arguments must be plain data (str, numbers, lists, "
+                f"dicts) to be recorded in {CONFIG_YAML}"
+            )
         record: dict[str, Any] = {"_target_": _name(spec.func), **_to_plain(spec.keywords)}
         if spec.args:
             record["_args_"] = _to_plain(list(spec.args))

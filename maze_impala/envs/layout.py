@@ -11,7 +11,7 @@ functions below pad, cut by column and stack any record whose fields are declare
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -166,9 +166,34 @@ class DecisionLayout:
     def rollout_bytes(self, rows: int, columns: int) -> int:
         """The bytes of a trajectory of ``rows`` decisions per column if every decision were truncated (its final
         observation kept): every field, by its rows."""
-        entries = {OBSERVATION_ROWS: (rows + 1) * columns, DECISION_ROWS: rows * columns,
-                   TRUNCATED_ROWS: rows * columns, COLUMN_ROWS: columns}  # fmt: skip
+        entries = {
+            OBSERVATION_ROWS: (rows + 1) * columns,
+            DECISION_ROWS: rows * columns,
+            TRUNCATED_ROWS: rows * columns,
+            COLUMN_ROWS: columns,
+        }
         return sum(entries[f.metadata["rows"]] * sum(a.nbytes for a in leaves(self.zeros(f, (1,)))) for f in FIELDS)
+
+
+def decision_layouts(
+    order: Sequence[StepKey],
+    observation_spaces: Mapping[StepKey, gym.spaces.Dict],
+    action_spaces: Mapping[StepKey, gym.spaces.Dict],
+    state_shapes: Callable[[StepKey], Mapping[str, tuple[int, ...]]],
+    record_ancestors: bool = False,
+) -> dict[StepKey, DecisionLayout]:
+    """The layout of each step key of ``order`` (the env's order of sub-steps): with the observation spaces of the
+    step keys before it where ``record_ancestors`` (a delta critic), and the recurrent state that ``state_shapes``
+    (an acting's) declares for it."""
+    return {
+        key: DecisionLayout(
+            observation_spaces[key],
+            action_spaces[key],
+            {k: observation_spaces[k] for k in order[:position]} if record_ancestors else {},
+            state_shapes(key),
+        )
+        for position, key in enumerate(order)
+    }
 
 
 def allocate(space: gym.spaces.Dict, leading: tuple[int, ...]) -> NestedArrays:

@@ -54,8 +54,10 @@ class _PettingZooBase(StructuredEnv):
         self.global_state = _global_state(global_state)
         if self.global_state == "state" and getattr(env, "state_space", None) is None:
             name = getattr(env, "metadata", {}).get("name", type(env).__name__)
-            raise ValueError(f"env.global_state=true: {name} has no state() (no state_space); use "
-                             "env.global_state=observations (every agent's observation) or drop it")  # fmt: skip
+            raise ValueError(
+                f"env.global_state=true: {name} has no state() (no state_space); use "
+                "env.global_state=observations (every agent's observation) or drop it"
+            )
         agents = list(env.possible_agents)
         obs = {a: env.observation_space(a) for a in agents}
         act = {a: env.action_space(a) for a in agents}
@@ -133,8 +135,10 @@ class _PettingZooBase(StructuredEnv):
         if self.global_state == "state":
             return {**own, GLOBAL_STATE: self.env.state()}
         current = self._current_observations()
-        joint = [gym.spaces.flatten(self._agent_spaces[a], current[a]) if a in current else np.zeros(n, np.float32)
-                 for a, n in self._flat_sizes.items()]  # fmt: skip
+        joint = [
+            gym.spaces.flatten(self._agent_spaces[a], current[a]) if a in current else np.zeros(n, np.float32)
+            for a, n in self._flat_sizes.items()
+        ]
         return {**own, GLOBAL_STATE: np.concatenate(joint).astype(np.float32)}
 
     def _global_space(self) -> gym.Space:

@@ -18,16 +18,19 @@ class ObservationBounds(gym.ObservationWrapper):
     [0, 1]. ``env=minigrid`` does that.
     """
 
-    def __init__(self, env: gym.Env, high: float | Sequence[float], low: float | Sequence[float] = 0,
-                 key: str | None = None):  # fmt: skip
+    def __init__(
+        self, env: gym.Env, high: float | Sequence[float], low: float | Sequence[float] = 0, key: str | None = None
+    ):
         super().__init__(env)
         space = env.observation_space[key] if key is not None else env.observation_space
         if not isinstance(space, gym.spaces.Box):
             raise TypeError(f"ObservationBounds bounds a Box observation, got {space}")
         bounds = [np.broadcast_to(np.asarray(b, dtype=np.float64), space.shape) for b in (low, high)]
         if (bounds[0] < space.low).any() or (bounds[1] > space.high).any() or (bounds[0] > bounds[1]).any():
-            raise ValueError(f"ObservationBounds: low={low}, high={high} must lie within the space's own bounds "
-                             f"({space.low.min()}..{space.high.max()}) with low <= high")  # fmt: skip
+            raise ValueError(
+                f"ObservationBounds: low={low}, high={high} must lie within the space's own bounds "
+                f"({space.low.min()}..{space.high.max()}) with low <= high"
+            )
         bounded = gym.spaces.Box(bounds[0].astype(space.dtype), bounds[1].astype(space.dtype), dtype=space.dtype)
         if key is None:
             self.observation_space = bounded

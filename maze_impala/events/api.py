@@ -108,6 +108,12 @@ def epoch_stats(*reducers: Reducer, group_by: str | None = None) -> Callable[[Ca
     return lambda method: _declare(method, reducers=tuple(reducers), group_by=group_by)
 
 
+def record_only(method: Callable) -> Callable:
+    """Declare an event that listeners hear but that makes no statistics (e.g. the games that the learner's
+    snapshot pool keeps count of)."""
+    return _declare(method, reducers=())
+
+
 def episode_stats(reducer: Reducer) -> Callable[[Callable], Callable]:
     """Declare that an event is first reduced to one value per episode (e.g. ``sum_`` of the costs of an episode)."""
     return lambda method: _declare(method, episode_reducer=reducer)

@@ -42,8 +42,9 @@ class StatKey(NamedTuple):
             raise TypeError(f"{interface}.{name} is not an event (declare it with @epoch_stats)")
         reducer_name = reducer if isinstance(reducer, str) else reducer.__name__
         if reducer_name not in {r.__name__ for r in spec.reducers}:
-            raise ValueError(f"{interface}.{name} has no {reducer_name!r} statistic; it has "
-                             f"{[r.__name__ for r in spec.reducers]}")  # fmt: skip
+            raise ValueError(
+                f"{interface}.{name} has no {reducer_name!r} statistic; it has {[r.__name__ for r in spec.reducers]}"
+            )
         if field not in spec.fields:
             raise ValueError(f"{interface}.{name} has no field {field!r}; it has {list(spec.fields)}")
         return cls(scope, interface, name, field, reducer_name, group)
@@ -82,6 +83,8 @@ class StatsAggregator:
             spec = self.specs.get((record.interface, record.event))
             if spec is None:
                 return
+        if not spec.reducers:  # record_only
+            return
         group = None if spec.group_by is None else f"{spec.group_by}={record.values[spec.group_by]}"
         for field in spec.fields:
             value = record.values[field]

@@ -105,13 +105,27 @@ def agent_return_column(agent: str) -> str:
     return f"return/agent={agent}"
 
 
-def kpi_row(episode_id: int, seed: int, steps: int, episode_return: float, kpis: dict[str, float],
-            agent_returns: Mapping[str, float] | None = None, truncated: bool = False) -> dict[str, Any]:  # fmt: skip
+def kpi_row(
+    episode_id: int,
+    seed: int,
+    steps: int,
+    episode_return: float,
+    kpis: dict[str, float],
+    agent_returns: Mapping[str, float] | None = None,
+    truncated: bool = False,
+) -> dict[str, Any]:
     """One row of ``kpis.csv``: the episode, its return, whether a time limit cut it off (1) or it terminated (0),
     each named agent's return and the env's KPIs."""
     agents = {agent_return_column(name): value for name, value in (agent_returns or {}).items()}
-    return {"episode_id": episode_id, "seed": seed, "steps": steps, "return": episode_return,
-            "truncated": int(truncated), **agents, **kpis}  # fmt: skip
+    return {
+        "episode_id": episode_id,
+        "seed": seed,
+        "steps": steps,
+        "return": episode_return,
+        "truncated": int(truncated),
+        **agents,
+        **kpis,
+    }
 
 
 def kpi_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -188,8 +202,10 @@ def read_event_logs(directory: str | Path) -> dict[str, Any]:
     if (directory / EVENT_LOG_DIR).is_dir():
         directory = directory / EVENT_LOG_DIR
     if not directory.is_dir():
-        raise FileNotFoundError(f"no event logs in {directory}; were they enabled (output.event_logs=csv in training, "
-                                "event_logs=csv in rollouts)?")  # fmt: skip
+        raise FileNotFoundError(
+            f"no event logs in {directory}; were they enabled (output.event_logs=csv in training, "
+            "event_logs=csv in rollouts)?"
+        )
     tables = {}
     for path in sorted(directory.iterdir()):
         if path.suffix == ".csv":

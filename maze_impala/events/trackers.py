@@ -25,8 +25,9 @@ def _import(module: str, extra: str) -> Any:
     try:
         return __import__(module)
     except ImportError:
-        raise ConfigError(f"output.{extra}=true needs {module}, which is not installed: pip install "
-                          f'"maze_impala[{extra}]"') from None  # fmt: skip
+        raise ConfigError(
+            f'output.{extra}=true needs {module}, which is not installed: pip install "maze_impala[{extra}]"'
+        ) from None
 
 
 class WandbWriter(StatsWriter):
@@ -34,8 +35,13 @@ class WandbWriter(StatsWriter):
 
     def __init__(self, run_dir: Path, config: dict[str, Any]):
         wandb = _import("wandb", "wandb")
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", WANDB_PROJECT), dir=str(run_dir),
-                              name=run_dir.name, config=config, reinit="finish_previous")  # fmt: skip
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", WANDB_PROJECT),
+            dir=str(run_dir),
+            name=run_dir.name,
+            config=config,
+            reinit="finish_previous",
+        )
 
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
         self.run.log({**row, "epoch": epoch}, step=env_steps)

@@ -42,8 +42,10 @@ class ConsoleWriter(StatsWriter):
     def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
         names = sorted(c for c in row if self.prefixes is None or c.startswith(self.prefixes))
         width = max((len(n) for n in names), default=10)
-        lines = [f"--- epoch {epoch}  env steps {env_steps:,} --- (train/: this epoch's training episodes and updates, "
-                 "eval/: its evaluation)"]  # fmt: skip
+        lines = [
+            f"--- epoch {epoch}  env steps {env_steps:,} --- (train/: this epoch's training episodes and updates, "
+            "eval/: its evaluation)"
+        ]
         lines += [f"  {name:<{width}}  {row[name]:>12.5g}" for name in names]
         self.printer("\n".join(lines))
 

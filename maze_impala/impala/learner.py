@@ -121,16 +121,15 @@ class ImpalaLearner(Learner):
             for index, minibatch in enumerate(minibatches):
                 shares = shard.shares(index)
                 first, last = sgd_pass == 0, sgd_pass == cfg.n_sgd_passes - 1  # the passes whose metrics are read
-                if self._compiled is None:
-                    with self._precision():
-                        forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
-                    clock.lap("forward")
-                    total, losses = impala_loss(minibatch, forward, distributions, cfg, train_policy, anchors[index],
-                                                entropy_scale, shares, diagnostics=first or last)  # fmt: skip
+                if self._compiled is None:  # eager: the forward pass and the losses timed apart
+                    total, losses = self._forward_and_loss(
+                        minibatch, train_policy, anchors[index], entropy_scale, shares, first or last, clock
+                    )
                 else:
                     with self._precision():
-                        total, losses = self._compiled(minibatch, train_policy, anchors[index], entropy_scale, shares,
-                                                       first or last)  # fmt: skip
+                        total, losses = self._compiled(
+                            minibatch, train_policy, anchors[index], entropy_scale, shares, first or last
+                        )
                 if first:  # the batch as the policy that arrived at it saw it
                     metrics += loss_metrics(self.events, losses, shares, self.critic.critic_key)
                     anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
@@ -147,15 +146,34 @@ class ImpalaLearner(Learner):
         clock.lap("apply")
         clock.record(ev)
 
-    def _forward_and_loss(self, minibatch: dict[StepKey, StepBatch], train_policy: bool,
-                          anchor: dict[StepKey, torch.Tensor] | None, entropy_scale: torch.Tensor | float,
-                          shares: dict[StepKey, torch.Tensor | float] | None,
-                          diagnostics: bool) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:  # fmt: skip
-        """A minibatch's forward pass and losses in one function, what ``algorithm.compile`` compiles."""
-        forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+    def _forward_and_loss(
+        self,
+        minibatch: dict[StepKey, StepBatch],
+        train_policy: bool,
+        anchor: dict[StepKey, torch.Tensor] | None,
+        entropy_scale: torch.Tensor | float,
+        shares: dict[StepKey, torch.Tensor | float] | None,
+        diagnostics: bool,
+        clock: PhaseClock | None = None,
+    ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
+        """A minibatch's forward pass (under ``algorithm.precision``) and losses in one function, what
+        ``algorithm.compile`` compiles (without a ``clock``, which laps the forward pass)."""
+        with self._precision():
+            forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+        if clock is not None:
+            clock.lap("forward")
         distributions = {key: self.policy.distribution(key) for key in minibatch}
-        return impala_loss(minibatch, forward, distributions, self.config, train_policy, anchor, entropy_scale, shares,
-                           diagnostics=diagnostics)  # fmt: skip
+        return impala_loss(
+            minibatch,
+            forward,
+            distributions,
+            self.config,
+            train_policy,
+            anchor,
+            entropy_scale,
+            shares,
+            diagnostics=diagnostics,
+        )
 
     def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:
         """Backward, clip each network's gradient (measuring its norm first) and take an optimizer step."""
@@ -164,11 +182,17 @@ class ImpalaLearner(Learner):
         total.backward()
         if self.group is not None:  # the joint minibatch's gradient, before any norm is measured
             self.group.all_reduce_gradients(self._params)
-        networks = [(ev.critic_grad_norm, {"critic_key": critic_key}, found)
-                    for critic_key, params in self._critic_params.items() if (found := _grads(params))]  # fmt: skip
+        networks = [
+            (ev.critic_grad_norm, {"critic_key": critic_key}, found)
+            for critic_key, params in self._critic_params.items()
+            if (found := _grads(params))
+        ]
         if train_policy:
-            networks += [(ev.policy_grad_norm, {"step_key": label}, _grads(params)) for key in keys
-                         for label, params in self._policy_params[key]]  # fmt: skip
+            networks += [
+                (ev.policy_grad_norm, {"step_key": label}, _grads(params))
+                for key in keys
+                for label, params in self._policy_params[key]
+            ]
         norms = clip_grad_norms([found for *_, found in networks], self.config.max_grad_norm or math.inf, self.device)
         self.optimizer.step()
         return [Metric(event, args, norm) for (event, args, _), norm in zip(networks, norms.unbind())]

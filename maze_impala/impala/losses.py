@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -68,6 +68,41 @@ class StepLoss(NamedTuple):
     batch's earlier optimizer steps have moved the policy from the anchor (0 in the first pass)."""
 
 
+class LossSettings(NamedTuple):
+    """How one step key's losses are computed from its data: V-trace's clipping and lambda (see :func:`vtrace`) and
+    the policy loss's surrogate (see :func:`impala_step_loss`); :meth:`of` reads them from the algorithm's config."""
+
+    clip_rho_threshold: float | None = 1.0
+    clip_pg_rho_threshold: float | None = 1.0
+    lambda_: float = 1.0
+    clip_c_threshold: float | None = 1.0
+    clip_range: float | None = None
+    """None: IMPALA's policy gradient; a float eps: PPO's clipped surrogate (see :func:`impala_step_loss`)."""
+    trust_region: str = "learner"
+    """With ``clip_range``, the policy the surrogate's ratio is measured from: ``learner`` or ``behaviour``."""
+    importance_weights: bool = True
+    """False: plain n-step bootstrapped targets (V-trace with every importance weight 1)."""
+    normalize_advantages: bool = False
+    """The policy loss's advantages scaled to mean 0 and standard deviation 1 over the valid entries."""
+
+    @classmethod
+    def of(cls, config: ImpalaAlgorithmConfig) -> LossSettings:
+        return cls(
+            clip_rho_threshold=config.vtrace_clip_rho_threshold,
+            clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
+            lambda_=config.vtrace_lambda,
+            clip_c_threshold=config.vtrace_clip_c_threshold,
+            clip_range=config.clip_range,
+            trust_region=config.trust_region,
+            importance_weights=config.vtrace,
+            normalize_advantages=config.normalize_advantages,
+        )
+
+
+PLAIN_VTRACE = LossSettings()
+"""V-trace with rho-bar = c-bar = 1 and lambda 1, IMPALA's policy gradient: the paper's losses."""
+
+
 def impala_step_loss(
     distribution: DictActionDistribution,
     logits: torch.Tensor,
@@ -76,16 +111,9 @@ def impala_step_loss(
     values: torch.Tensor,
     rewards: torch.Tensor,
     discounts: torch.Tensor,
-    clip_rho_threshold: float | None,
-    clip_pg_rho_threshold: float | None,
-    lambda_: float,
+    settings: LossSettings = PLAIN_VTRACE,
     mask: torch.Tensor | None = None,
     anchor_log_probs: torch.Tensor | None = None,
-    clip_range: float | None = None,
-    trust_region: str = "learner",
-    clip_c_threshold: float | None = 1.0,
-    importance_weights: bool = True,
-    normalize_advantages: bool = False,
     diagnostics: bool = True,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
@@ -98,34 +126,34 @@ def impala_step_loss(
         values: V(x_t) for ``t = 0..T``, ``[T + 1, N]`` (the last row bootstraps).
         rewards: r_t, ``[T, N]``.
         discounts: gamma_t, zero after a terminal step, ``[T, N]``.
-        clip_rho_threshold, clip_pg_rho_threshold, lambda_, clip_c_threshold: see :func:`vtrace`.
+        settings: V-trace's clipping and lambda, and the policy loss's surrogate:
+
+            - ``clip_range`` ``None``: IMPALA's policy gradient, ``-mean(A_t log pi(a_t|x_t))`` with the V-trace
+              advantages ``A_t = min(rho_bar_pg, rho_t) (r_t + gamma_t v_{t+1} - V(x_t))``. A float eps: PPO's
+              clipped surrogate ``-mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))`` of a ratio ``r_t``, which
+              stops an update from pushing pi further than ``eps`` where the advantage already agrees.
+            - ``trust_region`` ``"behaviour"``: ``r_t = pi(a_t|x_t) / mu(a_t|x_t)``, the importance weight of the
+              actors' data, lag included, over the advantages ``A_t = r_t + gamma_t v_{t+1} - V(x_t)`` of the
+              V-trace targets (a trust region around the data's policy). ``"learner"``: the ratio to the learner's
+              policy before its first pass over this batch (``anchor_log_probs``, or the current one), as in
+              IMPACT (Luo et al. 2019): ``r_t = pi(a_t|x_t) / pi_0(a_t|x_t)`` over V-trace's policy-gradient
+              advantages ``min(rho_bar_pg, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t))``, so that each batch may
+              move the policy by ``eps`` whatever the lag, which V-trace's weights correct.
+            - ``importance_weights`` False: the value targets and policy-gradient advantages are plain n-step
+              bootstrapped ones (no correction for the actors' lag); the surrogate's ratio is unchanged.
+            - ``normalize_advantages``: the policy loss's advantages scaled to mean 0 and standard deviation 1 over
+              the (valid entries of the) data; the diagnostics report them unscaled.
         mask: ``[T, N]``, true where an entry holds a decision. Padding entries must
             come with reward 0, discount 1 and ``values`` that repeat the column's
-            bootstrap value (as :meth:`Trajectory.padded` lays them out): V-trace is
+            bootstrap value (as :func:`~maze_impala.envs.layout.padded` lays them out): V-trace is
             then exact on the valid entries, and the means below skip the padding.
         anchor_log_probs: log pi_0(a_t|x_t) of the learner's policy before its first pass over this batch,
             ``[T, N]``; V-trace's importance weights are then pi_0/mu in every pass, so that the value
             targets stay those of the batch. ``None``: the current policy's.
-        clip_range: ``None``: IMPALA's policy gradient, ``-mean(A_t log pi(a_t|x_t))`` with the V-trace
-            advantages ``A_t = min(rho_bar_pg, rho_t) (r_t + gamma_t v_{t+1} - V(x_t))``. A float eps:
-            PPO's clipped surrogate of the ratio to the behaviour policy, ``r_t = pi(a_t|x_t) / mu(a_t|x_t)``,
-            over the advantages ``A_t = r_t + gamma_t v_{t+1} - V(x_t)`` of the V-trace targets:
-            ``-mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))``. The ratio is the importance weight
-            of the actors' data, lag included, and the clip stops an update from pushing pi further from
-            mu than ``eps`` where the advantage already agrees (a trust region around the data's policy).
-        trust_region: with ``clip_range``, the policy the ratio is measured from (the default: the config's).
-            ``"behaviour"``: mu, as above. ``"learner"``: the learner's policy before its first pass over this
-            batch (``anchor_log_probs``, or the current one), as in IMPACT (Luo et al. 2019):
-            ``r_t = pi(a_t|x_t) / pi_0(a_t|x_t)`` over V-trace's policy-gradient advantages
-            ``min(rho_bar_pg, pi_0/mu) (r_t + gamma_t v_{t+1} - V(x_t))``, so that each batch may move the
-            policy by ``eps`` whatever the lag, which V-trace's weights correct.
-        importance_weights: False: the value targets and policy-gradient advantages are plain n-step
-            bootstrapped ones (V-trace with every importance weight 1: no correction for the actors' lag);
-            the surrogate's ratio is unchanged.
-        normalize_advantages: the policy loss's advantages scaled to mean 0 and standard deviation 1 over the
-            (valid entries of the) data; the diagnostics report them unscaled.
         diagnostics: False: the loss terms only (the learner's passes that publish no metrics skip the rest).
     """
+    if settings.trust_region not in TRUST_REGIONS:
+        raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {settings.trust_region!r}")
     target_log_probs = distribution.log_prob(logits, actions)
     reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
     log_rhos = reference - behaviour_log_probs
@@ -138,36 +166,34 @@ def impala_step_loss(
         count = weights.sum().clamp(min=1.0)
         average = lambda x: (x * weights).sum() / count  # noqa: E731
     returns = vtrace(
-        log_rhos=log_rhos if importance_weights else torch.zeros_like(log_rhos),
+        log_rhos=log_rhos if settings.importance_weights else torch.zeros_like(log_rhos),
         discounts=discounts,
         rewards=rewards,
         values=values[:-1].detach(),
         bootstrap_value=values[-1].detach(),
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        lambda_=lambda_,
-        clip_c_threshold=clip_c_threshold,
+        clip_rho_threshold=settings.clip_rho_threshold,
+        clip_pg_rho_threshold=settings.clip_pg_rho_threshold,
+        lambda_=settings.lambda_,
+        clip_c_threshold=settings.clip_c_threshold,
     )
-    if trust_region not in TRUST_REGIONS:
-        raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {trust_region!r}")
-    surrogate_ratios = None
-    if clip_range is not None and trust_region == "behaviour":  # r = pi/mu over the advantages of the V-trace targets
-        surrogate_ratios = log_ratios.exp()
+    clip_range, ratios = settings.clip_range, None
+    if clip_range is not None and settings.trust_region == "behaviour":  # r = pi/mu, advantages of the targets
+        ratios = log_ratios.exp()
         vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
         advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
     else:  # V-trace's policy-gradient advantages (learner: r = pi/pi_0, weighted by min(rho_bar_pg, pi_0/mu))
         advantages = returns.pg_advantages
         if clip_range is not None:
-            surrogate_ratios = (log_ratios - log_rhos).exp()
+            ratios = (log_ratios - log_rhos).exp()
     scaled = advantages
-    if normalize_advantages:
+    if settings.normalize_advantages:
         centred = advantages - average(advantages)
         scaled = centred / (average(centred.pow(2)).sqrt() + ADVANTAGE_EPS)
-    if surrogate_ratios is None:
+    if ratios is None:
         policy_loss = -average(scaled * target_log_probs)
     else:
-        clipped = torch.clamp(surrogate_ratios, 1.0 - clip_range, 1.0 + clip_range)
-        policy_loss = -average(torch.minimum(surrogate_ratios * scaled, clipped * scaled))
+        clipped = torch.clamp(ratios, 1.0 - clip_range, 1.0 + clip_range)
+        policy_loss = -average(torch.minimum(ratios * scaled, clipped * scaled))
     terms = StepLoss(
         policy_loss=policy_loss,
         value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
@@ -176,12 +202,28 @@ def impala_step_loss(
     )
     if not diagnostics:
         return terms
-    if surrogate_ratios is None:
+    return _with_diagnostics(terms, settings, average, logits, values, advantages, log_rhos, log_ratios, ratios)
+
+
+def _with_diagnostics(
+    terms: StepLoss,
+    settings: LossSettings,
+    average: Callable[[torch.Tensor], torch.Tensor],
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    advantages: torch.Tensor,
+    log_rhos: torch.Tensor,
+    log_ratios: torch.Tensor,
+    ratios: torch.Tensor | None,
+) -> StepLoss:
+    """``terms`` with what monitoring reads of the step's data (the fields of :class:`StepLoss` after the terms):
+    ``log_rhos`` (log pi_0/mu), ``log_ratios`` (log pi/mu) and the surrogate's ``ratios`` (None without one)."""
+    if ratios is None:
         clipped_ratios = torch.zeros((), device=values.device)
     else:
-        clipped_ratios = average(((surrogate_ratios.detach() - 1.0).abs() > clip_range).to(values.dtype))
+        clipped_ratios = average(((ratios.detach() - 1.0).abs() > settings.clip_range).to(values.dtype))
     mean_advantage = average(advantages)
-    rho_bar = clip_rho_threshold if clip_rho_threshold is not None else float("inf")
+    rho_bar = settings.clip_rho_threshold if settings.clip_rho_threshold is not None else float("inf")
     allowed = logits.detach().abs() < 1e8  # masked actions carry a huge negative logit
     log_ratios = log_ratios.detach()
     moved = log_ratios - log_rhos.detach()  # log pi/pi_0
@@ -216,8 +258,8 @@ def impala_loss(
     update's factor of ``entropy_schedule``).
     Discounts are ``gamma``, 0 after a decision that ended its actor's episode (terminated or
     truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
-    reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and
-    ``config.clip_range``).
+    reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and the
+    settings of :class:`LossSettings`).
 
     ``shares``: each step key's share of the decisions of the joint batch that ``batches`` is a part of
     (data-parallel learners, :mod:`maze_impala.impala.parallel`): its terms are weighted by it, so that the
@@ -226,6 +268,7 @@ def impala_loss(
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
     losses: dict[StepKey, StepLoss] = {}
+    settings = LossSettings.of(config)
     for key, batch in batches.items():
         step = forward[key]
         discounts = config.gamma * (~(batch.terminated | batch.truncated)).to(step.values.dtype)
@@ -239,17 +282,10 @@ def impala_loss(
             batch.behaviour_log_probs,
             step.values,
             rewards,
-            discounts=discounts,
-            clip_rho_threshold=config.vtrace_clip_rho_threshold,
-            clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
-            lambda_=config.vtrace_lambda,
+            discounts,
+            settings,
             mask=None if batch.dense else batch.mask,
             anchor_log_probs=None if anchor_log_probs is None else anchor_log_probs[key],
-            clip_range=config.clip_range,
-            trust_region=config.trust_region,
-            clip_c_threshold=config.vtrace_clip_c_threshold,
-            importance_weights=config.vtrace,
-            normalize_advantages=config.normalize_advantages,
             diagnostics=diagnostics,
         )
         share = 1.0 if shares is None else shares[key]

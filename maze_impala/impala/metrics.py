@@ -79,8 +79,11 @@ def last_pass_metrics(
         share = 1.0 if shares is None else shares[key]
         metrics.append(Metric(events.policy_update_kl, {"step_key": key}, loss.update_kl, MEAN, share))
         if clips:
-            metrics.append(Metric(events.policy_clipped_ratio_fraction, {"step_key": key},
-                                  loss.clipped_ratio_fraction, MEAN, share))  # fmt: skip
+            metrics.append(
+                Metric(
+                    events.policy_clipped_ratio_fraction, {"step_key": key}, loss.clipped_ratio_fraction, MEAN, share
+                )
+            )
     return metrics
 
 
@@ -92,6 +95,8 @@ def publish(metrics: list[Metric], group: ProcessGroup | None, version: int) -> 
     for (event, args, *_), value in zip(metrics, on_host):
         if not math.isfinite(value):
             what = ", ".join(f"{k} {v!r}" for k, v in args.items())
-            raise NonFiniteError(f"update {version}: {event.__name__} is {value} ({what}); the weights are not "
-                                 "published and the last checkpoint holds the last finite ones")  # fmt: skip
+            raise NonFiniteError(
+                f"update {version}: {event.__name__} is {value} ({what}); the weights are not "
+                "published and the last checkpoint holds the last finite ones"
+            )
         event(**args, value=value)

@@ -80,8 +80,15 @@ class Adam:
             for i, (s, m, v) in enumerate(zip(self.steps, self.exp_avgs, self.exp_avg_sqs))
             if s.item() > 0
         }
-        group = {"lr": self.lr, "betas": self.betas, "eps": self.eps, "weight_decay": 0.0, "amsgrad": False,
-                 "maximize": False, "params": list(range(len(self.params)))}  # fmt: skip
+        group = {
+            "lr": self.lr,
+            "betas": self.betas,
+            "eps": self.eps,
+            "weight_decay": 0.0,
+            "amsgrad": False,
+            "maximize": False,
+            "params": list(range(len(self.params))),
+        }
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -89,8 +96,10 @@ class Adam:
         groups = state_dict["param_groups"]
         if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
             sizes = [len(g["params"]) for g in groups]
-            raise ValueError(f"the optimizer state holds parameter groups of sizes {sizes}, but this learner has one "
-                             f"group of {len(self.params)} parameters: the checkpoint is of another model")  # fmt: skip
+            raise ValueError(
+                f"the optimizer state holds parameter groups of sizes {sizes}, but this learner has one "
+                f"group of {len(self.params)} parameters: the checkpoint is of another model"
+            )
         self.steps = [self._zero_step(p) for p in self.params]
         for position, index in enumerate(groups[0]["params"]):
             saved = state_dict["state"].get(index)
@@ -98,8 +107,10 @@ class Adam:
                 continue
             param = self.params[position]
             if (shape := tuple(saved["exp_avg"].shape)) != tuple(param.shape):
-                raise ValueError(f"the optimizer state of parameter {position} has shape {shape}, the parameter "
-                                 f"{tuple(param.shape)}: the checkpoint is of another model")  # fmt: skip
+                raise ValueError(
+                    f"the optimizer state of parameter {position} has shape {shape}, the parameter "
+                    f"{tuple(param.shape)}: the checkpoint is of another model"
+                )
             self.steps[position] = torch.as_tensor(saved["step"], dtype=torch.float32).to(param.device).clone()
             self.exp_avgs[position] = saved["exp_avg"].to(param.device, param.dtype).clone()
             self.exp_avg_sqs[position] = saved["exp_avg_sq"].to(param.device, param.dtype).clone()
@@ -146,15 +157,24 @@ class RMSProp:
             for i, (n, avg) in enumerate(zip(self.steps, self.square_avgs))
             if n > 0
         }
-        group = {"lr": self.lr, "alpha": self.alpha, "eps": self.eps, "weight_decay": 0.0, "momentum": 0.0,
-                 "centered": False, "params": list(range(len(self.params)))}  # fmt: skip
+        group = {
+            "lr": self.lr,
+            "alpha": self.alpha,
+            "eps": self.eps,
+            "weight_decay": 0.0,
+            "momentum": 0.0,
+            "centered": False,
+            "params": list(range(len(self.params))),
+        }
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         groups = state_dict["param_groups"]
         if len(groups) != 1 or len(groups[0]["params"]) != len(self.params) or "alpha" not in groups[0]:
-            raise ValueError("the optimizer state is not RMSProp's for this learner's parameters: the checkpoint is "
-                             "of another model or optimizer")  # fmt: skip
+            raise ValueError(
+                "the optimizer state is not RMSProp's for this learner's parameters: the checkpoint is "
+                "of another model or optimizer"
+            )
         self.steps = [0] * len(self.params)
         for position, index in enumerate(groups[0]["params"]):
             saved = state_dict["state"].get(index)
@@ -162,8 +182,9 @@ class RMSProp:
                 continue
             param = self.params[position]
             if tuple(saved["square_avg"].shape) != tuple(param.shape):
-                raise ValueError(f"the optimizer state of parameter {position} does not fit it: the checkpoint is of "
-                                 "another model")  # fmt: skip
+                raise ValueError(
+                    f"the optimizer state of parameter {position} does not fit it: the checkpoint is of another model"
+                )
             self.steps[position] = int(float(saved["step"]))
             self.square_avgs[position] = saved["square_avg"].to(param.device, param.dtype).clone()
 

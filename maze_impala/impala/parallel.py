@@ -72,8 +72,16 @@ class Shard:
         columns of every step key; raises :class:`ValueError` if a minibatch has fewer columns of a key than
         ``parts`` (every learner must hold every key, so that all run the same collectives). The decisions are
         counted here, once, so that no learner waits on its device for them during the update."""
-        shards = [Shard([{} for _ in self.minibatches], self.train_policy, [{} for _ in self.minibatches],
-                        self.version, self.normalizers) for _ in range(parts)]  # fmt: skip
+        shards = [
+            Shard(
+                [{} for _ in self.minibatches],
+                self.train_policy,
+                [{} for _ in self.minibatches],
+                self.version,
+                self.normalizers,
+            )
+            for _ in range(parts)
+        ]
         for index, minibatch in enumerate(self.minibatches):
             for key, batch in minibatch.items():
                 columns = batch.mask.shape[1]

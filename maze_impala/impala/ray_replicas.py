@@ -67,9 +67,11 @@ class RayReplicas(Replicas):
         self.group = placement_group([bundle] * (self.size - 1), strategy="PACK")
         ready, _ = ray.wait([self.group.ready()], timeout=STARTUP_TIMEOUT_S)
         if not ready:
-            raise LearnerFailedError(f"the Ray cluster has no room for {self.size - 1} more learner(s) of {bundle} "
-                                     f"within {STARTUP_TIMEOUT_S:.0f} s (ray status shows what is free): lower "
-                                     "algorithm.num_learners or add nodes")  # fmt: skip
+            raise LearnerFailedError(
+                f"the Ray cluster has no room for {self.size - 1} more learner(s) of {bundle} "
+                f"within {STARTUP_TIMEOUT_S:.0f} s (ray status shows what is free): lower "
+                "algorithm.num_learners or add nodes"
+            )
         address = ray.util.get_node_ip_address()
         store = host_store(self.size, self.timeout_s, address)
         remote = ray.remote(_Replica)
@@ -78,8 +80,10 @@ class RayReplicas(Replicas):
             options = {"num_cpus": self.threads, "num_gpus": gpus, "scheduling_strategy": strategy, "max_restarts": 0}
             self.actors.append(remote.options(**options).remote(self.threads))
         shared = ray.put(parts)
-        joins = [(rank, a.join.remote(shared, rank, self.size, address, store.port, self.timeout_s))
-                 for rank, a in enumerate(self.actors, start=1)]  # fmt: skip
+        joins = [
+            (rank, a.join.remote(shared, rank, self.size, address, store.port, self.timeout_s))
+            for rank, a in enumerate(self.actors, start=1)
+        ]
         own = ProcessGroup(0, self.size, self.timeout_s, store=store, device=torch.device(parts[2].device))
         self.nodes = self._get(joins, STARTUP_TIMEOUT_S)
         return own
@@ -99,8 +103,9 @@ class RayReplicas(Replicas):
         try:
             return ray.get([ref for _, ref in calls], timeout=timeout_s)
         except ray.exceptions.GetTimeoutError as error:
-            raise LearnerFailedError(f"a learner did not answer within runner.learner_timeout_s={timeout_s:g} s"
-                                     ) from error  # fmt: skip
+            raise LearnerFailedError(
+                f"a learner did not answer within runner.learner_timeout_s={timeout_s:g} s"
+            ) from error
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
             raise self._failed(calls) or LearnerFailedError(f"a learner failed: {error}") from error
 

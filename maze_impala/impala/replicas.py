@@ -51,9 +51,11 @@ def check_devices(
     if num_learners == 1 or not device.startswith("cuda") or runner == "ray":  # Ray gives each learner a GPU
         return
     if start_method == "fork":
-        raise ConfigError(f"algorithm.num_learners={num_learners} with algorithm.device={device} and "
-                          "runner.start_method=fork: a forked learner cannot use CUDA once its parent has; start "
-                          "them with spawn (the default) or forkserver")  # fmt: skip
+        raise ConfigError(
+            f"algorithm.num_learners={num_learners} with algorithm.device={device} and "
+            "runner.start_method=fork: a forked learner cannot use CUDA once its parent has; start "
+            "them with spawn (the default) or forkserver"
+        )
     count = torch.cuda.device_count() if device_count is None else device_count
     if num_learners > count:
         raise ConfigError(
@@ -115,8 +117,10 @@ def timed_out(error: BaseException, timeout_s: float) -> LearnerFailedError | No
     """The error of a collective that waited ``timeout_s`` for a learner (None: ``error`` is another one)."""
     if "timed out" not in str(error).lower():
         return None
-    return LearnerFailedError(f"a learner did not answer within runner.learner_timeout_s={timeout_s:g} s (it hangs, "
-                              f"or runs far behind the others): {error}")  # fmt: skip
+    return LearnerFailedError(
+        f"a learner did not answer within runner.learner_timeout_s={timeout_s:g} s (it hangs, "
+        f"or runs far behind the others): {error}"
+    )
 
 
 def shards_of(learner: ImpalaLearner, rollouts: list[Rollout], train_policy: bool, parts: int) -> list[Shard]:

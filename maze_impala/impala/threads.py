@@ -80,14 +80,18 @@ def plan_threads(
     if pinned is not None:
         return ThreadPlan((pinned[0],), pinned[0], f"pinned by {pinned[1]} in the environment")
     if deterministic:
-        return ThreadPlan((1,), 1, "one thread: runner=dev repeats a run exactly for its seed (pin more with "
-                                   "runner.learner_cores=N)")  # fmt: skip
+        return ThreadPlan(
+            (1,), 1, "one thread: runner=dev repeats a run exactly for its seed (pin more with runner.learner_cores=N)"
+        )
     cores = cores or usable_cores()
     leftover = max(1, cores - math.ceil(actor_cores))
     if num_learners > 1:
         share = max(1, leftover // num_learners)
-        return ThreadPlan((share,), share, f"each of {num_learners} learners' share of the {leftover} cores the "
-                                           f"actors leave of {cores}")  # fmt: skip
+        return ThreadPlan(
+            (share,),
+            share,
+            f"each of {num_learners} learners' share of the {leftover} cores the actors leave of {cores}",
+        )
     if setting not in ("leftover", "all"):
         raise ValueError(f"runner.learner_cores={setting!r}: leftover, all or a number of threads here")
     top = cores if setting == "all" else leftover
@@ -174,8 +178,13 @@ class ThreadTuner:
         self.estimate[probed] = per_sample
         self._since_updates, self._since_seconds = 0, 0.0
         if per_sample < self.margin * current:
-            log.info("learner threads %d -> %d: %.3g against %.3g ms per sample", self.chosen, probed,
-                     per_sample * 1e3, current * 1e3)  # fmt: skip
+            log.info(
+                "learner threads %d -> %d: %.3g against %.3g ms per sample",
+                self.chosen,
+                probed,
+                per_sample * 1e3,
+                current * 1e3,
+            )
             self.chosen, self._decided = probed, per_sample
             self.times[probed].clear()
             self.times[probed].append(per_sample)

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from maze_impala.core import NestedArrays, StepKey
+
+if TYPE_CHECKING:
+    from maze_impala.events.api import EventHub
 
 State = dict[str, np.ndarray]
 """A recurrent state: per name, one row per acting env or column, ``[B, ...]`` float32 (empty: feed-forward)."""
@@ -103,20 +107,25 @@ class Acting(ABC):
         """Actions for a ``[B, ...]`` batch of ``step_key`` observations of agents ``agent_ids``, taken with the
         recurrent ``state`` (``[B, ...]`` per name); sampled with ``noise``, the most likely ones without."""
 
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str, events: EventHub) -> None:  # noqa: B027 (a hook)
         """A game in which agents ``agent_ids`` of ``step_key`` acted ended in ``result`` (win, draw or loss, seen
-        from the trained policy's seat); ``state`` is where their last decisions left their state. Returns the
-        numbers of the learner's pool snapshots that played in it (:class:`~maze_impala.play.pool.PoolOpponent`),
-        which the actor reports with its rollout for the pool's statistics; none by default."""
-        return []
+        from the trained policy's seat); ``state`` is where their last decisions left their state. An acting may
+        publish what it learnt of the game on ``events``, the actor's hub, whose events go to the learner with the
+        rollout (:class:`~maze_impala.play.pool.PoolOpponent` does); nothing by default."""
 
     @abstractmethod
     def load(self, flat: np.ndarray) -> None:
         """Act with these weights from now on: a flat vector of the policy's state (kept, not copied)."""
 
 
-def act_in_parts(step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None,
-                 parts: Sequence[tuple[Acting, np.ndarray, Callable[[str], str | None]]]) -> Actions:  # fmt: skip
+def act_in_parts(
+    step_key: StepKey,
+    obs: NestedArrays,
+    state: State,
+    agent_ids: np.ndarray,
+    noise: Noise | None,
+    parts: Sequence[tuple[Acting, np.ndarray, Callable[[str], str | None]]],
+) -> Actions:
     """Each ``(acting, rows, own)`` of ``parts`` acts for its ``rows`` of the batch, on the state names that
     ``own`` maps to a name of its own (None: not its state); actions, log-probabilities and states in row order."""
     state = {k: v.copy() for k, v in state.items()}
@@ -127,9 +136,12 @@ def act_in_parts(step_key: StepKey, obs: NestedArrays, state: State, agent_ids: 
             continue
         names = {name: mine for name in state if (mine := own(name)) is not None}
         part, part_log_probs, part_state = acting.act(
-            step_key, {k: v[rows] for k, v in obs.items()}, {mine: state[name][rows] for name, mine in names.items()},
-            agent_ids[rows], noise.for_rows(rows.tolist()) if noise is not None else None,
-        )  # fmt: skip
+            step_key,
+            {k: v[rows] for k, v in obs.items()},
+            {mine: state[name][rows] for name, mine in names.items()},
+            agent_ids[rows],
+            noise.for_rows(rows.tolist()) if noise is not None else None,
+        )
         for name, value in part.items():
             if name not in actions:
                 actions[name] = np.zeros((len(agent_ids), *value.shape[1:]), dtype=value.dtype)

@@ -43,8 +43,10 @@ def check_networks(networks: Mapping[str, Any], step_keys: list[StepKey]) -> Non
     names = [str(k) for k in step_keys]
     for name, config in networks.items():
         if name not in names:
-            raise ConfigError(f"model.networks.{name}: the env has no step key {name!r} (its step keys: {names}); "
-                              f"use model.networks._target_=... for every step key")  # fmt: skip
+            raise ConfigError(
+                f"model.networks.{name}: the env has no step key {name!r} (its step keys: {names}); "
+                f"use model.networks._target_=... for every step key"
+            )
         if not isinstance(config, Mapping) or TARGET not in config:
             raise ConfigError(f"model.networks.{name} needs a _target_ (your network's class), got {config!r}")
 
@@ -94,6 +96,7 @@ class ExternalNet(nn.Module):
         rows = lead.numel()
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, self.n_out):
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"{self.target}.forward must return a [batch, n_outputs] = {(rows, self.n_out)} tensor, "
-                             f"got {shape}")  # fmt: skip
+            raise ValueError(
+                f"{self.target}.forward must return a [batch, n_outputs] = {(rows, self.n_out)} tensor, got {shape}"
+            )
         return out.reshape(*lead, self.n_out)

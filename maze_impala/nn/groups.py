@@ -34,8 +34,9 @@ def agent_routes(
         return routes
     unknown = sorted({name for members in groups.values() for name in members} - set(agents))
     if unknown:
-        raise ValueError(f"model.agent_groups names agents this env does not have: {unknown}; its agents: "
-                         f"{sorted(agents)}")  # fmt: skip
+        raise ValueError(
+            f"model.agent_groups names agents this env does not have: {unknown}; its agents: {sorted(agents)}"
+        )
     group_of = {agents[name]: group for group, members in groups.items() for name in members}
     for key in dict.fromkeys(actor.step_key for actor in group_of):
         count = counts.get(key, 0)

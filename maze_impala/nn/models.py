@@ -105,8 +105,9 @@ class StructuredPolicy(nn.Module):
             if (own := network_config(config.networks, k)) is not None:
                 networks[module_key(k)] = ExternalNet(own, observation_spaces[k], n_out, k)
             elif k in routes:
-                networks[module_key(k)] = PerAgentNet(routes[k], observation_spaces[k], n_out, config, 0.01,
-                                                      self.recurrent)  # fmt: skip
+                networks[module_key(k)] = PerAgentNet(
+                    routes[k], observation_spaces[k], n_out, config, 0.01, self.recurrent
+                )
             else:
                 networks[module_key(k)] = StepNet(observation_spaces[k], n_out, config, 0.01, recurrent=self.recurrent)
         self.networks = nn.ModuleDict(networks)
@@ -243,10 +244,13 @@ def policy_observation_spaces(
     known = {name for space in spaces.values() for name in space.spaces}
     unknown = sorted(set(critic_only) - known)
     if unknown:
-        raise ValueError(f"model.critic_only_keys: {unknown} are not observation keys of this env; its keys: "
-                         f"{sorted(known)}")  # fmt: skip
-    kept = {key: gym.spaces.Dict({n: s for n, s in space.spaces.items() if n not in critic_only})
-            for key, space in spaces.items()}  # fmt: skip
+        raise ValueError(
+            f"model.critic_only_keys: {unknown} are not observation keys of this env; its keys: {sorted(known)}"
+        )
+    kept = {
+        key: gym.spaces.Dict({n: s for n, s in space.spaces.items() if n not in critic_only})
+        for key, space in spaces.items()
+    }
     empty = [str(key) for key, space in kept.items() if not space.spaces]
     if empty:
         raise ValueError(f"model.critic_only_keys leaves the policy of step key(s) {empty} no observation to act on")

@@ -147,8 +147,15 @@ class PerAgentNet(nn.Module):
     ``agent_ids`` (over the last batch axis: rows, or columns over time) routes each entry to it (see
     :mod:`~maze_impala.nn.groups`)."""
 
-    def __init__(self, route: list[int], obs_space: gym.spaces.Dict, n_out: int, config: ModelConfig,
-                 out_gain: float, recurrent: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        route: list[int],
+        obs_space: gym.spaces.Dict,
+        n_out: int,
+        config: ModelConfig,
+        out_gain: float,
+        recurrent: bool = False,
+    ):
         super().__init__()
         self.route = route
         self.agents = nn.ModuleList(
@@ -198,8 +205,9 @@ class PerAgentNet(nn.Module):
         new = {k: (torch.stack([s[k] for s in states]) * pick).sum(0) for k in state}
         return (torch.stack(outs) * pick).sum(0), new
 
-    def unroll(self, obs: Observations, state: TorchState, first: torch.Tensor,
-               agent_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, Memory]:  # fmt: skip
+    def unroll(
+        self, obs: Observations, state: TorchState, first: torch.Tensor, agent_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Memory]:
         T, N = first.shape
         out, features, ends = None, None, {}
         for agent, index in _route(self._ids(agent_ids)):

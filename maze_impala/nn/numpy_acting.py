@@ -181,8 +181,9 @@ class NumpyActing(Acting):
         for step in self.steps.values():
             step.bind(arrays)
 
-    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
-            noise: Noise | None) -> Actions:  # fmt: skip
+    def act(
+        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
+    ) -> Actions:
         logits, state = self.logits(step_key, obs, state)
         actions, log_probs = self.steps[step_key].sample(logits, noise)
         return actions, log_probs, state

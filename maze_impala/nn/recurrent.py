@@ -78,5 +78,11 @@ class RecurrentCore(nn.Module):
 
     def numpy_form(self, prefix: str) -> CoreForm:
         name = f"{prefix}rnn."
-        return CoreForm(self.kind, self.units, name + "weight_ih_l0", name + "weight_hh_l0", name + "bias_ih_l0",
-                        name + "bias_hh_l0")  # fmt: skip
+        return CoreForm(
+            self.kind,
+            self.units,
+            name + "weight_ih_l0",
+            name + "weight_hh_l0",
+            name + "bias_ih_l0",
+            name + "bias_hh_l0",
+        )

@@ -40,8 +40,9 @@ class TorchActing(Acting):
     def load(self, flat: np.ndarray) -> None:
         load_flat(self.policy, flat)
 
-    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
-            noise: Noise | None) -> Actions:  # fmt: skip
+    def act(
+        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
+    ) -> Actions:
         device = self.device
         tensors = {k: torch.as_tensor(v, device=device) for k, v in obs.items()}
         states = {k: torch.as_tensor(v, device=device) for k, v in state.items()}
@@ -98,8 +99,9 @@ def numpy_form_of(policy: StructuredPolicy) -> NumpyPolicyForm | None:
     acting.load(flatten(policy).numpy())
     error = parity_error(policy, acting)
     if error is not None:
-        log.warning("%s exports a numpy form that acts differently (%s): it acts in torch", type(policy).__name__,
-                    error)  # fmt: skip
+        log.warning(
+            "%s exports a numpy form that acts differently (%s): it acts in torch", type(policy).__name__, error
+        )
         return None
     return form
 
@@ -123,8 +125,14 @@ class Player:
     """Acts for one env, one observation at a time (``load_policy`` users), keeping each actor's recurrent state
     between calls; :meth:`reset` at the start of every episode."""
 
-    def __init__(self, policy: StructuredPolicy, deterministic: bool = True, seed: int = 0, backend: str = "auto",
-                 acting: Acting | None = None):  # fmt: skip
+    def __init__(
+        self,
+        policy: StructuredPolicy,
+        deterministic: bool = True,
+        seed: int = 0,
+        backend: str = "auto",
+        acting: Acting | None = None,
+    ):
         """``backend``: how it acts (:func:`make_acting`): in numpy where the policy has a numpy form (``auto``), or
         ``torch`` or ``numpy``. ``acting``: what decides instead of the policy's own acting, for the policy's
         spaces (a search guided by it: :func:`maze_impala.play.guided.searching_player`)."""

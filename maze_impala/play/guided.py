@@ -42,8 +42,9 @@ class _Guide:
     """An OpenSpiel MCTS evaluator: priors and values of states from the policy and the critic, one forward pass
     per state (each state is asked for both, once expanded and once valued)."""
 
-    def __init__(self, game: SearchGame, policy: StructuredPolicy, critic: StructuredCritic, step_key: StepKey,
-                 n_actions: int):  # fmt: skip
+    def __init__(
+        self, game: SearchGame, policy: StructuredPolicy, critic: StructuredCritic, step_key: StepKey, n_actions: int
+    ):
         self.game, self.policy, self.critic = game, policy, critic
         self.step_key, self.n_actions = step_key, n_actions
         self.seen: dict[tuple[int, ...], tuple[int, np.ndarray, float]] = {}
@@ -80,14 +81,17 @@ class GuidedSearch(Acting):
     """MCTS over the game's OpenSpiel twin with ``simulations`` simulations per move, guided by ``policy`` (priors)
     and ``critic`` (leaf values); its moves are the most visited. Loads the policy's weights like any acting."""
 
-    def __init__(self, env: StructuredEnv, policy: StructuredPolicy, critic: StructuredCritic, simulations: int,
-                 seed: int = 0):  # fmt: skip
+    def __init__(
+        self, env: StructuredEnv, policy: StructuredPolicy, critic: StructuredCritic, simulations: int, seed: int = 0
+    ):
         pyspiel, mcts = openspiel_modules()
         if not isinstance(simulations, int) or simulations < MIN_SIMULATIONS:
             raise ConfigError(f"search={simulations!r}: the simulations per move must be a whole number >= 2")
         if policy.recurrent:
-            raise ConfigError("search at play time needs a feed-forward policy (a state is valued from its board "
-                              "alone); this one is recurrent")  # fmt: skip
+            raise ConfigError(
+                "search at play time needs a feed-forward policy (a state is valued from its board "
+                "alone); this one is recurrent"
+            )
         self.game = search_game(env)
         (step_key,) = policy.action_spaces
         self.policy = policy.eval()
@@ -95,14 +99,22 @@ class GuidedSearch(Acting):
         n_actions = int(policy.action_spaces[step_key][ACTION_KEY].n)
         self.guide = _Guide(self.game, self.policy, critic.eval(), step_key, n_actions)
         rng = np.random.RandomState(seed % 2**32)
-        self.bot = mcts.MCTSBot(self.openspiel, PUCT_C, simulations, self.guide, solve=True, random_state=rng,
-                                child_selection_fn=mcts.SearchNode.puct_value)  # fmt: skip
+        self.bot = mcts.MCTSBot(
+            self.openspiel,
+            PUCT_C,
+            simulations,
+            self.guide,
+            solve=True,
+            random_state=rng,
+            child_selection_fn=mcts.SearchNode.puct_value,
+        )
 
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
-            noise: Noise | None) -> Actions:  # fmt: skip
+    def act(
+        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
+    ) -> Actions:
         boards = np.asarray(obs[OBS_KEY])
         moves = []
         for board, seat in zip(boards, agent_ids, strict=True):

@@ -21,6 +21,7 @@ import numpy as np
 
 from maze_impala.config import ConfigError, ModelConfig
 from maze_impala.core import ActorID, NestedArrays, StepKey, WeightSource
+from maze_impala.events.api import EventHub
 from maze_impala.nn.acting import Acting, Actions, Noise, State, act_in_parts
 from maze_impala.play.pool import PoolOpponent
 from maze_impala.play.spec import POOL, PolicySpec, load_acting, opponent_spec
@@ -64,8 +65,10 @@ class RoutedActing(Acting):
     def __init__(self, policies: Mapping[str, Acting], mapping: PolicyMapping):
         names = {mapping.default, mapping.learned, *mapping.agents.values()}
         if missing := names - set(policies):
-            raise ValueError(f"the policy mapping names policies {sorted(missing)} that are not among the policies "
-                             f"{sorted(policies)}")  # fmt: skip
+            raise ValueError(
+                f"the policy mapping names policies {sorted(missing)} that are not among the policies "
+                f"{sorted(policies)}"
+            )
         self.policies, self.mapping = dict(policies), mapping
         self.names = list(self.policies)
         self._owns = {name: self._own(name) for name in self.names}
@@ -87,8 +90,11 @@ class RoutedActing(Acting):
         return own
 
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
-        return {self._prefix(name) + k: v for name, acting in self.policies.items()
-                for k, v in acting.state_shapes(step_key).items()}  # fmt: skip
+        return {
+            self._prefix(name) + k: v
+            for name, acting in self.policies.items()
+            for k, v in acting.state_shapes(step_key).items()
+        }
 
     def learned_state(self, step_key: StepKey) -> tuple[str, ...]:
         return self.policies[self.mapping.learned].learned_state(step_key)
@@ -110,30 +116,34 @@ class RoutedActing(Acting):
         policy_rows = self._policy_rows(step_key, agent_ids)
         return [(name, np.flatnonzero(policy_rows == i)) for i, name in enumerate(self.names)]
 
-    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
-            noise: Noise | None) -> Actions:  # fmt: skip
+    def act(
+        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
+    ) -> Actions:
         parts = [(self.policies[name], rows, self._owns[name]) for name, rows in self._parts(step_key, agent_ids)]
         return act_in_parts(step_key, obs, state, agent_ids, noise, parts)
 
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
-        played: list[int] = []
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str, events: EventHub) -> None:
         for name, rows in self._parts(step_key, agent_ids):
             if len(rows):
                 own = self._owns[name]
                 mine = {m: state[k][rows] for k in state if (m := own(k)) is not None}
-                played += self.policies[name].game_over(step_key, mine, agent_ids[rows], result) or []
-        return played
+                self.policies[name].game_over(step_key, mine, agent_ids[rows], result, events)
 
 
 def seated(trained: Acting, opponent: Acting, seat: frozenset[ActorID]) -> RoutedActing:
     """``trained`` (the learned policy) acts for the agents in ``seat``, ``opponent`` for every other agent, its
     state under :data:`OPPONENT_STATE`."""
-    return RoutedActing({TRAINED: trained, OPPONENT: opponent},
-                        PolicyMapping(dict.fromkeys(seat, TRAINED), OPPONENT, TRAINED))  # fmt: skip
+    return RoutedActing(
+        {TRAINED: trained, OPPONENT: opponent}, PolicyMapping(dict.fromkeys(seat, TRAINED), OPPONENT, TRAINED)
+    )
 
 
-def resolve_opponents(probe: StructuredEnv, train: str | None = None, judge: str | None = None,
-                      saved: Mapping[str, dict[str, Any]] | None = None) -> dict[str, PolicySpec]:  # fmt: skip
+def resolve_opponents(
+    probe: StructuredEnv,
+    train: str | None = None,
+    judge: str | None = None,
+    saved: Mapping[str, dict[str, Any]] | None = None,
+) -> dict[str, PolicySpec]:
     """Every opponent of a run resolved once, by name: ``train``, the one the trained policy learns against
     (``algorithm.train_opponent``; ``pool`` is the trained policy's own and needs no spec), and ``judge``, the one
     games are played against (``rollout_evaluator.opponent``, the rollout CLI's ``opponent``). A resumed run plays
@@ -163,9 +173,11 @@ def seats(spec: str | PolicySpec, env: StructuredEnv) -> dict[str, ActorID]:
     agents = env.agents_dict
     if len(agents) < 2:
         name = spec if isinstance(spec, str) else spec.source
-        raise ConfigError(f"opponent={name!r}: games against an opponent need an env with two or more agents (a "
-                          f"PettingZoo env, or a step key that several agents share); this env has "
-                          f"{len(agents)} named agents")  # fmt: skip
+        raise ConfigError(
+            f"opponent={name!r}: games against an opponent need an env with two or more agents (a "
+            f"PettingZoo env, or a step key that several agents share); this env has "
+            f"{len(agents)} named agents"
+        )
     return agents
 
 
@@ -189,12 +201,21 @@ class Lineup:
 
     def __post_init__(self) -> None:
         if isinstance(self.opponent, str) and self.opponent != POOL:
-            raise ValueError(f"Lineup(opponent={self.opponent!r}): a fixed opponent goes in as its PolicySpec "
-                             "(resolve_opponents resolves names)")  # fmt: skip
+            raise ValueError(
+                f"Lineup(opponent={self.opponent!r}): a fixed opponent goes in as its PolicySpec "
+                "(resolve_opponents resolves names)"
+            )
 
     @classmethod
-    def of(cls, model: ModelConfig, opponent: PolicySpec | str | None = None, actors: int = 0, draw: str = "uniform",
-           numpy_form: NumpyPolicyForm | None = None, device: str | None = None) -> Lineup:  # fmt: skip
+    def of(
+        cls,
+        model: ModelConfig,
+        opponent: PolicySpec | str | None = None,
+        actors: int = 0,
+        draw: str = "uniform",
+        numpy_form: NumpyPolicyForm | None = None,
+        device: str | None = None,
+    ) -> Lineup:
         """The lineup of a trained policy of ``model`` (acting as :meth:`PolicySpec.learned` says)."""
         return cls(PolicySpec.learned(model, numpy_form, device), opponent, actors, draw)
 
@@ -207,18 +228,28 @@ class Lineup:
         """This lineup with its trained policy acting in numpy through ``form`` (see :meth:`PolicySpec.in_numpy`)."""
         return replace(self, learned=self.learned.in_numpy(form))
 
-    def acting(self, env: StructuredEnv, index: int, seed: int,
-               weights: WeightSource) -> tuple[Acting, frozenset[ActorID] | None]:  # fmt: skip
+    def acting(
+        self, env: StructuredEnv, index: int, seed: int, weights: WeightSource
+    ) -> tuple[Acting, frozenset[ActorID] | None]:
         """Actor ``index``'s acting in ``env`` and the agents whose decisions are learned (None: all of them)."""
         acting = load_acting(self.learned, env)
         if self.opponent is None or index >= self.actors:
             return acting, None
-        return against_opponent(acting, lambda: load_acting(self.learned, env), env, self.opponent, index, seed,
-                                weights, self.draw)  # fmt: skip
+        return against_opponent(
+            acting, lambda: load_acting(self.learned, env), env, self.opponent, index, seed, weights, self.draw
+        )
 
 
-def against_opponent(acting: Acting, make: Callable[[], Acting], env: StructuredEnv, spec: str | PolicySpec, index: int,
-           seed: int, weights: WeightSource, draw: str = "uniform") -> tuple[Acting, frozenset[ActorID]]:  # fmt: skip
+def against_opponent(
+    acting: Acting,
+    make: Callable[[], Acting],
+    env: StructuredEnv,
+    spec: str | PolicySpec,
+    index: int,
+    seed: int,
+    weights: WeightSource,
+    draw: str = "uniform",
+) -> tuple[Acting, frozenset[ActorID]]:
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
     ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
     (a :class:`~maze_impala.play.spec.PolicySpec`) acts as :func:`~maze_impala.play.spec.load_acting` builds it;

@@ -5,24 +5,28 @@ The learner's pool holds past weights of the trained policy, for self-play again
 
 The pool lives with the learner, not in the actors: it takes a snapshot when the policy's version reaches the
 next multiple of ``snapshot_every`` (the first weights at once), keeps the newest ``size``, is published to every
-actor through the weight publisher (:meth:`~maze_impala.core.WeightPublisher.publish_snapshots`) and is saved in
-every checkpoint. So every actor plays the same pool, an actor that restarts finds it, and a resumed run goes on
-with the pool it had. The games against it are kept here too: each actor reports which snapshot played each game
-that ended and how (:attr:`~maze_impala.core.Rollout.pool_games`), the pool estimates the trained policy's score
-against every snapshot from all of them, publishes the estimates (``opponent_pool.draw=pfsp`` draws by them) and
-saves them with the snapshots, so that a restarted actor and a resumed run draw as before.
+actor through a :class:`PoolPublisher` (:class:`PooledPublisher` does it after each update) and is saved in every
+checkpoint. So every actor plays the same pool, an actor that restarts finds it, and a resumed run goes on with
+the pool it had. The games against it are kept here too: the pool opponent publishes each game that ended, which
+snapshot played it and how (:class:`PoolEvents`), on its actor's event hub; the events travel with the rollout,
+and the learner's pool hears them (:meth:`SnapshotPool.hear`), estimates the trained policy's score against every
+snapshot from all of them, publishes the estimates (``opponent_pool.draw=pfsp`` draws by them) and saves them with
+the snapshots, so that a restarted actor and a resumed run draw as before.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from maze_impala.config import OpponentPoolConfig
-from maze_impala.core import NestedArrays, Snapshots, StepKey, WeightSource
+from maze_impala.core import NestedArrays, Snapshots, StepKey, WeightPublisher, WeightSource
+from maze_impala.events.api import EventHub, EventInterface, EventRecord, event_name, record_only
 from maze_impala.nn.acting import Acting, Actions, Noise, State, act_in_parts
+from maze_impala.play.games import SCORES
 
 if TYPE_CHECKING:
     from torch import nn
@@ -33,6 +37,49 @@ SNAPSHOT_STATE = "snapshot"
 PFSP_WINDOW = 100
 """The pool estimates the trained policy's score against a snapshot over about its last this many games against it
 (each older game's weight decays by ``1 - 1/PFSP_WINDOW`` per newer one)."""
+
+
+class PoolEvents(EventInterface):
+    """Published by a :class:`PoolOpponent` on its actor's hub: the games against the learner's snapshot pool."""
+
+    @record_only
+    def pool_game(self, snapshot: int, score: float):
+        """A game that snapshot ``snapshot`` played ended with the trained policy's ``score`` (win 1, draw 0.5,
+        loss 0)."""
+
+
+POOL_GAME = event_name(PoolEvents.pool_game)
+
+
+class PoolSource(WeightSource):
+    """A weight source that also carries the learner's snapshot pool (the actors' side)."""
+
+    @abstractmethod
+    def snapshots(self) -> dict[int, int]:
+        """The learner's pool of past weights: snapshot number -> the version of its weights, oldest first; empty
+        before the learner publishes one."""
+
+    @abstractmethod
+    def read_snapshot(self, number: int) -> np.ndarray:
+        """A copy of the weights of snapshot ``number``; :class:`KeyError` if it is not (or no longer) in the pool."""
+
+    @abstractmethod
+    def pool_scores(self) -> dict[int, float]:
+        """The trained policy's estimated score (win 1, draw 0.5) against each snapshot, as the learner keeps them
+        from every actor's games (what ``opponent_pool.draw=pfsp`` draws by); a snapshot without one counts 0.5."""
+
+
+class PoolPublisher(WeightPublisher):
+    """A weight publisher that also carries the snapshot pool (the learner's side)."""
+
+    @abstractmethod
+    def publish_snapshots(self, snapshots: Snapshots) -> None:
+        """Make ``snapshots`` the pool every actor reads through :meth:`PoolSource.snapshots` (all of it: a
+        snapshot that is not in it leaves the pool)."""
+
+    @abstractmethod
+    def publish_pool_scores(self, scores: dict[int, float]) -> None:
+        """Make ``scores`` what every actor reads through :meth:`PoolSource.pool_scores`."""
 
 
 class SnapshotPool:
@@ -89,6 +136,16 @@ class SnapshotPool:
                 played, scored = self.results.get(number, (0.0, 0.0))
                 self.results[number] = (played * keep + 1.0, scored * keep + score)
 
+    def hear(self, record: EventRecord) -> None:
+        """A listener of the learner's hub: the :class:`PoolEvents` that the actors' rollouts bring."""
+        if (record.interface, record.event) == POOL_GAME:
+            self.record([(record.values["snapshot"], record.values["score"])])
+
+    def publish(self, publisher: PoolPublisher) -> None:
+        """Publish the snapshots and the scores (as a run starts: before any actor plays)."""
+        publisher.publish_snapshots(self.snapshots)
+        publisher.publish_pool_scores(self.scores())
+
     def scores(self) -> dict[int, float]:
         """The trained policy's estimated score against each snapshot held, starting from one game drawn: 0.5
         before any game against it."""
@@ -125,9 +182,23 @@ class SnapshotPool:
         self._keep_newest()
 
 
+class PooledPublisher(WeightPublisher):
+    """A weight publisher that keeps the learner's snapshot pool: after publishing each update's weights, it offers
+    them to ``pool`` and publishes the pool (where it changed) and its scores through ``publisher``."""
+
+    def __init__(self, publisher: PoolPublisher, pool: SnapshotPool):
+        self.publisher, self.pool = publisher, pool
+
+    def publish(self, module: nn.Module, version: int) -> None:
+        self.publisher.publish(module, version)
+        if self.pool.offer(module, version):
+            self.publisher.publish_snapshots(self.pool.snapshots)
+        self.publisher.publish_pool_scores(self.pool.scores())
+
+
 class PoolOpponent(Acting):
     """An opponent that plays with the learner's snapshot pool, past weights of the trained policy that ``weights``
-    (the actor's weight source) publishes through :meth:`~maze_impala.core.WeightSource.snapshots`. Each agent's
+    (the actor's weight source, which carries the pool) publishes through :meth:`PoolSource.snapshots`. Each agent's
     episode is played by one snapshot, drawn at its first decision (random draws from ``seed``) by the rule
     ``draw`` names:
 
@@ -135,9 +206,9 @@ class PoolOpponent(Acting):
     - ``latest``: the newest;
     - ``pfsp``: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar), chances in proportion to
       ``(1 - x)**2``, where ``x`` is the trained policy's score (win 1, draw 0.5) against the snapshot, as the
-      learner's pool estimates it from every actor's games and publishes it (:meth:`WeightSource.pool_scores`):
-      the snapshots that the policy beats least play most. A game's end (:meth:`game_over`) returns the
-      snapshots that played it, which the actor reports to the learner.
+      learner's pool estimates it from every actor's games and publishes it (:meth:`PoolSource.pool_scores`):
+      the snapshots that the policy beats least play most. A game's end (:meth:`game_over`) publishes which
+      snapshots played it and the trained policy's score (:class:`PoolEvents`), for the learner's pool.
 
     If a snapshot left the pool when an episode of its goes on, another one is drawn. ``make``
     builds an acting of the trained policy's kind, one per snapshot held. Its :meth:`load` does nothing: the
@@ -145,13 +216,21 @@ class PoolOpponent(Acting):
     resumed run the pool its checkpoint saved)."""
 
     def __init__(self, make: Callable[[], Acting], weights: WeightSource, seed: int, draw: str = "uniform"):
-        self.make, self.weights, self.draw = make, weights, draw
+        if not isinstance(weights, PoolSource):
+            raise TypeError(
+                f"opponent=pool: the actor's weights ({type(weights).__name__}) carry no snapshot pool; "
+                "the pool is played in training, where the learner publishes it"
+            )
+        self.make, self.draw = make, draw
+        self.weights: PoolSource = weights
         self.rng = np.random.default_rng(seed)
         self.snapshots: dict[int, tuple[int, Acting]] = {}
         """Per snapshot number: the weights' version, and the acting that holds them."""
         self._numbers = np.zeros(0, dtype=np.int64)
         """The snapshot numbers held."""
         self._spare: list[Acting] = [make()]
+        self._events: tuple[EventHub, PoolEvents] | None = None
+        """The hub the games were last published on, and its publisher."""
 
     @property
     def versions(self) -> list[int]:
@@ -165,8 +244,9 @@ class PoolOpponent(Acting):
     def load(self, flat: np.ndarray) -> None:
         """Nothing: the snapshots' weights come from the pool."""
 
-    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
-            noise: Noise | None) -> Actions:  # fmt: skip
+    def act(
+        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
+    ) -> Actions:
         drawn = state[SNAPSHOT_STATE][:, 0].astype(np.int64)
         if not np.isin(drawn, self._numbers).all():  # an episode starts, or its snapshot left the pool
             self._sync()
@@ -175,8 +255,9 @@ class PoolOpponent(Acting):
                 drawn[fresh] = self._numbers[-1]
             else:
                 drawn[fresh] = self.rng.choice(self._numbers, size=len(fresh), p=self.chances())
-        parts = [(self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state)
-                 for number in np.unique(drawn)]  # fmt: skip
+        parts = [
+            (self.snapshots[number][1], np.flatnonzero(drawn == number), _snapshot_state) for number in np.unique(drawn)
+        ]
         actions, log_probs, state = act_in_parts(step_key, obs, state, agent_ids, noise, parts)
         state[SNAPSHOT_STATE] = drawn.astype(np.float32)[:, None]
         return actions, log_probs, state
@@ -189,17 +270,24 @@ class PoolOpponent(Acting):
         weights = np.array([(1.0 - scores.get(int(number), 0.5)) ** 2 for number in self._numbers])
         return weights / weights.sum()  # each score is below 1 (the pool starts every estimate from a draw)
 
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str) -> list[int]:
-        """The snapshots that played the game (an agent that never decided in it holds 0)."""
-        return [number for number in state[SNAPSHOT_STATE][:, 0].astype(np.int64).tolist() if number > 0]
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str, events: EventHub) -> None:
+        """Publish each snapshot that played the game (an agent that never decided in it holds 0)."""
+        if self._events is None or self._events[0] is not events:
+            self._events = (events, events.publisher(PoolEvents))
+        publish = self._events[1].pool_game
+        for number in state[SNAPSHOT_STATE][:, 0].astype(np.int64).tolist():
+            if number > 0:
+                publish(snapshot=number, score=SCORES[result])
 
     def _sync(self) -> None:
         """Hold the snapshots the pool holds now: drop those that left it, load those that joined."""
         while True:
             pool = self.weights.snapshots()
             if not pool:
-                raise RuntimeError("opponent=pool: the actor's weight source holds no snapshot pool; the "
-                                   "learner publishes one (publish_snapshots) before its actors play")  # fmt: skip
+                raise RuntimeError(
+                    "opponent=pool: the actor's weight source holds no snapshot pool; the "
+                    "learner publishes one (publish_snapshots) before its actors play"
+                )
             for number in [n for n in self.snapshots if n not in pool]:
                 self._spare.append(self.snapshots.pop(number)[1])
             for number, version in pool.items():

@@ -49,8 +49,9 @@ def search_simulations(name: str) -> int | None:
     if not count:
         return DEFAULT_SIMULATIONS
     if not count.isdigit() or int(count) < MIN_SIMULATIONS:
-        raise ConfigError(f"opponent={name!r}: the simulations per move of mcts must be a whole number >= 2, as in "
-                          "opponent=mcts:400")  # fmt: skip
+        raise ConfigError(
+            f"opponent={name!r}: the simulations per move of mcts must be a whole number >= 2, as in opponent=mcts:400"
+        )
     return int(count)
 
 
@@ -72,8 +73,14 @@ def _tictactoe_moves(first: np.ndarray, second: np.ndarray) -> list[int] | None:
 def _connect_four_moves(first: np.ndarray, second: np.ndarray) -> list[int] | None:
     """Columns in an order that stacks the pieces as on the board (row 0 is the top), the players alternating, the
     first one first: a depth-first search over which column's next piece comes next."""
-    stacks = [[1 if first[row, col] else 2 for row in range(first.shape[0] - 1, -1, -1) if first[row, col] or
-               second[row, col]] for col in range(first.shape[1])]  # fmt: skip
+    stacks = [
+        [
+            1 if first[row, col] else 2
+            for row in range(first.shape[0] - 1, -1, -1)
+            if first[row, col] or second[row, col]
+        ]
+        for col in range(first.shape[1])
+    ]
     total = sum(len(s) for s in stacks)
     failed: set[tuple[int, ...]] = set()
 
@@ -146,8 +153,10 @@ def search_game(env: StructuredEnv) -> SearchGame:
     """The OpenSpiel twin of ``env``, or a clear error naming the games that have one."""
     name = getattr(env, "game_name", None)
     if name not in GAMES:
-        raise ConfigError(f"opponent=mcts plays the games OpenSpiel has a twin of, PettingZoo's "
-                          f"{', '.join(sorted(GAMES))}; this env is {name or type(env).__name__}")  # fmt: skip
+        raise ConfigError(
+            f"opponent=mcts plays the games OpenSpiel has a twin of, PettingZoo's "
+            f"{', '.join(sorted(GAMES))}; this env is {name or type(env).__name__}"
+        )
     return GAMES[name]
 
 
@@ -160,8 +169,10 @@ def replay(game: SearchGame, openspiel: Any, board: np.ndarray, seat: int) -> An
     for move in moves or []:
         state.apply_action(move)
     if moves is None or state.is_terminal() or state.current_player() != seat:
-        raise ValueError(f"the search cannot rebuild {game.openspiel}'s state for seat {seat} from the board it was "
-                         f"shown: {board.tolist()}")  # fmt: skip
+        raise ValueError(
+            f"the search cannot rebuild {game.openspiel}'s state for seat {seat} from the board it was "
+            f"shown: {board.tolist()}"
+        )
     return state
 
 
@@ -190,8 +201,9 @@ class MctsActing(Acting):
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def act(self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray,
-            noise: Noise | None) -> Actions:  # fmt: skip
+    def act(
+        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
+    ) -> Actions:
         boards = np.asarray(obs[OBS_KEY])
         actions = np.array([self._move(board, int(seat)) for board, seat in zip(boards, agent_ids, strict=True)])
         return {ACTION_KEY: actions.astype(np.int64)}, np.zeros(len(agent_ids), dtype=np.float32), state

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from maze_impala.config import ConfigError, ModelConfig
 from maze_impala.config.base import from_mapping
-from maze_impala.run_files import BEST_MODEL
+from maze_impala.run_files import BEST_MODEL, LAST_MODEL
 
 if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in numpy imports this module, not torch
     import torch
@@ -73,7 +73,7 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
         size = Path(path).stat().st_size
         raise CorruptCheckpointError(
             f"cannot read the checkpoint {path} ({size:,} bytes): it is truncated or corrupt ({reason}). Use another "
-            "checkpoint of the run (model_last.pt, model_best.pt) or train again; maze_impala writes its checkpoints "
+            f"checkpoint of the run ({LAST_MODEL}, {BEST_MODEL}) or train again; maze_impala writes its checkpoints "
             "atomically, so a torn one comes from a copy or another program"
         ) from None
     except pickle.UnpicklingError as error:
@@ -107,8 +107,10 @@ def _first_difference(saved: dict[str, tuple[int, ...]], model: dict[str, tuple[
         if name not in saved:
             return f"this model has a parameter {name} {list(model[name])} that the checkpoint lacks"
         if saved[name] != model[name]:
-            return (f"the first differing layer is {name}: {list(saved[name])} in the checkpoint, "
-                    f"{list(model[name])} in this model")  # fmt: skip
+            return (
+                f"the first differing layer is {name}: {list(saved[name])} in the checkpoint, "
+                f"{list(model[name])} in this model"
+            )
     return "their parameters differ"
 
 
@@ -168,8 +170,9 @@ class PolicySpec:
         return cls(dict(record["model"]), dict(state["policy"]), str(path), record["env"])
 
     @classmethod
-    def learned(cls, model: ModelConfig, numpy_form: NumpyPolicyForm | None = None,
-                device: str | None = None) -> PolicySpec:  # fmt: skip
+    def learned(
+        cls, model: ModelConfig, numpy_form: NumpyPolicyForm | None = None, device: str | None = None
+    ) -> PolicySpec:
         """The trained policy of a run: ``model``'s, acting with the weights the learner publishes."""
         return cls(asdict(model), None, "the trained policy", None, numpy_form, device)
 
@@ -191,8 +194,13 @@ class PolicySpec:
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data and tensors (what a checkpoint saves: a run's fixed opponents go into its checkpoints)."""
-        return {"model": self.model, "weights": self.weights, "source": self.source, "env": self.env,
-                "search": self.search}  # fmt: skip
+        return {
+            "model": self.model,
+            "weights": self.weights,
+            "source": self.source,
+            "env": self.env,
+            "search": self.search,
+        }
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PolicySpec:
@@ -264,9 +272,11 @@ def opponent_spec(name: str) -> PolicySpec:
     """The fixed opponent ``name`` says: ``random``, a checkpoint of a training run, or a run's output dir (its
     ``model_best.pt``), resolved once, in the process that builds the run (actors get the spec, weights included)."""
     if name == POOL:
-        raise ConfigError("opponent=pool: the pool of the trained policy's snapshots is an opponent to train against "
-                          "(algorithm.train_opponent=pool); games are played against random, a checkpoint or a run "
-                          "dir")  # fmt: skip
+        raise ConfigError(
+            "opponent=pool: the pool of the trained policy's snapshots is an opponent to train against "
+            "(algorithm.train_opponent=pool); games are played against random, a checkpoint or a run "
+            "dir"
+        )
     if name == RANDOM:
         return PolicySpec.random()
     from maze_impala.play.search import search_simulations
@@ -276,8 +286,10 @@ def opponent_spec(name: str) -> PolicySpec:
     path = Path(name)
     checkpoint = path / BEST_MODEL if path.is_dir() else path
     if not checkpoint.is_file():
-        raise ConfigError(f"opponent={name!r}: neither 'random', 'mcts' (or mcts:<simulations>) nor a checkpoint "
-                          "file or a training output dir holding model_best.pt")  # fmt: skip
+        raise ConfigError(
+            f"opponent={name!r}: neither 'random', 'mcts' (or mcts:<simulations>) nor a checkpoint "
+            f"file or a training output dir holding {BEST_MODEL}"
+        )
     return PolicySpec.from_checkpoint(checkpoint)
 
 
@@ -286,8 +298,10 @@ def opponent_policy(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> Stru
     frozen."""
     policy = spec.policy(env, seed)
     if not plays(policy, env):
-        raise ConfigError(f"opponent={spec.source!r} was trained on an env with other spaces than this one's: an "
-                          "opponent (or a policy rolled out) must play the same game")  # fmt: skip
+        raise ConfigError(
+            f"opponent={spec.source!r} was trained on an env with other spaces than this one's: an "
+            "opponent (or a policy rolled out) must play the same game"
+        )
     policy.requires_grad_(False)
     return policy
 

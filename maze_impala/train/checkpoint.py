@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from torch import nn
-
 from maze_impala.files import save_torch
 from maze_impala.play.spec import (  # reading lives at the policy seam, below the actors
     CheckpointMismatchError,
@@ -32,7 +30,6 @@ __all__ = [
     "CheckpointMismatchError",
     "CorruptCheckpointError",
     "UnsafeCheckpointError",
-    "load_checkpoint",
     "model_signature",
     "read_checkpoint",
     "restore_modules",
@@ -43,10 +40,3 @@ __all__ = [
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Save atomically and fsynced: a crash mid-write leaves the previous checkpoint intact."""
     save_torch(path, state)
-
-
-def load_checkpoint(path: Path | str, **modules: nn.Module) -> dict[str, Any]:
-    """Load a checkpoint and the named modules' weights from it (e.g. ``policy=..., critic=...``)."""
-    state = read_checkpoint(path)
-    restore_modules(state, path, **modules)
-    return state

@@ -80,8 +80,9 @@ def configurations(runs: list[Run]) -> list[Configuration]:
     for run in runs:
         groups.setdefault(run.configuration, Configuration("")).runs.append(run)
     named = {key: _label_items(key, c.runs) for key, c in groups.items()}
-    differing = {k for items in named.values() for k, v in items
-                 if any(dict(other).get(k) != v for other in named.values())}  # fmt: skip
+    differing = {
+        k for items in named.values() for k, v in items if any(dict(other).get(k) != v for other in named.values())
+    }
     for key, configuration in groups.items():
         label = ", ".join(f"{k}={v}" for k, v in named[key] if k in differing)
         configuration.label = label or (configuration.runs[0].path.name if len(groups) > 1 else "run")
@@ -137,9 +138,17 @@ def summarise(paths: list[Path], out_dir: Path) -> Path | None:
         if not len(finals):
             continue
         low, high = bootstrap_ci(finals)
-        rows.append({"configuration": configuration.label, "runs": len(finals), "mean": float(finals.mean()),
-                     "iqm": iqm(finals), "iqm_ci_low": low, "iqm_ci_high": high,
-                     "final_returns": " ".join(f"{v:.4g}" for v in finals)})  # fmt: skip
+        rows.append(
+            {
+                "configuration": configuration.label,
+                "runs": len(finals),
+                "mean": float(finals.mean()),
+                "iqm": iqm(finals),
+                "iqm_ci_low": low,
+                "iqm_ci_high": high,
+                "final_returns": " ".join(f"{v:.4g}" for v in finals),
+            }
+        )
     table = pd.DataFrame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / SUMMARY_CSV, lambda file: file.write(table.to_csv(index=False).encode()))
@@ -165,8 +174,13 @@ def _plot_summary(table: Any, png: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(table) + 1.5), constrained_layout=True)
     y = np.arange(len(table))
-    ax.errorbar(table["iqm"], y, xerr=[table["iqm"] - table["iqm_ci_low"], table["iqm_ci_high"] - table["iqm"]],
-                fmt="o", capsize=4)  # fmt: skip
+    ax.errorbar(
+        table["iqm"],
+        y,
+        xerr=[table["iqm"] - table["iqm_ci_low"], table["iqm_ci_high"] - table["iqm"]],
+        fmt="o",
+        capsize=4,
+    )
     ax.set_yticks(y, table["configuration"])
     ax.set_xlabel("final evaluation return: IQM over the runs, 95% bootstrap CI")
     ax.grid(alpha=0.3)
@@ -192,8 +206,9 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
 
     runs = find_runs(paths)
     if not runs:
-        raise ValueError(f"no finished training run under {', '.join(map(str, paths))} (a run has a stats.csv and no "
-                         f"{FAILED} file)")  # fmt: skip
+        raise ValueError(
+            f"no finished training run under {', '.join(map(str, paths))} (a run has a {STATS} and no {FAILED} file)"
+        )
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), constrained_layout=True)
     for ax, scope in zip(axes, ("train", "eval")):
         column = StatKey.of(EpisodeEvents.episode_return, mean, scope).column()
@@ -206,8 +221,7 @@ def plot_comparison(paths: list[Path], png: Path) -> Path:
             count = f"{len(curves)} run{'' if len(curves) == 1 else 's'}"
             line = ax.plot(frame.index, frame.mean(axis=1), label=f"{configuration.label} ({count})")
             if len(curves) > 1:
-                ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2,
-                                color=line[0].get_color())  # fmt: skip
+                ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2, color=line[0].get_color())
         ax.set_title(f"{scope} return")
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import PLAY_CHUNK, PlayProgress, RolloutActor, seed_for
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     from maze_impala.config import TrainingConfig
     from maze_impala.core import WeightSource
-    from maze_impala.envs.batch import FrameSink
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
@@ -69,22 +68,6 @@ def spec_player(
         keep_raw_events=keep_raw_events,
         max_episode_steps=max_episode_steps,
     )
-
-
-def play_episodes(
-    envs: list[StructuredEnv],
-    policy: StructuredPolicy,
-    episodes: Sequence[tuple[int, int]],
-    deterministic: bool,
-    on_episode: Callable[[EpisodeResult], None] | None = None,
-    keep_raw_events: bool = False,
-    record: Callable[[int], FrameSink | None] | None = None,
-    max_episode_steps: int | None = None,
-) -> list[EpisodeResult]:
-    """Play ``episodes`` (``(episode id, seed)`` pairs) with ``policy`` on ``envs`` side by side; results in episode
-    order (``record``: see :meth:`~maze_impala.actors.actor.RolloutActor.play`)."""
-    player = episode_player(envs, policy, deterministic, keep_raw_events, max_episode_steps)
-    return player.play(episodes, on_episode, record)
 
 
 class RolloutEvaluator:

@@ -45,8 +45,16 @@ class Games:
     :func:`~maze_impala.play.lineup.resolve_opponents` made it), side by side, with fixed seeds (so that epochs
     compare); each game's outcome is published as :class:`~maze_impala.events.interfaces.GameEvents`."""
 
-    def __init__(self, env: EnvSpec, opponent: PolicySpec, n_games: int, deterministic: bool, seed: int,
-                 hub: EventHub | None = None, max_episode_steps: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        env: EnvSpec,
+        opponent: PolicySpec,
+        n_games: int,
+        deterministic: bool,
+        seed: int,
+        hub: EventHub | None = None,
+        max_episode_steps: int | None = None,
+    ):
         """``max_episode_steps``: a game of an env without a time limit of its own ends as truncated (a draw, in
         a zero-sum game) after this many structured steps."""
         self.max_episode_steps = max_episode_steps
@@ -60,8 +68,12 @@ class Games:
         self._players: dict[str, RolloutActor] = {}
         self._policy: StructuredPolicy | None = None
 
-    def play(self, policy: StructuredPolicy, on_game: Callable[[GameResult], None] | None = None,
-             acting: Acting | None = None) -> list[GameResult]:  # fmt: skip
+    def play(
+        self,
+        policy: StructuredPolicy,
+        on_game: Callable[[GameResult], None] | None = None,
+        acting: Acting | None = None,
+    ) -> list[GameResult]:
         """Every seat's games with ``policy``'s current weights, seat after seat; ``acting``: what decides for the
         policy instead of its own acting (a search guided by it)."""
         if self._policy is not policy or acting is not None:
@@ -74,12 +86,23 @@ class Games:
             if seat not in self._players:
                 mine = acting if acting is not None else make_acting(policy)
                 lineup = seated(mine, self._opponent, frozenset({actor}))
-                self._players[seat] = RolloutActor(self.envs, ModuleWeights(policy), lineup, PLAY_CHUNK, seed=0,
-                                                   deterministic=self.deterministic, stepping="general",
-                                                   max_episode_steps=self.max_episode_steps)  # fmt: skip
+                self._players[seat] = RolloutActor(
+                    self.envs,
+                    ModuleWeights(policy),
+                    lineup,
+                    PLAY_CHUNK,
+                    seed=0,
+                    deterministic=self.deterministic,
+                    stepping="general",
+                    max_episode_steps=self.max_episode_steps,
+                )
             for episode in self._players[seat].play(self.games):
-                game = GameResult(seat, outcome(episode.actor_returns, actor, self.agents),
-                                  episode.actor_returns.get(actor, 0.0), episode)  # fmt: skip
+                game = GameResult(
+                    seat,
+                    outcome(episode.actor_returns, actor, self.agents),
+                    episode.actor_returns.get(actor, 0.0),
+                    episode,
+                )
                 if self.events is not None:
                     publish_game(self.events, game.seat, game.outcome, game.seat_return)
                 results.append(game)

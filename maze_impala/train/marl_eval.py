@@ -59,8 +59,10 @@ def run_data(run: Run) -> dict[str, Any]:
     kpis = pd.read_csv(run.path / KPI_CSV)
     agents = _agent_metrics(kpis, agent_return_column(""))
     elapsed = StatKey.of(RunEvents.elapsed_seconds, last).column()
-    games = {name: StatKey.of(event, mean, "eval").column() + "/"
-             for name, event in (("win_rate", GameEvents.win), ("draw_rate", GameEvents.draw))}  # fmt: skip
+    games = {
+        name: StatKey.of(event, mean, "eval").column() + "/"
+        for name, event in (("win_rate", GameEvents.win), ("draw_rate", GameEvents.draw))
+    }
     data: dict[str, Any] = {}
     for i, (epoch, episodes) in enumerate(kpis.groupby("epoch", sort=True)):
         row = stats.loc[epoch] if epoch in stats.index else None

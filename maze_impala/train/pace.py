@@ -49,8 +49,10 @@ class PaceWatch:
                 f"training ran at {rate:,.0f} env steps/s in epoch {epoch}, under half its best ({self.best:,.0f})"
             )
         if crowded:
-            parts.append(f"the machine ran {load:.1f} threads at a time on {self.cores} cores, more than this run "
-                         f"keeps busy (about {self.own:g})")  # fmt: skip
+            parts.append(
+                f"the machine ran {load:.1f} threads at a time on {self.cores} cores, more than this run "
+                f"keeps busy (about {self.own:g})"
+            )
         learner = f" The learner's threads follow the load (now {threads})." if threads is not None else ""
         return (
             f"{'; '.join(parts)}: another program may be taking cores from the actors and the learner.{learner} "

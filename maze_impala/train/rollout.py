@@ -90,8 +90,13 @@ def _play(
     videos = Videos(Path(job.videos_dir), job.video.format, job.video.fps)
     record = (lambda episode_id: videos.open(episode_id) if episode_id < filmed else None) if filmed else None
     try:
-        player = spec_player(envs, load_acting(job.policy, envs[0]), job.deterministic, job.keep_raw_events,
-                             max_episode_steps=job.max_episode_steps)  # fmt: skip
+        player = spec_player(
+            envs,
+            load_acting(job.policy, envs[0]),
+            job.deterministic,
+            job.keep_raw_events,
+            max_episode_steps=job.max_episode_steps,
+        )
         return player.play(episodes, on_episode, record)
     finally:
         for env in envs:
@@ -106,8 +111,9 @@ def _job(config: RolloutConfig, output_dir: Path) -> _Job:
     keep_raw, n_envs = config.event_logs != "none", config.runner.envs_per_process
     videos = str(output_dir / VIDEO_DIR)
     if config.policy.type == "random":  # a random policy samples, whatever `deterministic` says
-        job = _Job(config.env, PolicySpec.random(), False, keep_raw, n_envs, config.video, videos,
-                   config.max_episode_steps)  # fmt: skip
+        job = _Job(
+            config.env, PolicySpec.random(), False, keep_raw, n_envs, config.video, videos, config.max_episode_steps
+        )
         _check_renders(job)
         return job
     checkpoint = Path(config.input_dir) / config.policy.checkpoint
@@ -180,9 +186,11 @@ def _say_capped(results: list[EpisodeResult], cap: int | None) -> None:
     """Once, how many episodes the cap cut off."""
     capped = sum(r.capped for r in results)
     if capped:
-        print(f"{capped} of {len(results)} episodes reached max_episode_steps={cap:,} without ending and were cut off "
-              "as truncated (kpis.csv marks them; the env has no time limit of its own): set max_episode_steps=<steps> "
-              "to change where")  # fmt: skip
+        print(
+            f"{capped} of {len(results)} episodes reached max_episode_steps={cap:,} without ending and were cut off "
+            f"as truncated ({KPI_CSV} marks them; the env has no time limit of its own): set "
+            "max_episode_steps=<steps> to change where"
+        )
 
 
 def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeResult]:
@@ -234,8 +242,10 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     kind = (
         f"a search of {config.search} simulations a move, guided by the policy" if config.search else f"{kind} actions"
     )
-    print(f"{len(results)} game{'' if len(results) == 1 else 's'} against {config.opponent}, {config.n_episodes} in "
-          f"each seat ({kind}):")  # fmt: skip
+    print(
+        f"{len(results)} game{'' if len(results) == 1 else 's'} against {config.opponent}, {config.n_episodes} in "
+        f"each seat ({kind}):"
+    )
     print(pd.DataFrame(table).set_index("seat").to_string(float_format=lambda x: f"{x:.3f}"))
     return episodes
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,11 @@ import torch
 from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.backends import check_actor_device, check_device, make_actors
 from maze_impala.config import TrainingConfig
-from maze_impala.config.base import from_mapping, to_record, to_yaml
-from maze_impala.config.runner import auto_learner_cores
+from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import Learner
 from maze_impala.envs.factory import env_record, make_env
-from maze_impala.envs.spaces import is_image_space
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventHub
-from maze_impala.events.interfaces import ActorEvents
 from maze_impala.events.stats import StatsAggregator
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.build import make_learner
@@ -35,6 +31,7 @@ from maze_impala.startup import fast_cuda_math
 from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.train.evaluator import make_evaluator
 from maze_impala.train.outputs import RunStats, make_outputs
+from maze_impala.train.resolve import resolved, with_values
 from maze_impala.train.rundir import (
     check_more_epochs,
     check_resumable,
@@ -69,7 +66,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     config = with_values(config, kept)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
-        config = with_learner_cores(with_image_encoder(config, probe, checkpoint), probe)
+        config = resolved(config, probe, checkpoint)
         check_devices(
             config.algorithm.device, config.algorithm.num_learners, config.runner.type, config.runner.start_method
         )
@@ -90,50 +87,6 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
             raise
     finally:
         probe.close()
-
-
-def with_values(config: TrainingConfig, values: dict[str, Any]) -> TrainingConfig:
-    """``config`` with the flat keys ``values`` (``algorithm.gamma``) set."""
-    if not values:
-        return config
-    record = to_record(config)
-    for key, value in values.items():
-        *parents, name = key.split(".")
-        node = record
-        for parent in parents:
-            node = node[parent]
-        node[name] = value
-    return from_mapping(TrainingConfig, record)
-
-
-def with_image_encoder(
-    config: TrainingConfig, probe: StructuredEnv, checkpoint: dict[str, Any] | None = None
-) -> TrainingConfig:
-    """``config`` with ``model.image_encoder=auto`` replaced by what it becomes for the env (``probe``, one instance
-    of it) and the learner's device, so that the run records it (``config.yaml``, checkpoints, ``load_policy``); a
-    resumed run keeps what its ``checkpoint`` recorded (an earlier release's default was impala)."""
-    if config.model.image_encoder != "auto":
-        return config
-    if checkpoint is not None:
-        recorded = checkpoint["config"].get("model", {}).get("image_encoder", "impala")
-        return replace(config, model=replace(config.model, image_encoder=recorded))
-    return replace(config, model=config.model.resolved(image_shapes(probe), config.algorithm.device))
-
-
-def with_learner_cores(config: TrainingConfig, probe: StructuredEnv) -> TrainingConfig:
-    """``config`` with ``runner.learner_cores=auto`` replaced by what it becomes for its model (after
-    :func:`with_image_encoder`) on the env (``probe``), so that the run records it."""
-    if config.runner.learner_cores != "auto":
-        return config
-    cnn = bool(image_shapes(probe)) and config.model.image_encoder != "flatten"
-    cores = auto_learner_cores(cnn=cnn, recurrent=config.model.recurrent != "none")
-    return replace(config, runner=replace(config.runner, learner_cores=cores))
-
-
-def image_shapes(probe: StructuredEnv) -> list[tuple[int, ...]]:
-    """The shapes of the env's image observations (rank-3 Box keys), every step key's."""
-    spaces = [sub for space in probe.observation_spaces_dict.values() for sub in space.spaces.values()]
-    return [tuple(sub.shape) for sub in spaces if is_image_space(sub)]
 
 
 def _check_resume(
@@ -176,7 +129,7 @@ def _wire(
     state = _state(config, checkpoint, output_dir, policy, version)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     spec = _actor_spec(config, opponents, state)
-    pool, weights = make_actors(spec, policy, version, config, hub.publisher(ActorEvents), state.snapshots)
+    pool, weights = make_actors(spec, policy, version, config, hub, state.snapshots)
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
     pool.start()

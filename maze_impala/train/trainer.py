@@ -104,8 +104,9 @@ class ImpalaTrainer:
             hub.listeners.append(outputs.progress)
         self.saved_epoch: int | None = self.state.epoch or None
         """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
-        self.watch = EpisodeWatch(config.num_actors * config.envs_per_actor, config.n_rollout_steps,
-                                  evaluator.max_episode_steps)  # fmt: skip
+        self.watch = EpisodeWatch(
+            config.num_actors * config.envs_per_actor, config.n_rollout_steps, evaluator.max_episode_steps
+        )
         """Says once when episodes stop ending (see :mod:`~maze_impala.train.watch`); it hears the episodes' events."""
         hub.listeners.append(self.watch)
         self._epoch = self.state.epoch
@@ -259,12 +260,9 @@ class ImpalaTrainer:
         self._waited += dequeue_seconds
         self.pace.sample()
         self.queue_events.estimated_queue_sizes(before=before, after=self.pool.queue_size())
-        pool = self.state.snapshots
         for rollout in rollouts:  # their episodes happened and their env steps were taken, stale or not
             self.hub.replay(rollout.events)
             self.state.env_steps += rollout.env_steps
-            if pool is not None:
-                pool.record(rollout.pool_games)
         self.watch.stepped(sum(r.env_steps for r in rollouts))
         max_lag, version = self.config.max_policy_lag, self.learner.version
         fresh = [r for r in rollouts if max_lag is None or version - r.policy_version <= max_lag]
@@ -274,17 +272,14 @@ class ImpalaTrainer:
             started = time.perf_counter()
             self.learner.step(fresh, train_policy)
             self.publisher.publish(self.learner.policy, self.learner.version)
-            if pool is not None:
-                if pool.offer(self.learner.policy, self.learner.version):
-                    self.publisher.publish_snapshots(pool.snapshots)
-                self.publisher.publish_pool_scores(pool.scores())
             whole = dequeue_seconds + time.perf_counter() - started
             percent = 100.0 * dequeue_seconds / whole if whole > 0 else 0.0
             self.queue_events.time_dequeuing_actors(time=dequeue_seconds, percent=percent)
         if self.outputs.progress is not None:
             self._updates += 1
-            self.outputs.progress.update(epoch, self.state.env_steps,
-                                         part=f"update {self._updates}/{self.config.epoch_length}")  # fmt: skip
+            self.outputs.progress.update(
+                epoch, self.state.env_steps, part=f"update {self._updates}/{self.config.epoch_length}"
+            )
         return bool(fresh)
 
     def _save(self, name: str) -> None:

@@ -87,8 +87,9 @@ class Videos:
         self.written: list[VideoFile] = []
 
     def open(self, episode_id: int) -> VideoFile:
-        video = VideoFile(self.directory / f"{self.prefix}episode_{episode_id}.{self.format}", self.fps,
-                          self.thumbnails)  # fmt: skip
+        video = VideoFile(
+            self.directory / f"{self.prefix}episode_{episode_id}.{self.format}", self.fps, self.thumbnails
+        )
         self.written.append(video)
         return video
 

@@ -37,8 +37,14 @@ def _cap(cap: int | None) -> str:
 class EpisodeWatch:
     """Watches the training rollouts' episodes and the evaluations' for the trainer; each notice is logged once."""
 
-    def __init__(self, n_envs: int, rollout_steps: int, cap: int | None, say: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter):  # fmt: skip
+    def __init__(
+        self,
+        n_envs: int,
+        rollout_steps: int,
+        cap: int | None,
+        say: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         """``n_envs``: the envs that training's actors step (every actor's); ``rollout_steps``: the structured
         steps of one rollout; ``cap``: the run's ``max_episode_steps``; ``say``: where notices go (the log)."""
         self.n_envs, self.rollout_steps, self.cap, self.clock = n_envs, rollout_steps, cap, clock

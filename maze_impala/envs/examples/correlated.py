@@ -35,8 +35,12 @@ class _TwoSubSteps(StructuredEnv):
     FIRST: StepKey
     SECOND: StepKey
 
-    def __init__(self, n_steps: int, observation_spaces: dict[StepKey, gym.spaces.Dict],
-                 action_spaces: dict[StepKey, gym.spaces.Dict]):  # fmt: skip
+    def __init__(
+        self,
+        n_steps: int,
+        observation_spaces: dict[StepKey, gym.spaces.Dict],
+        action_spaces: dict[StepKey, gym.spaces.Dict],
+    ):
         self.n_steps, self._obs_spaces, self._act_spaces = n_steps, observation_spaces, action_spaces
         self.rng = np.random.default_rng()
         self.time, self.key = 0, self.FIRST
@@ -164,11 +168,13 @@ class ParametrizedActionEnv(_TwoSubSteps):
         box = gym.spaces.Box(-1.0, 1.0, (n_types,), dtype=np.float32)
         observations = {
             self.FIRST: gym.spaces.Dict({"targets": box, "type_mask": gym.spaces.MultiBinary(n_types)}),
-            self.SECOND: gym.spaces.Dict({
-                "type": gym.spaces.Discrete(n_types),
-                "target": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),
-            }),
-        }  # fmt: skip
+            self.SECOND: gym.spaces.Dict(
+                {
+                    "type": gym.spaces.Discrete(n_types),
+                    "target": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),
+                }
+            ),
+        }
         actions = {
             self.FIRST: gym.spaces.Dict({"type": gym.spaces.Discrete(n_types)}),
             self.SECOND: gym.spaces.Dict({"parameter": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)}),
@@ -207,10 +213,12 @@ class FlatParametrizedActionEnv(gym.Env):
         self.inner = ParametrizedActionEnv(n_types, n_steps, width)
         first = self.inner.observation_spaces_dict[ParametrizedActionEnv.FIRST]
         self.observation_space = gym.spaces.Dict(first.spaces)
-        self.action_space = gym.spaces.Dict({
-            "type": gym.spaces.Discrete(n_types),
-            "parameter": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),
-        })  # fmt: skip
+        self.action_space = gym.spaces.Dict(
+            {
+                "type": gym.spaces.Discrete(n_types),
+                "parameter": gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),
+            }
+        )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         return self.inner.reset(seed=seed)
