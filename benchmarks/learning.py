@@ -253,11 +253,12 @@ def judge(task: Task, policy: Any, episodes: int) -> float:
     """The mean return of ``episodes`` greedy episodes of ``policy`` (as the rollout CLI plays them, with seeds
     that no evaluation in training used): the final policy judged on more episodes than an epoch's evaluation."""
     from maze_impala.envs.factory import make_env
-    from maze_impala.train.evaluator import play_episodes
+    from maze_impala.train.evaluator import episode_player
 
     envs = [make_env(task.env) for _ in range(min(episodes, 20))]
     try:
-        results = play_episodes(envs, policy, [(i, 7_000_000 + i) for i in range(episodes)], deterministic=True)
+        player = episode_player(envs, policy, deterministic=True)
+        results = player.play([(i, 7_000_000 + i) for i in range(episodes)])
     finally:
         for env in envs:
             env.close()
