@@ -60,6 +60,8 @@ if __name__ == "__main__":
                               envs_per_actor=settings["envs_per_actor"], n_rollout_steps=settings["rollout_steps"],
                               actors_batch_size=1, min_actors_batch_size=None, device="cpu", actor_device=None,
                               model=settings["model"])
+    if hasattr(throughput, "resolve"):  # a throughput.py that completes its arguments (the family's settings)
+        throughput.resolve(args)
     figures = {}
     if settings["actors"]:
         figures["actors_only"] = throughput.actors_only(args, settings["seconds"])

@@ -72,10 +72,13 @@ def resolve(args: argparse.Namespace) -> None:
     changed), ``args.family`` its settings (:class:`Workload`), and every flag not given the family's setting."""
     from maze_impala.config.workloads import Workload, workload
     from maze_impala.envs.factory import make_env
-    from maze_impala.train.resolve import image_shapes
+    try:
+        from maze_impala.train.resolve import image_shapes
+    except ImportError:  # a release before train/resolve.py (benchmarks/compare_versions.py runs it too)
+        from maze_impala.train.setup import image_shapes
 
     args.family = Workload(env={})
-    if args.env.startswith("env="):  # env=atari: the shipped config, its wrappers and its settings included
+    if isinstance(args.env, str) and args.env.startswith("env="):  # env=atari: the shipped config, its wrappers and its settings included
         name, _, changes = args.env.removeprefix("env=").partition(":")
         args.family = workload(name)
         args.env = {**args.family.env, **dict(change.split("=", 1) for change in changes.split(",") if change)}
