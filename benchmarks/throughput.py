@@ -78,7 +78,7 @@ def resolve(args: argparse.Namespace) -> None:
         from maze_impala.train.setup import image_shapes
 
     args.family = Workload(env={})
-    if isinstance(args.env, str) and args.env.startswith("env="):  # env=atari: the shipped config, its wrappers and its settings included
+    if isinstance(args.env, str) and args.env.startswith("env="):  # env=atari: the shipped config, wrappers, settings
         name, _, changes = args.env.removeprefix("env=").partition(":")
         args.family = workload(name)
         args.env = {**args.family.env, **dict(change.split("=", 1) for change in changes.split(",") if change)}
