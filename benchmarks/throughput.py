@@ -72,6 +72,7 @@ def resolve(args: argparse.Namespace) -> None:
     changed), ``args.family`` its settings (:class:`Workload`), and every flag not given the family's setting."""
     from maze_impala.config.workloads import Workload, workload
     from maze_impala.envs.factory import make_env
+
     try:
         from maze_impala.train.resolve import image_shapes
     except ImportError:  # a release before train/resolve.py (benchmarks/compare_versions.py runs it too)
