@@ -80,8 +80,12 @@ def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[s
 
 
 def score_name(config: TrainingConfig) -> str:
-    opponent = config.algorithm.rollout_evaluator.opponent
-    return "return" if opponent is None else f"score against {opponent} (win + draw / 2)"
+    """What ``model_best.pt`` was chosen on, with the episodes the choice rests on."""
+    evaluation = config.algorithm.rollout_evaluator
+    episodes = plural(evaluation.n_episodes, "episode")
+    if evaluation.opponent is None:
+        return f"return (mean of {episodes})"
+    return f"score against {evaluation.opponent} (win + draw / 2, {episodes} per seat)"
 
 
 def resume_command(output_dir: Path, overrides: Sequence[str]) -> str:

@@ -25,6 +25,7 @@ def test_training_run_writes_every_output(tmp_path, runner):
     )
     assert proc.returncode == 0, proc.stderr
     assert f"outputs in {out}" in proc.stdout
+    assert "best evaluation return (mean of 2 episodes)" in proc.stdout  # what model_best.pt's choice rests on
     for name in ("config.yaml", "stats.csv", "model_last.pt", "model_best.pt"):
         assert (out / name).is_file(), name
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
