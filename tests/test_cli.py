@@ -34,6 +34,8 @@ def test_training_run_writes_every_output(tmp_path, runner):
     stats = pd.read_csv(out / "stats.csv")
     assert stats["epoch"].tolist() == [1, 2]
     assert stats["env_steps"].tolist() == [3 * 4 * 32, 2 * 3 * 4 * 32]  # updates x envs x steps (batch of 1)
+    epoch, elapsed = stats["train/RunEvents/epoch_seconds/last"], stats["train/RunEvents/elapsed_seconds/last"]
+    assert 0 < epoch[1] <= elapsed[1] - elapsed[0]  # training and evaluation, each counted once
     for column in (
         "train/EpisodeEvents/episode_return/mean",
         "eval/EpisodeEvents/episode_return/mean",

@@ -137,12 +137,13 @@ class ImpalaTrainer:
                     filming = self.outputs.films(epoch, cfg.n_epochs)
                     self._epoch = epoch
                     self.watch.evaluation_start(trained.seconds)
+                    evaluating = time.perf_counter()
                     results = self.evaluator.evaluate(self.learner.policy, f"epoch_{epoch}_" if filming else None)
                     self.watch.evaluated(results)
                 except Exception as error:  # an env, actor or learner failure: say when it happened
                     raise TrainingError(f"epoch {epoch}: {type(error).__name__}: {error}") from error
                 self._record_episodes(epoch, results)
-                self.run_events.epoch_seconds(value=trained.seconds + time.perf_counter() - started)
+                self.run_events.epoch_seconds(value=trained.seconds + time.perf_counter() - evaluating)
                 self.run_events.elapsed_seconds(value=time.perf_counter() - training_started)
                 epoch_stats = trained.stats | self.train_stats.reduce() | self.eval_stats.reduce()
                 row = by_column(epoch_stats)
