@@ -13,11 +13,14 @@ import pytest
 from clitools import run_cli
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.api import last
 from maze_impala.events.stats import StatKey
 from maze_impala.files import RunDirInUseError, RunDirLock
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.train.checkpoint import read_checkpoint
+
+EVAL_EPISODES = RolloutEvaluatorConfig().n_episodes  # the shipped evaluation's episodes
 
 SMALL = dict(epoch_length=4, envs_per_actor=2, n_rollout_steps=8, num_actors=1)
 QUIET = OutputConfig(console=False, tensorboard=True, progress=False, plot=False)
@@ -48,7 +51,7 @@ def test_a_resumed_run_continues_its_counters_schedule_optimizer_and_tables(tmp_
     expected = [lr * (1 - (4 * e - 1) / 8) for e in (1, 2)] + [lr * (1 - (4 * e - 1) / 20) for e in (3, 4, 5)]
     assert stats[LR].tolist() == pytest.approx(expected)
     kpis = pd.read_csv(tmp_path / "kpis.csv")
-    assert sorted(set(kpis["epoch"])) == [1, 2, 3, 4, 5] and len(kpis) == 5 * 8
+    assert sorted(set(kpis["epoch"])) == [1, 2, 3, 4, 5] and len(kpis) == 5 * EVAL_EPISODES
 
 
 def test_a_resume_that_changes_what_the_run_learns_is_refused(tmp_path):
@@ -197,4 +200,4 @@ def test_sigkill_and_resume_continue_the_run_as_if_uninterrupted(tmp_path):
     assert returns.max() >= 475, f"mean training return per epoch: {returns.round().tolist()}"
     assert read_checkpoint(out / "model_last.pt")["version"] == algorithm.total_updates
     kpis = pd.read_csv(out / "kpis.csv")
-    assert kpis.groupby("epoch").size().tolist() == [8] * algorithm.n_epochs
+    assert kpis.groupby("epoch").size().tolist() == [EVAL_EPISODES] * algorithm.n_epochs

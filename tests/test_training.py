@@ -8,11 +8,14 @@ import torch
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, train
 from maze_impala.config import TrainingConfig
+from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.setup import build_trainer
 from maze_impala.train.state import TrainerState
+
+EVAL_EPISODES = RolloutEvaluatorConfig().n_episodes  # the shipped evaluation's episodes
 
 DEV = RunnerConfig(type="dev")
 QUIET = OutputConfig(console=False, tensorboard=False)
@@ -56,7 +59,7 @@ def test_every_epoch_is_evaluated_and_counted(tmp_path):
     result = train("CartPole-v1", algorithm, runner=DEV, output=QUIET, seed=0, output_dir=tmp_path)
     assert result.epochs == 2 and not result.stopped_early
     assert result.env_steps == algorithm.total_env_steps == 2 * 3 * 1 * 4 * 16  # epochs x updates x batch x envs x T
-    assert result.column("eval/EpisodeEvents/episode_return/count") == [8.0, 8.0]
+    assert result.column("eval/EpisodeEvents/episode_return/count") == [float(EVAL_EPISODES)] * 2
     assert all(not math.isnan(x) for x in result.column("train/EpisodeEvents/episode_return/mean"))
 
 
