@@ -255,20 +255,28 @@ def with_model(task: Task, changes: dict[str, str]) -> Task:
     return replace(task, model={**task.model, **{k: _value(v, getattr(defaults, k)) for k, v in changes.items()}})
 
 
-def judge(task: Task, policy: Any, episodes: int) -> float:
-    """The mean return of ``episodes`` greedy episodes of ``policy`` (as the rollout CLI plays them, with seeds
-    that no evaluation in training used): the final policy judged on more episodes than an epoch's evaluation."""
+def episode_returns(task: Task, policy: Any, seeds: list[int]) -> np.ndarray:
+    """The greedy returns of one episode of ``task`` per seed, in the seeds' order (as the rollout CLI plays them)."""
     from maze_impala.envs.factory import make_env
     from maze_impala.train.evaluator import episode_player
 
-    envs = [make_env(task.env) for _ in range(min(episodes, 20))]
+    envs = [make_env(task.env) for _ in range(min(len(seeds), 32))]
     try:
-        player = episode_player(envs, policy, deterministic=True)
-        results = player.play([(i, 7_000_000 + i) for i in range(episodes)])
+        results = episode_player(envs, policy, deterministic=True).play(list(enumerate(seeds)))
     finally:
         for env in envs:
             env.close()
-    return float(np.mean([r.episode_return for r in results]))
+    return np.array([r.episode_return for r in sorted(results, key=lambda r: r.episode_id)], dtype=float)
+
+
+JUDGE_SEEDS = 7_000_000
+"""The first seed of the judge's episodes: no evaluation in training uses them."""
+
+
+def judge(task: Task, policy: Any, episodes: int) -> float:
+    """The mean return of ``episodes`` greedy episodes of ``policy`` (with seeds that no evaluation in training
+    used): the final policy judged on more episodes than an epoch's evaluation."""
+    return float(episode_returns(task, policy, [JUDGE_SEEDS + i for i in range(episodes)]).mean())
 
 
 def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int, stop: bool,

@@ -25,14 +25,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from learning import SUITE, Task, algorithm_for
+from learning import JUDGE_SEEDS, SUITE, Task, algorithm_for, episode_returns
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
 from maze_impala.actors.actor import seed_for
 from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.writers import StatsWriter
-
-TRUTH_SEEDS = 7_000_000  # the seeds of benchmarks/learning.py's judge: no evaluation in training uses them
 
 
 class Keep(StatsWriter):
@@ -48,21 +46,10 @@ class Keep(StatsWriter):
 
 
 def returns(task: Task, policy, seeds: list[int]) -> tuple[np.ndarray, float]:
-    """The greedy returns of one episode per seed, and the seconds they took (batched, one env per episode)."""
-    from maze_impala.envs.factory import make_env
-    from maze_impala.train.evaluator import episode_player
-
-    envs = [make_env(task.env) for _ in range(min(len(seeds), 32))]
-    try:
-        player = episode_player(envs, policy, deterministic=True)
-        start = time.perf_counter()
-        results = player.play(list(enumerate(seeds)))
-        seconds = time.perf_counter() - start
-    finally:
-        for env in envs:
-            env.close()
-    by_id = sorted(results, key=lambda r: r.episode_id)
-    return np.array([r.episode_return for r in by_id], dtype=float), seconds
+    """The greedy returns of one episode per seed, and the seconds they took."""
+    start = time.perf_counter()
+    scores = episode_returns(task, policy, seeds)
+    return scores, time.perf_counter() - start
 
 
 def run(task: Task, seed: int, counts: list[int], truth: int) -> dict:
@@ -88,7 +75,7 @@ def run(task: Task, seed: int, counts: list[int], truth: int) -> dict:
         trainer.train()
         policy = trainer.learner.policy
         own = [seed_for(seed, 2**31 - 1, i) for i in range(max(counts))]  # the rollout evaluator's seeds
-        fresh = [TRUTH_SEEDS + i for i in range(truth)]
+        fresh = [JUDGE_SEEDS + i for i in range(truth)]
         evaluated, judged, eval_seconds = [], [], {}
         for weights in keep.kept:
             policy.load_state_dict(weights)
