@@ -20,7 +20,9 @@ import statistics
 import tempfile
 import time
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from harness import QUIET
+
+from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
@@ -40,7 +42,7 @@ def run_once(runner: str, seed: int, overrides: dict[str, str] | None = None) ->
             "CartPole-v1",
             ImpalaAlgorithmConfig(**changed),
             runner=RunnerConfig(runner),
-            output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+            output=QUIET,
             seed=seed,
             output_dir=out,
         )

@@ -83,8 +83,12 @@ if __name__ == "__main__":
 
 def measure(python: str, benchmarks: Path, settings: dict) -> dict[str, float]:
     # from a directory without a source tree: each python imports the maze_impala installed in its environment
-    proc = subprocess.run([python, "-c", ROUND, str(benchmarks), json.dumps(settings)], capture_output=True,
-                          text=True, cwd=tempfile.gettempdir())  # fmt: skip
+    proc = subprocess.run(
+        [python, "-c", ROUND, str(benchmarks), json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{python} failed:\n{proc.stderr[-3000:]}")

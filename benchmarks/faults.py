@@ -23,7 +23,9 @@ import threading
 import time
 from pathlib import Path
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from harness import QUIET
+
+from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
@@ -89,25 +91,33 @@ def run(seed: int, fault: str, every: float) -> dict:
     if fault != "none":
         injector.start()
     algorithm = ImpalaAlgorithmConfig(eps=1e-3, num_actors=4)
-    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     try:
         with tempfile.TemporaryDirectory() as out:
-            result = train("CartPole-v1", algorithm, runner=RunnerConfig("local", max_restarts=1000), output=quiet,
-                           seed=seed, output_dir=out)  # fmt: skip
+            result = train(
+                "CartPole-v1",
+                algorithm,
+                runner=RunnerConfig("local", max_restarts=1000),
+                output=QUIET,
+                seed=seed,
+                output_dir=out,
+            )
     finally:
         done.set()
         logging.getLogger("maze_impala").removeHandler(restarts)
     returns, steps_per_s = result.column(RETURN), result.column(RATE)
-    restarted = sum(v for c in ("died", "hung") for v in result.column(restarts_column(c))
-                    if v == v)  # fmt: skip
+    restarted = sum(v for c in ("died", "hung") for v in result.column(restarts_column(c)) if v == v)
     detection = [d - k for k, d in zip(kills, restarts.detected)]
     recovery = [r - k for k, r in zip(kills, restarts.recovered)]
     return {
-        "seed": seed, "fault": fault, "reached_475": max(returns) >= 475,
-        "env_steps_per_s": statistics.median(steps_per_s[1:]), "faults": len(kills), "restarts": int(restarted),
+        "seed": seed,
+        "fault": fault,
+        "reached_475": max(returns) >= 475,
+        "env_steps_per_s": statistics.median(steps_per_s[1:]),
+        "faults": len(kills),
+        "restarts": int(restarted),
         "detect_s": statistics.median(detection) if detection else float("nan"),
         "recover_s": statistics.median(recovery) if recovery else float("nan"),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -117,11 +127,15 @@ def main() -> None:
     parser.add_argument("--faults", nargs="+", default=["kill", "stop"], choices=["kill", "stop"])
     args = parser.parse_args()
     rows = [run(seed, fault, args.every) for seed in args.seeds for fault in ("none", *args.faults)]
-    print(f"{'seed':>4} {'fault':>5} {'475':>5} {'steps/s':>9} {'faults':>6} {'restarts':>8} {'detect s':>9} "
-          f"{'first rollout s':>15}")  # fmt: skip
+    print(
+        f"{'seed':>4} {'fault':>5} {'475':>5} {'steps/s':>9} {'faults':>6} {'restarts':>8} {'detect s':>9} "
+        f"{'first rollout s':>15}"
+    )
     for r in rows:
-        print(f"{r['seed']:>4} {r['fault']:>5} {r['reached_475']!s:>5} {r['env_steps_per_s']:>9,.0f} {r['faults']:>6} "
-              f"{r['restarts']:>8} {r['detect_s']:>9.2f} {r['recover_s']:>15.2f}")  # fmt: skip
+        print(
+            f"{r['seed']:>4} {r['fault']:>5} {r['reached_475']!s:>5} {r['env_steps_per_s']:>9,.0f} {r['faults']:>6} "
+            f"{r['restarts']:>8} {r['detect_s']:>9.2f} {r['recover_s']:>15.2f}"
+        )
     for seed in args.seeds:
         base = next(r for r in rows if r["seed"] == seed and r["fault"] == "none")["env_steps_per_s"]
         for fault in args.faults:

@@ -28,12 +28,11 @@ search of N simulations a move guided by it and its critic (``search=N`` of the 
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
+from harness import maze_run
 from tictactoe_reference import against_best_response, trained_policy
 
 from maze_impala.events.api import mean
@@ -50,21 +49,36 @@ MARKS = {"player_1": "X", "player_2": "O"}
 """Tic-tac-toe's seats and their marks (player_1 moves first)."""
 
 
-def maze_run(args: list[str], cwd: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "maze_impala", *args], cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"maze-run {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-
-
-def rates(run: Path, cwd: Path, games: int, checkpoint: str | None, env: list[str], opponent: str = "random",
-          extra: tuple[str, ...] = ()) -> pd.DataFrame:  # fmt: skip
+def rates(
+    run: Path,
+    cwd: Path,
+    games: int,
+    checkpoint: str | None,
+    env: list[str],
+    opponent: str = "random",
+    extra: tuple[str, ...] = (),
+) -> pd.DataFrame:
     """The games_summary of ``games`` games per seat against ``opponent`` (random play, the search, a checkpoint)."""
-    against = "" if opponent == "random" else "_vs_" + (opponent.replace(":", "_") if opponent.startswith("mcts") else
-                                                         Path(opponent).parent.name)  # fmt: skip
+    against = (
+        ""
+        if opponent == "random"
+        else "_vs_" + (opponent.replace(":", "_") if opponent.startswith("mcts") else Path(opponent).parent.name)
+    )
     out = cwd / f"games_{run.name}{against}"
     source = [f"input_dir={run}", f"policy.checkpoint={checkpoint}"] if checkpoint else ["policy=random_policy", *env]
-    maze_run(["-cn", "conf_rollout", *source, f"opponent={opponent}", f"n_episodes={games}", "progress=false",
-              *extra, f"hydra.run.dir={out}"], cwd)  # fmt: skip
+    maze_run(
+        [
+            "-cn",
+            "conf_rollout",
+            *source,
+            f"opponent={opponent}",
+            f"n_episodes={games}",
+            "progress=false",
+            *extra,
+            f"hydra.run.dir={out}",
+        ],
+        cwd,
+    )
     return pd.read_csv(out / "games_summary.csv").set_index("seat")
 
 
@@ -81,17 +95,23 @@ def curves(runs: list[Path]) -> str:
     (where the run plays one), at :data:`FRACTIONS` of the budget: means over ``runs`` (a markdown table)."""
     tables = [pd.read_csv(run / "stats.csv") for run in runs]
     seats = sorted({c.split("seat=")[1] for t in tables for c in t.columns if c.startswith("eval/GameEvents/win/")})
-    lines = ["| env steps | " + " | ".join(f"{s}: win or draw against random" for s in seats)
-             + " | " + " | ".join(f"{s}: training games won against the pool" for s in seats) + " |",
-             "|---" * (1 + 2 * len(seats)) + "|"]  # fmt: skip
+    lines = [
+        "| env steps | "
+        + " | ".join(f"{s}: win or draw against random" for s in seats)
+        + " | "
+        + " | ".join(f"{s}: training games won against the pool" for s in seats)
+        + " |",
+        "|---" * (1 + 2 * len(seats)) + "|",
+    ]
     shortest = min(len(t) for t in tables)
     epochs = sorted({max(0, round(fraction * shortest) - 1) for fraction in FRACTIONS})  # a short run: fewer rows
     for epoch in epochs:
         rows = [t.iloc[epoch] for t in tables]
         cells = []
         for seat in seats:
-            judged = [StatKey.of(getattr(GameEvents, o), mean, "eval", group=f"seat={seat}").column() for o in
-                      ("win", "draw")]  # fmt: skip
+            judged = [
+                StatKey.of(getattr(GameEvents, o), mean, "eval", group=f"seat={seat}").column() for o in ("win", "draw")
+            ]
             cells.append(f"{sum(r[judged[0]] + r[judged[1]] for r in rows) / len(rows):.3f}")
         for seat in seats:
             trained = StatKey.of(GameEvents.win, mean, "train", group=f"seat={seat}").column()
@@ -155,49 +175,84 @@ def main() -> None:
                 against_past = None
                 if args.earlier:
                     past = cwd / f"{game}_{seed}_earlier"
-                    shorter = [f"seed={seed}", f"algorithm.n_epochs={max(1, round(epochs * args.earlier))}",
-                               "algorithm.epoch_length=25", f"hydra.run.dir={past}"]  # fmt: skip
+                    shorter = [
+                        f"seed={seed}",
+                        f"algorithm.n_epochs={max(1, round(epochs * args.earlier))}",
+                        "algorithm.epoch_length=25",
+                        f"hydra.run.dir={past}",
+                    ]
                     maze_run(["-cn", "conf_train", *env, *shorter, *opponent, *quiet[:2], *args.set], cwd)
-                    against_past = rates(run, cwd, args.games_per_seat, "model_last.pt", env,
-                                         str(past / "model_last.pt"), ("deterministic=false",))  # fmt: skip
+                    against_past = rates(
+                        run,
+                        cwd,
+                        args.games_per_seat,
+                        "model_last.pt",
+                        env,
+                        str(past / "model_last.pt"),
+                        ("deterministic=false",),
+                    )
                 for n in args.mcts:
                     for own in [0, *args.search]:
-                        against = rates(run, cwd, args.games_per_seat, "model_last.pt", env, f"mcts:{n}",
-                                        (f"search={own}",))  # fmt: skip
+                        against = rates(
+                            run, cwd, args.games_per_seat, "model_last.pt", env, f"mcts:{n}", (f"search={own}",)
+                        )
                         for seat, row in against.iterrows():
                             player = f"search {own}" if own else "policy alone"
-                            search_rows.append({"game": game, "seed": seed, "seat": seat, "simulations": n,
-                                                "player": player, **row[["win", "draw", "loss"]]})  # fmt: skip
+                            search_rows.append(
+                                {
+                                    "game": game,
+                                    "seed": seed,
+                                    "seat": seat,
+                                    "simulations": n,
+                                    "player": player,
+                                    **row[["win", "draw", "loss"]],
+                                }
+                            )
                 stats = pd.read_csv(run / "stats.csv")
                 exact = trained_policy(str(run / "model_last.pt")) if game == "tictactoe" else None
                 for seat, row in table.iterrows():
                     trained = StatKey.of(GameEvents.win, mean, "train", group=f"seat={seat}").column()
                     train_win = stats[trained].iloc[-1] if trained in stats else float("nan")
-                    rows.append({"game": game, "seed": seed, "seat": seat, "win": row["win"], "draw": row["draw"],
-                                 "random_win": random.loc[seat, "win"], "random_draw": random.loc[seat, "draw"],
-                                 "env_steps": int(stats["env_steps"].iloc[-1]), "train_win": train_win,
-                                 "best_response": against_best_response(exact, MARKS[seat]) if exact else "-",
-                                 "past_win": against_past.loc[seat, "win"] if against_past is not None else
-                                 float("nan")})  # fmt: skip
+                    rows.append(
+                        {
+                            "game": game,
+                            "seed": seed,
+                            "seat": seat,
+                            "win": row["win"],
+                            "draw": row["draw"],
+                            "random_win": random.loc[seat, "win"],
+                            "random_draw": random.loc[seat, "draw"],
+                            "env_steps": int(stats["env_steps"].iloc[-1]),
+                            "train_win": train_win,
+                            "best_response": against_best_response(exact, MARKS[seat]) if exact else "-",
+                            "past_win": against_past.loc[seat, "win"] if against_past is not None else float("nan"),
+                        }
+                    )
                     print(f"{game} seed {seed} {seat}: win {row['win']:.3f}, draw {row['draw']:.3f}", flush=True)
         for game, done in runs.items():
             print(f"\n{game} over training (means over {len(done)} seeds):\n{curves(done)}")
     print(f"\n{VARIES}")
     results = pd.DataFrame(rows)
     results["win_or_draw"] = results["win"] + results["draw"]
-    print("\n| game, env steps | seat | win (mean, lowest seed) | win or draw (mean, lowest) | random player: win, "
-          "draw | training games won, last epoch (mean) | against a best response, per seed |\n"
-          "|---|---|---|---|---|---|---|")  # fmt: skip
+    print(
+        "\n| game, env steps | seat | win (mean, lowest seed) | win or draw (mean, lowest) | random player: win, "
+        "draw | training games won, last epoch (mean) | against a best response, per seed |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for (game, seat), part in results.groupby(["game", "seat"], sort=False):
-        print(f"| {game}, {part['env_steps'].iloc[0]:,} | {seat} | {part['win'].mean():.3f} ({part['win'].min():.3f}) "
-              f"| {part['win_or_draw'].mean():.3f} ({part['win_or_draw'].min():.3f}) | "
-              f"{part['random_win'].iloc[0]:.3f}, {part['random_draw'].iloc[0]:.3f} | "
-              f"{part['train_win'].mean():.3f} | {', '.join(part['best_response'])} |")  # fmt: skip
+        print(
+            f"| {game}, {part['env_steps'].iloc[0]:,} | {seat} | {part['win'].mean():.3f} ({part['win'].min():.3f}) "
+            f"| {part['win_or_draw'].mean():.3f} ({part['win_or_draw'].min():.3f}) | "
+            f"{part['random_win'].iloc[0]:.3f}, {part['random_draw'].iloc[0]:.3f} | "
+            f"{part['train_win'].mean():.3f} | {', '.join(part['best_response'])} |"
+        )
     if search_rows:
-        print(f"\nAgainst OpenSpiel's MCTS bot (uct_c 2, random rollouts, solver on), {args.games_per_seat} games per "
-              "seat, the policy alone (greedy) or searching with it (search N): mean over the seeds (lowest seed)\n"
-              "| game | seat | bot's simulations | player | win | draw | loss |\n"
-              "|---|---|---|---|---|---|---|")  # fmt: skip
+        print(
+            f"\nAgainst OpenSpiel's MCTS bot (uct_c 2, random rollouts, solver on), {args.games_per_seat} games per "
+            "seat, the policy alone (greedy) or searching with it (search N): mean over the seeds (lowest seed)\n"
+            "| game | seat | bot's simulations | player | win | draw | loss |\n"
+            "|---|---|---|---|---|---|---|"
+        )
         searched = pd.DataFrame(search_rows)
         for (game, seat, n, player), part in searched.groupby(["game", "seat", "simulations", "player"], sort=False):
             print(
@@ -205,8 +260,10 @@ def main() -> None:
                 f"{part['draw'].mean():.3f} | {part['loss'].mean():.3f} ({part['loss'].max():.3f} highest) |"
             )
     if args.earlier:
-        print(f"\nAgainst the policy trained to {args.earlier:g} of the budget, both sampling: the final policy's wins "
-              "per seat (mean, lowest seed)")  # fmt: skip
+        print(
+            f"\nAgainst the policy trained to {args.earlier:g} of the budget, both sampling: the final policy's wins "
+            "per seat (mean, lowest seed)"
+        )
         for (game, seat), part in results.groupby(["game", "seat"], sort=False):
             print(f"| {game} | {seat} | {part['past_win'].mean():.3f} ({part['past_win'].min():.3f}) |")
 

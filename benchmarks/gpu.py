@@ -105,8 +105,16 @@ def measure(name: str, device: str, rollouts: int, seconds: float, tiny: bool, *
         updates += 1
     sync()
     rate = updates / (time.perf_counter() - started)
-    return {"model": name, **update, "rollouts": rollouts, "samples": samples, "updates/s": rate,
-            "samples/s": rate * samples, "first s": first, **update_profile(learner, batch, device)}  # fmt: skip
+    return {
+        "model": name,
+        **update,
+        "rollouts": rollouts,
+        "samples": samples,
+        "updates/s": rate,
+        "samples/s": rate * samples,
+        "first s": first,
+        **update_profile(learner, batch, device),
+    }
 
 
 def main() -> None:
@@ -141,8 +149,10 @@ def main() -> None:
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
     for row in rows:
-        cells = [f"{v:,.1f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
-                 for v in (row.get(k, "") for k in keys)]  # fmt: skip
+        cells = [
+            f"{v:,.1f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+            for v in (row.get(k, "") for k in keys)
+        ]
         print("| " + " | ".join(cells) + " |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

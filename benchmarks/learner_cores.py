@@ -17,36 +17,48 @@ import tempfile
 from typing import Any
 
 import yaml
+from harness import QUIET, alternating, medians
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
 from maze_impala.config.workloads import shipped_env, shipped_model
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 
 RATE = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
 def run(cores: str, family: str, epochs: int, length: int, model: dict[str, Any]) -> float:
     env, algorithm = shipped_env(family)
     settings = {**algorithm, "n_epochs": epochs, "epoch_length": length, "rollout_evaluator": {"n_episodes": 1}}
     with tempfile.TemporaryDirectory() as out:
-        result = train(env, ImpalaAlgorithmConfig(**settings), ModelConfig(**{**shipped_model(family), **model}),
-                       RunnerConfig("local", learner_cores=cores), output=QUIET, output_dir=out, seed=1)  # fmt: skip
+        result = train(
+            env,
+            ImpalaAlgorithmConfig(**settings),
+            ModelConfig(**{**shipped_model(family), **model}),
+            RunnerConfig("local", learner_cores=cores),
+            output=QUIET,
+            output_dir=out,
+            seed=1,
+        )
     return statistics.median(result.column(RATE)[1:])
 
 
 def main() -> None:
     family, rounds, epochs, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     model = {k: yaml.safe_load(v) for k, v in (change.split("=", 1) for change in sys.argv[5:])}  # values as YAML
-    rates: dict[str, list[float]] = {"leftover": [], "all": []}
-    for index in range(rounds):
-        for cores in ("leftover", "all") if index % 2 == 0 else ("all", "leftover"):
-            rates[cores].append(run(cores, family, epochs, length, model))
-            print(f"{family} round {index + 1}: learner_cores={cores} {rates[cores][-1]:,.0f} env steps/s", flush=True)
-    leftover, every = statistics.median(rates["leftover"]), statistics.median(rates["all"])
-    print(f"{family}: leftover {leftover:,.0f}, all {every:,.0f} env steps/s (medians), "
-          f"all / leftover {every / leftover:.2f}")  # fmt: skip
+    rates = alternating(
+        rounds,
+        ["leftover", "all"],
+        lambda cores: run(cores, family, epochs, length, model),
+        lambda index, cores, rate: print(
+            f"{family} round {index + 1}: learner_cores={cores} {rate:,.0f} env steps/s", flush=True
+        ),
+    )
+    leftover, every = medians(rates)["leftover"], medians(rates)["all"]
+    print(
+        f"{family}: leftover {leftover:,.0f}, all {every:,.0f} env steps/s (medians), "
+        f"all / leftover {every / leftover:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -121,17 +121,21 @@ def main() -> None:
     env, algorithm, model = _settings(args)
     policy, critic, rollouts = build(env, algorithm, model, args.batch or algorithm.actors_batch_size)
     samples = sum(r.env_steps for r in rollouts)
-    print(f"env {args.env}, {samples} samples per update, {algorithm.n_sgd_passes} passes x "
-          f"{algorithm.n_sgd_minibatches} minibatches, {args.threads} threads{' each' if args.per_learner else ''}, "
-          f"device {args.device}")  # fmt: skip
+    print(
+        f"env {args.env}, {samples} samples per update, {algorithm.n_sgd_passes} passes x "
+        f"{algorithm.n_sgd_minibatches} minibatches, {args.threads} threads{' each' if args.per_learner else ''}, "
+        f"device {args.device}"
+    )
     rates: dict[int, list[float]] = {n: [] for n in args.learners}
     for index in range(args.rounds):
         order = args.learners if index % 2 == 0 else list(reversed(args.learners))
         for n in order:
             each = args.threads if args.per_learner else max(1, args.threads // n)
             rates[n].append(samples_per_second((policy, critic), algorithm, rollouts, n, each, args.seconds))
-        print(f"round {index + 1}: " + ", ".join(f"{n} learner(s) {rates[n][-1]:,.0f}/s" for n in args.learners),
-              flush=True)  # fmt: skip
+        print(
+            f"round {index + 1}: " + ", ".join(f"{n} learner(s) {rates[n][-1]:,.0f}/s" for n in args.learners),
+            flush=True,
+        )
     base = statistics.median(rates[args.learners[0]])
     rows = []
     for n in args.learners:
@@ -140,12 +144,29 @@ def main() -> None:
         if n > 1:
             row |= serial_part((policy, critic), algorithm, rollouts, n)
         rows.append(row)
-        extra = (f", learner 0 alone {row['serial_seconds'] * 1e3:.1f} ms per update, "
-                 f"{row['bytes_per_learner'] / 1e6:.2f} MB to each other learner") if n > 1 else ""  # fmt: skip
+        extra = (
+            (
+                f", learner 0 alone {row['serial_seconds'] * 1e3:.1f} ms per update, "
+                f"{row['bytes_per_learner'] / 1e6:.2f} MB to each other learner"
+            )
+            if n > 1
+            else ""
+        )
         print(f"{n} learner(s): {median:,.0f} samples/s (median of {args.rounds}), {median / base:.2f}x{extra}")
     if args.json is not None:
-        args.json.write_text(json.dumps({"env": args.env, "samples": samples, "threads": args.threads,
-                                         "device": args.device, "rows": rows, "rounds": rates}, indent=1))  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "env": args.env,
+                    "samples": samples,
+                    "threads": args.threads,
+                    "device": args.device,
+                    "rows": rows,
+                    "rounds": rates,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

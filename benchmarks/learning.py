@@ -50,8 +50,9 @@ from typing import Any
 
 import numpy as np
 from calibration import calibration_ms, describe
+from harness import QUIET
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, TrainingConfig
 from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
@@ -98,8 +99,16 @@ def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: 
     from maze_impala.config.workloads import shipped_env, shipped_model, shipped_runner
 
     env, algorithm = shipped_env(name)
-    return Task(env, threshold, floor, budget=budget, algorithm=algorithm, model=shipped_model(name),
-                runner=shipped_runner(name), **changes)  # fmt: skip
+    return Task(
+        env,
+        threshold,
+        floor,
+        budget=budget,
+        algorithm=algorithm,
+        model=shipped_model(name),
+        runner=shipped_runner(name),
+        **changes,
+    )
 
 
 def _minatar(game: str, threshold: float, floor: float, **changes: Any) -> Task:
@@ -279,18 +288,25 @@ def judge(task: Task, policy: Any, episodes: int) -> float:
     return float(episode_returns(task, policy, [JUDGE_SEEDS + i for i in range(episodes)]).mean())
 
 
-def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfig, window: int, stop: bool,
-             final_episodes: int = 0) -> dict:  # fmt: skip
+def run_once(
+    task: Task,
+    runner: str,
+    seed: int,
+    algorithm: ImpalaAlgorithmConfig,
+    window: int,
+    stop: bool,
+    final_episodes: int = 0,
+) -> dict:
     """One training run (stopped ``window`` env steps after reaching the threshold with ``stop``), summarised;
     with ``final_episodes``, its final policy is also judged on that many greedy episodes."""
     from maze_impala.train.setup import build_trainer
 
-    output = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     watch = Watch(task.threshold, stop_after=window if stop else None)
     with tempfile.TemporaryDirectory() as out:
         model = ModelConfig(**task.model)
-        config = TrainingConfig(task.env, algorithm, model, RunnerConfig(runner, **task.runner), output=output,
-                                seed=seed)  # fmt: skip
+        config = TrainingConfig(
+            task.env, algorithm, model, RunnerConfig(runner, **task.runner), output=QUIET, seed=seed
+        )
         trainer = build_trainer(config, Path(out))
         trainer.outputs.writers.append(watch)
         try:
@@ -302,8 +318,15 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
     elapsed = watch.column(ELAPSED)  # from the start of the run's set-up: start-up included
     tail = returns[-max(1, len(returns) // 10) :]
     final_eval = float(watch.column(EVAL)[-1])
-    row = {"seed": seed, "final": float(np.nanmean(tail)), "final_eval": final_eval, "judged": judged, "steps": None,
-           "seconds": None, "collapsed": False}  # fmt: skip
+    row = {
+        "seed": seed,
+        "final": float(np.nanmean(tail)),
+        "final_eval": final_eval,
+        "judged": judged,
+        "steps": None,
+        "seconds": None,
+        "collapsed": False,
+    }
     reached = np.flatnonzero(returns >= task.threshold)
     if task.eval_threshold is not None and final_eval < task.eval_threshold:
         reached = reached[:0]  # the final policy must also evaluate at the task's evaluation threshold
@@ -315,9 +338,13 @@ def run_once(task: Task, runner: str, seed: int, algorithm: ImpalaAlgorithmConfi
         if stop:  # the final return of a stopped run: that of the epochs it watched (or of reaching, if none)
             row["final"] = float(np.nanmean(returns[after] if after.any() else returns[first : first + 1]))
         low = np.nanmin(returns[after]) if after.any() and not np.isnan(returns[after]).all() else math.inf
-        row.update(steps=int(steps[first]), seconds=round(float(elapsed[first]), 2),
-                   collapsed=bool(low < task.floor), lowest_after=float(low) if math.isfinite(low) else None,
-                   drift=solved_drift(watch, after))  # fmt: skip
+        row.update(
+            steps=int(steps[first]),
+            seconds=round(float(elapsed[first]), 2),
+            collapsed=bool(low < task.floor),
+            lowest_after=float(low) if math.isfinite(low) else None,
+            drift=solved_drift(watch, after),
+        )
     return row
 
 
@@ -352,8 +379,10 @@ def summarise(name: str, runner: str, rows: list[dict]) -> dict:
 
 
 def print_table(summaries: list[dict]) -> None:
-    print("| env | runner | budget | reached | median env steps | median s | final return | collapses | drift | "
-          "final eval (mean) | final eval (median) | judged (median) | others publish |")  # fmt: skip
+    print(
+        "| env | runner | budget | reached | median env steps | median s | final return | collapses | drift | "
+        "final eval (mean) | final eval (median) | judged (median) | others publish |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         steps = "-" if s["median_steps"] is None else f"{s['median_steps']:,.0f}"
@@ -362,9 +391,11 @@ def print_table(summaries: list[dict]) -> None:
         judged = "-" if s.get("median_judged") is None else f"{s['median_judged']:.2f}"
         task = SUITE[s["env"]]
         budget = f"{task.budget:,}" if task.budget else "default"
-        print(f"| {s['env']} | {s['runner']} | {budget} | {s['reached']} | {steps} | {seconds} | "
-              f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} | "
-              f"{s['median_eval']:.2f} | {judged} | {task.peer or '-'} |")  # fmt: skip
+        print(
+            f"| {s['env']} | {s['runner']} | {budget} | {s['reached']} | {steps} | {seconds} | "
+            f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} | "
+            f"{s['median_eval']:.2f} | {judged} | {task.peer or '-'} |"
+        )
 
 
 def main() -> None:

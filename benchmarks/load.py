@@ -78,13 +78,25 @@ class Load:
 def run(family: Family, epochs: int, settings: dict[str, Any]) -> tuple[float, float]:
     """The median training env steps/s of the epochs after the first, and the learner's mean threads."""
     env, algorithm = shipped_env(family.env)
-    algorithm = {**algorithm, **family.algorithm, "n_epochs": epochs, "epoch_length": family.epoch_length,
-                 "rollout_evaluator": {**algorithm.get("rollout_evaluator", {}), "n_episodes": 1}}  # fmt: skip
+    algorithm = {
+        **algorithm,
+        **family.algorithm,
+        "n_epochs": epochs,
+        "epoch_length": family.epoch_length,
+        "rollout_evaluator": {**algorithm.get("rollout_evaluator", {}), "n_episodes": 1},
+    }
     runner = {"type": family.runner, **settings.get("runner", {})}
     model = {**shipped_model(family.env), **family.model, **settings.get("model", {})}
     with tempfile.TemporaryDirectory() as out:
-        result = train(env, ImpalaAlgorithmConfig(**algorithm), ModelConfig(**model), RunnerConfig(**runner),
-                       output=QUIET, output_dir=out, seed=1)  # fmt: skip
+        result = train(
+            env,
+            ImpalaAlgorithmConfig(**algorithm),
+            ModelConfig(**model),
+            RunnerConfig(**runner),
+            output=QUIET,
+            output_dir=out,
+            seed=1,
+        )
     return statistics.median(result.column(RATE)[1:]), statistics.mean(result.column(THREADS)[1:])
 
 
@@ -105,11 +117,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--epoch-length", type=int, default=None, help="updates an epoch (default: the family's)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="runner.KEY=VALUE",
-                        help="runner or model settings of every run (values as YAML)")  # fmt: skip
-    parser.add_argument("--against", nargs="*", default=[], metavar="runner.KEY=VALUE",
-                        help="also run every cell with these settings, alternating with the shipped ones (e.g. "
-                             "runner.learner_cores=2: the threads before they followed the load)")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="runner.KEY=VALUE",
+        help="runner or model settings of every run (values as YAML)",
+    )
+    parser.add_argument(
+        "--against",
+        nargs="*",
+        default=[],
+        metavar="runner.KEY=VALUE",
+        help="also run every cell with these settings, alternating with the shipped ones (e.g. "
+        "runner.learner_cores=2: the threads before they followed the load)",
+    )
     args = parser.parse_args()
     variants = {"shipped": _settings(args.set)}
     if args.against:
@@ -130,13 +152,19 @@ def main() -> None:
                         rate, mean_threads = run(family, args.epochs, variants[variant])
                     rates[variant, load].append(rate)
                     threads[variant, load].append(mean_threads)
-                    print(f"{name} round {index + 1} load {load} {variant}: {rate:,.0f} env steps/s, "
-                          f"learner threads {mean_threads:.2f}", flush=True)  # fmt: skip
+                    print(
+                        f"{name} round {index + 1} load {load} {variant}: {rate:,.0f} env steps/s, "
+                        f"learner threads {mean_threads:.2f}",
+                        flush=True,
+                    )
         for variant in variants:
             quiet = statistics.median(rates[variant, args.loads[0]])
-            cells = [f"{statistics.median(rates[variant, load]):,.0f} "
-                     f"({statistics.median(rates[variant, load]) / quiet:.2f}x, "
-                     f"{statistics.mean(threads[variant, load]):.1f} threads)" for load in args.loads]  # fmt: skip
+            cells = [
+                f"{statistics.median(rates[variant, load]):,.0f} "
+                f"({statistics.median(rates[variant, load]) / quiet:.2f}x, "
+                f"{statistics.mean(threads[variant, load]):.1f} threads)"
+                for load in args.loads
+            ]
             rows.append(f"| {name} | {variant} | " + " | ".join(cells) + " |")
     print("\n| family | settings | " + " | ".join(f"load {load}" for load in args.loads) + " |")
     print("|---|---|" + "---|" * len(args.loads))

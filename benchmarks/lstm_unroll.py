@@ -22,14 +22,14 @@ from typing import Any
 
 import torch
 from calibration import learner_and_batch
+from harness import QUIET
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.nn.recurrent import RecurrentCore, Unrolled
 
 RATE = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 MODEL = ModelConfig(recurrent="lstm")
 
 
@@ -170,8 +170,10 @@ def training_rates(rounds: int, cores: str) -> dict[str, list[float]]:
 def report(rates: dict[str, Any]) -> None:
     ratios = [new / old for new, old in zip(rates["one node"], rates["shipped"], strict=True)]
     medians = {name: round(statistics.median(values)) for name, values in rates.items()}
-    print(f"medians {medians}; one node / shipped by round {[round(r, 2) for r in ratios]}, "
-          f"median {statistics.median(ratios):.2f}")  # fmt: skip
+    print(
+        f"medians {medians}; one node / shipped by round {[round(r, 2) for r in ratios]}, "
+        f"median {statistics.median(ratios):.2f}"
+    )
 
 
 def main() -> None:

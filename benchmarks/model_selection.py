@@ -25,9 +25,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from harness import QUIET
 from learning import JUDGE_SEEDS, SUITE, Task, algorithm_for, episode_returns
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, TrainingConfig
 from maze_impala.actors.actor import seed_for
 from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.writers import StatsWriter
@@ -59,14 +60,13 @@ def run(task: Task, seed: int, counts: list[int], truth: int) -> dict:
     shipped = ImpalaAlgorithmConfig()
     algorithm = algorithm_for(shipped.epoch_length, {}, task.budget, task.algorithm)
     algorithm = replace(algorithm, rollout_evaluator=RolloutEvaluatorConfig(n_episodes=1))  # judged here instead
-    output = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
         config = TrainingConfig(
             task.env,
             algorithm,
             ModelConfig(**task.model),
             RunnerConfig("local", **task.runner),
-            output=output,
+            output=QUIET,
             seed=seed,
         )
         trainer = build_trainer(config, Path(out))

@@ -23,9 +23,10 @@ import time
 
 import pandas as pd
 import ray
+from harness import QUIET
 from ray.cluster_utils import Cluster
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.ray_actors import RayActors, RayWeights
 from maze_impala.actors.restarts import RestartPolicy
@@ -41,9 +42,8 @@ HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold"
 
 
 def steps_per_second(runner: RunnerConfig, algorithm: ImpalaAlgorithmConfig) -> float:
-    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
-        train("CartPole-v1", algorithm, runner=runner, output=quiet, output_dir=out, seed=1)
+        train("CartPole-v1", algorithm, runner=runner, output=QUIET, output_dir=out, seed=1)
         rates = pd.read_csv(os.path.join(out, "stats.csv"))[RATE].to_numpy()
     return float(statistics.mean(rates[1:]))
 
@@ -82,8 +82,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     algorithm = ImpalaAlgorithmConfig(num_actors=args.actors, n_epochs=args.epochs)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                            "_system_config": HEALTH_CHECKS})  # fmt: skip
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": HEALTH_CHECKS},
+    )
     per_node = -(-args.actors // 2)
     nodes = [cluster.add_node(num_cpus=per_node + 1) for _ in range(2)]
     cluster.wait_for_nodes()
@@ -98,16 +100,20 @@ def main() -> None:
     finally:
         cluster.shutdown()
     local = statistics.median(rates["local"])
-    print(f"CartPole-v1, {args.actors} actors, {args.epochs} epochs of 50 updates, {args.repeats} runs each, "
-          f"{os.cpu_count()} cores; actors on nodes {where}")  # fmt: skip
+    print(
+        f"CartPole-v1, {args.actors} actors, {args.epochs} epochs of 50 updates, {args.repeats} runs each, "
+        f"{os.cpu_count()} cores; actors on nodes {where}"
+    )
     print("| runner | env steps/s (median) | runs | vs local |")
     print("|---|---|---|---|")
     for name, values in rates.items():
         median = statistics.median(values)
         print(f"| {name} | {median:,.0f} | {', '.join(f'{v:,.0f}' for v in values)} | {median / local:.2f} |")
     print(f"kill -9 of a Ray actor -> its replacement's first rollout: {kill_s:.1f} s")
-    print(f"a node removed -> its actor's first rollout on the other node: {node_s:.1f} s "
-          f"(Ray's health checks at {HEALTH_CHECKS['health_check_period_ms']} ms)")  # fmt: skip
+    print(
+        f"a node removed -> its actor's first rollout on the other node: {node_s:.1f} s "
+        f"(Ray's health checks at {HEALTH_CHECKS['health_check_period_ms']} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -41,11 +41,26 @@ def run(settings: str, seed: int, budget: int, eval_every: int, eval_episodes: i
         env = VecNormalize(make_vec_env(StatelessCartPole, n_envs=8, seed=seed), norm_obs=True, norm_reward=False)
         linear = lambda start: lambda progress: progress * start  # noqa: E731  (the Zoo's lin_ schedules)
         model = RecurrentPPO(
-            "MlpLstmPolicy", env, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8,
-            ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, verbose=0,
-            policy_kwargs=dict(ortho_init=False, activation_fn=nn.ReLU, lstm_hidden_size=64, enable_critic_lstm=True,
-                               net_arch=dict(pi=[64], vf=[64])),
-        )  # fmt: skip
+            "MlpLstmPolicy",
+            env,
+            n_steps=32,
+            batch_size=256,
+            n_epochs=20,
+            gamma=0.98,
+            gae_lambda=0.8,
+            ent_coef=0.0,
+            learning_rate=linear(1e-3),
+            clip_range=linear(0.2),
+            seed=seed,
+            verbose=0,
+            policy_kwargs=dict(
+                ortho_init=False,
+                activation_fn=nn.ReLU,
+                lstm_hidden_size=64,
+                enable_critic_lstm=True,
+                net_arch=dict(pi=[64], vf=[64]),
+            ),
+        )
     else:
         env = make_vec_env(StatelessCartPole, n_envs=1, seed=seed)
         model = RecurrentPPO("MlpLstmPolicy", env, seed=seed, verbose=0)
@@ -80,8 +95,11 @@ def run(settings: str, seed: int, budget: int, eval_every: int, eval_episodes: i
             self.next += eval_every
             score = greedy_return()
             result["evaluations"].append((self.num_timesteps, round(self.training_seconds, 1), score))
-            print(f"  {settings} seed {seed}: {self.num_timesteps:,} env steps, {self.training_seconds:.0f} s, "
-                  f"greedy {score:.1f}", flush=True)  # fmt: skip
+            print(
+                f"  {settings} seed {seed}: {self.num_timesteps:,} env steps, {self.training_seconds:.0f} s, "
+                f"greedy {score:.1f}",
+                flush=True,
+            )
             for threshold in (475, 500):
                 if score >= threshold and result[f"steps_to_{threshold}"] is None:
                     result[f"steps_to_{threshold}"] = self.num_timesteps

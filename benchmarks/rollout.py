@@ -16,21 +16,33 @@ import tempfile
 import time
 from pathlib import Path
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from harness import QUIET
+
+from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
 from maze_impala.config import PolicyConfig, RolloutConfig, RolloutRunnerConfig
 from maze_impala.train.rollout import rollout
 
 
 def trained_cartpole(out: Path) -> Path:
-    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
-    train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=8, eps=1e-3), runner=RunnerConfig("dev"), output=quiet,
-          seed=1, output_dir=out)  # fmt: skip
+    train(
+        "CartPole-v1",
+        ImpalaAlgorithmConfig(n_epochs=8, eps=1e-3),
+        runner=RunnerConfig("dev"),
+        output=QUIET,
+        seed=1,
+        output_dir=out,
+    )
     return out
 
 
 def measure(input_dir: Path, episodes: int, runner: str, envs: int) -> tuple[float, float]:
-    config = RolloutConfig(policy=PolicyConfig(type="torch"), input_dir=str(input_dir), n_episodes=episodes,
-                           runner=RolloutRunnerConfig(type=runner, envs_per_process=envs), progress=False)  # fmt: skip
+    config = RolloutConfig(
+        policy=PolicyConfig(type="torch"),
+        input_dir=str(input_dir),
+        n_episodes=episodes,
+        runner=RolloutRunnerConfig(type=runner, envs_per_process=envs),
+        progress=False,
+    )
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         results = rollout(config, Path(out))

@@ -19,12 +19,11 @@ budget's end), sampled as in training, and the random policy plays as many. The 
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
+from harness import maze_run
 
 ENV = ["env=pettingzoo", "env.name=mpe2.simple_spread_v3", "env.api=parallel"]
 SHARING = {"shared": [], "per agent": ["model.per_agent_networks=true"]}
@@ -33,16 +32,20 @@ UPDATE = 32 * 32
 """Env steps of one update with the shipped settings (32 envs x 32 steps)."""
 
 
-def maze_run(args: list[str], cwd: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "maze_impala", *args], cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"maze-run {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-
-
 def mean_return(source: list[str], out: Path, episodes: int) -> float:
     """The mean team return of ``episodes`` sampled episodes (the rollout CLI's kpis_summary.csv)."""
-    maze_run(["-cn", "conf_rollout", *source, f"n_episodes={episodes}", "deterministic=false", "progress=false",
-              f"hydra.run.dir={out}"], out.parent)  # fmt: skip
+    maze_run(
+        [
+            "-cn",
+            "conf_rollout",
+            *source,
+            f"n_episodes={episodes}",
+            "deterministic=false",
+            "progress=false",
+            f"hydra.run.dir={out}",
+        ],
+        out.parent,
+    )
     return float(pd.read_csv(out / "kpis_summary.csv").set_index("kpi").loc["return", "mean"])
 
 
@@ -61,17 +64,34 @@ def main() -> None:
             for critic, critic_args in CRITICS.items():
                 for seed in args.seeds:
                     run = cwd / f"run_{len(rows)}"
-                    maze_run(["-cn", "conf_train", *ENV, *shared_args, *critic_args, f"seed={seed}",
-                              f"algorithm.n_epochs={args.epochs}", "output.progress=false", "output.console=false",
-                              f"hydra.run.dir={run}"], cwd)  # fmt: skip
-                    value = mean_return([f"input_dir={run}", "policy.checkpoint=model_last.pt"],
-                                        cwd / f"rollout_{len(rows)}", args.episodes)  # fmt: skip
+                    maze_run(
+                        [
+                            "-cn",
+                            "conf_train",
+                            *ENV,
+                            *shared_args,
+                            *critic_args,
+                            f"seed={seed}",
+                            f"algorithm.n_epochs={args.epochs}",
+                            "output.progress=false",
+                            "output.console=false",
+                            f"hydra.run.dir={run}",
+                        ],
+                        cwd,
+                    )
+                    value = mean_return(
+                        [f"input_dir={run}", "policy.checkpoint=model_last.pt"],
+                        cwd / f"rollout_{len(rows)}",
+                        args.episodes,
+                    )
                     rows.append({"sharing": sharing, "critic": critic, "seed": seed, "return": value})
                     print(f"{sharing}, {critic} critic, seed {seed}: {value:.2f}", flush=True)
     results = pd.DataFrame(rows)
     steps = args.epochs * 50 * UPDATE
-    print(f"\n| parameters | critic | team return after {steps:,} env steps (mean, lowest of {len(args.seeds)} "
-          "seeds) |\n|---|---|---|")  # fmt: skip
+    print(
+        f"\n| parameters | critic | team return after {steps:,} env steps (mean, lowest of {len(args.seeds)} "
+        "seeds) |\n|---|---|---|"
+    )
     for (sharing, critic), part in results.groupby(["sharing", "critic"], sort=False):
         print(f"| {sharing} | {critic} | {part['return'].mean():.2f} ({part['return'].min():.2f}) |")
     print(f"| random policy | | {random:.2f} |")

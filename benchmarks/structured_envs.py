@@ -78,8 +78,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     report = {}
-    print(f"{'env':<14}{'random':>8}{'optimum':>9}{'threshold':>10}{'reached':>9}{'s to threshold (median, range)':>32}"
-          f"{'best train':>11}{'final eval':>11}")  # fmt: skip
+    print(
+        f"{'env':<14}{'random':>8}{'optimum':>9}{'threshold':>10}{'reached':>9}{'s to threshold (median, range)':>32}"
+        f"{'best train':>11}{'final eval':>11}"
+    )
     for name in args.envs:
         env, threshold, optimum = ENVS[name]
         baseline = random_return(env)
@@ -88,8 +90,10 @@ def main() -> None:
         span = f"{statistics.median(times):.1f} ({min(times):.1f}-{max(times):.1f})" if times else "-"
         best = statistics.median(r["best_train_return"] for r in runs)
         final = statistics.median(r["final_eval_return"] for r in runs)
-        print(f"{name:<14}{baseline:>8.2f}{optimum:>9.1f}{threshold:>10.1f}{len(times):>5}/{len(runs):<3}{span:>32}"
-              f"{best:>11.2f}{final:>11.2f}")  # fmt: skip
+        print(
+            f"{name:<14}{baseline:>8.2f}{optimum:>9.1f}{threshold:>10.1f}{len(times):>5}/{len(runs):<3}{span:>32}"
+            f"{best:>11.2f}{final:>11.2f}"
+        )
         report[name] = {"random": baseline, "optimum": optimum, "threshold": threshold, "runs": runs}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 from calibration import learner_updates_per_second
+from harness import QUIET
 
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 from maze_impala.events.interfaces import RunEvents
@@ -222,22 +223,25 @@ def actors_only(args: argparse.Namespace, seconds: float) -> float:
 def learner_only(args: argparse.Namespace, seconds: float, batch_size: int) -> tuple[float, float]:
     """Updates and samples per second on one fixed batch of ``batch_size`` rollouts, on ``args.device``."""
     rate, samples = learner_updates_per_second(
-        args.env, algorithm_of(args), model_of(args), batch_size=batch_size, seconds=seconds,
+        args.env,
+        algorithm_of(args),
+        model_of(args),
+        batch_size=batch_size,
+        seconds=seconds,
         threads=max(1, os.cpu_count() or 1),
-    )  # fmt: skip
+    )
     return rate, rate * samples
 
 
 def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, float]:
     """Env steps and updates per second of the update loop, rollouts per update and the share of the loop spent
     waiting for actors (medians over the epochs after the first)."""
-    from maze_impala import OutputConfig, RunnerConfig, train
+    from maze_impala import RunnerConfig, train
 
     algorithm = algorithm_of(args, n_epochs=epochs, epoch_length=25)
     runner_config = RunnerConfig(**{**args.family.runner, "type": runner, "actor_device": args.actor_device})
-    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with tempfile.TemporaryDirectory() as out:
-        result = train(args.env, algorithm, model_of(args), runner_config, 1, out, output=quiet)
+        result = train(args.env, algorithm, model_of(args), runner_config, 1, out, output=QUIET)
 
     def median(name: str) -> float:
         return statistics.median(result.column(name)[1:])
@@ -246,8 +250,12 @@ def training(args: argparse.Namespace, runner: str, epochs: int) -> dict[str, fl
     updates = median(StatKey.of(RunEvents.updates_per_second, "last").column())
     waiting = median(StatKey.of(MultiStepIMPALAEvents.time_dequeuing_actors, field="percent").column()) / 100
     per_update = steps / updates / (args.envs_per_actor * args.n_rollout_steps)
-    return {"env_steps_per_s": steps, "updates_per_s": updates, "rollouts_per_update": per_update,
-            "learner_waiting": waiting}  # fmt: skip
+    return {
+        "env_steps_per_s": steps,
+        "updates_per_s": updates,
+        "rollouts_per_update": per_update,
+        "learner_waiting": waiting,
+    }
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -261,8 +269,10 @@ def measure(args: argparse.Namespace) -> dict:
         row: dict = {"ceiling_runs": ceilings, "actors_only_runs": actors}
         row["ceiling_env_steps_per_s"] = statistics.median(ceilings)
         row["actors_only_env_steps_per_s"] = statistics.median(actors)
-        row["learner"] = [dict(zip(("updates_per_s", "samples_per_s"), learner_only(args, args.seconds, size)),
-                               rollouts=size) for size in args.learner_batches]  # fmt: skip
+        row["learner"] = [
+            dict(zip(("updates_per_s", "samples_per_s"), learner_only(args, args.seconds, size)), rollouts=size)
+            for size in args.learner_batches
+        ]
         for runner in args.runners:
             for name, value in training(args, runner, args.epochs).items():
                 row[f"train_{runner}_{name}"] = value
@@ -374,8 +384,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each timed measurement")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds of ceiling and actors only")
     parser.add_argument("--epochs", type=int, default=5, help="epochs (of 25 updates) per training measurement")
-    parser.add_argument("--runners", nargs="+", default=["local", "dev"], choices=["local", "dev"],
-                        help="the runners whose training is measured (dev: one process, slow for a CNN)")  # fmt: skip
+    parser.add_argument(
+        "--runners",
+        nargs="+",
+        default=["local", "dev"],
+        choices=["local", "dev"],
+        help="the runners whose training is measured (dev: one process, slow for a CNN)",
+    )
     parser.add_argument(
         "--sweep",
         action="store_true",
@@ -423,9 +438,11 @@ def main() -> None:
     base = measure(args)
     settings = {k: v for k, v in vars(args).items() if k not in ("json", "family", "image_shapes")}
     report: dict = {"settings": settings, "base": base}
-    print(f"{label}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
-          f"steps, batches of {_batches(args)}, {model_of(args)}, learner on {args.device}, {os.cpu_count()} CPU "
-          "cores")  # fmt: skip
+    print(
+        f"{label}, {args.num_actors} actors x {args.envs_per_actor} envs, rollouts of {args.n_rollout_steps} "
+        f"steps, batches of {_batches(args)}, {model_of(args)}, learner on {args.device}, {os.cpu_count()} CPU "
+        "cores"
+    )
     print(f"{'measurement':<34}{'per second':>14}{'ratio to ceiling':>18}")
     lines = [
         ("ceiling: raw env steps", base["ceiling_env_steps_per_s"], 1.0),
@@ -435,17 +452,22 @@ def main() -> None:
     ]
     for runner in args.runners:
         lines += [
-            (f"train runner={runner}: env steps", base[f"train_{runner}_env_steps_per_s"],
-             base[f"train_{runner}_ratio_to_ceiling"]),
+            (
+                f"train runner={runner}: env steps",
+                base[f"train_{runner}_env_steps_per_s"],
+                base[f"train_{runner}_ratio_to_ceiling"],
+            ),
             (f"train runner={runner}: updates", base[f"train_{runner}_updates_per_s"], None),
             (f"train runner={runner}: rollouts/update", base[f"train_{runner}_rollouts_per_update"], None),
-        ]  # fmt: skip
+        ]
     for name, value, ratio in lines:
         shown = f"{value:>14.2f}" if name.endswith("rollouts/update") else f"{value:>14,.0f}"
         print(f"{name:<34}{shown}{'' if ratio is None else f'{ratio:>17.0%}':>18}")
     for runner in args.runners:
-        print(f"train runner={runner}: the learner waited for actors {base[f'train_{runner}_learner_waiting']:.0%} "
-              f"of the loop; the actors idled about {base[f'train_{runner}_actors_idle']:.0%}")  # fmt: skip
+        print(
+            f"train runner={runner}: the learner waited for actors {base[f'train_{runner}_learner_waiting']:.0%} "
+            f"of the loop; the actors idled about {base[f'train_{runner}_actors_idle']:.0%}"
+        )
     print(f"{'peak RSS of the process tree':<34}{base['peak_rss_mib']:>11,.0f} MiB")
     rounds = zip(base["ceiling_runs"], base["actors_only_runs"])
     print("rounds (ceiling, actors only): " + ", ".join(f"({c:,.0f}, {a:,.0f}: {a / c:.0%})" for c, a in rounds))
@@ -469,14 +491,34 @@ def main() -> None:
                 top = ceiling(args.env, varied.num_actors, args.seconds)
                 actors = actors_only(varied, args.seconds)
                 local = training(varied, "local", 3)
-                sweep.append({"varied": name, "value": str(value), "ceiling": top, "actors_only": actors,
-                              "train_local": local["env_steps_per_s"], "ratio": local["env_steps_per_s"] / top,
-                              "per_update": f"{local['rollouts_per_update']:.2f}",
-                              "learner_waits": local["learner_waiting"],
-                              "actors_idle": 1 - local["env_steps_per_s"] / actors})  # fmt: skip
+                sweep.append(
+                    {
+                        "varied": name,
+                        "value": str(value),
+                        "ceiling": top,
+                        "actors_only": actors,
+                        "train_local": local["env_steps_per_s"],
+                        "ratio": local["env_steps_per_s"] / top,
+                        "per_update": f"{local['rollouts_per_update']:.2f}",
+                        "learner_waits": local["learner_waiting"],
+                        "actors_idle": 1 - local["env_steps_per_s"] / actors,
+                    }
+                )
         print("\nsweep (env steps per second; training: runner=local; batches: (fewest, most) rollouts per update)")
-        _print(sweep, ["varied", "value", "ceiling", "actors_only", "train_local", "ratio", "per_update",
-                       "learner_waits", "actors_idle"])  # fmt: skip
+        _print(
+            sweep,
+            [
+                "varied",
+                "value",
+                "ceiling",
+                "actors_only",
+                "train_local",
+                "ratio",
+                "per_update",
+                "learner_waits",
+                "actors_idle",
+            ],
+        )
         report["sweep"] = sweep
     if args.soak:
         report["soak"] = soak(args, base["train_local_updates_per_s"])

@@ -164,8 +164,9 @@ def trained_policy(checkpoint: str) -> Policy:
         actor = agents["player_1" if mark == "X" else "player_2"]
         obs = {"observation": torch.as_tensor(planes)[None], "action_mask": torch.as_tensor(mask)[None]}
         with torch.no_grad():
-            logits = policy.logits(actor.step_key, policy.normalize(actor.step_key, obs),
-                                   agent_ids=torch.tensor([actor.agent_id]))  # fmt: skip
+            logits = policy.logits(
+                actor.step_key, policy.normalize(actor.step_key, obs), agent_ids=torch.tensor([actor.agent_id])
+            )
         p = torch.softmax(logits[0], -1).numpy()
         return {i: float(p[i]) for i in free(board)}
 

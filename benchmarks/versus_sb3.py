@@ -79,8 +79,12 @@ def sb3_venv(venv_dir: Path) -> Path:
     python = venv_dir / "bin" / "python"
     if not python.exists():
         venv.EnvBuilder(system_site_packages=False, with_pip=True).create(venv_dir)
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     ours = [p for p in dict.fromkeys(sys.path) if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
     (Path(site) / "maze_impala_parent.pth").write_text("".join(f"{p}\n" for p in ours))
     from importlib.metadata import version
@@ -129,9 +133,14 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     shipped_config = {"cartpole": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(task, "pixel_goal")
     model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
     runner = RunnerConfig(**(shipped_runner(shipped_config) if shipped_config else {}))
-    config = TrainingConfig(env, ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}), model,
-                            runner, OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
-                            seed=seed)  # fmt: skip
+    config = TrainingConfig(
+        env,
+        ImpalaAlgorithmConfig(**{**algorithm, "n_epochs": epochs}),
+        model,
+        runner,
+        OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+        seed=seed,
+    )
     result = {"reached": None, "seconds": None, "env_steps": None}
     returns: deque[float] = deque(maxlen=WINDOW)
     episode_return = event_name(EpisodeEvents.episode_return)
@@ -152,8 +161,13 @@ def maze_run(task: str, seed: int, started: float) -> dict:
         class Judged(StatsWriter):  # every epoch's evaluation against random play, where the task is a game
             def write(self, epoch: int, env_steps: int, row: dict[str, float]) -> None:
                 seats = ("player_1", "player_2")
-                rates = [sum(row.get(StatKey.of(e, mean, "eval", group=f"seat={seat}").column(), 0.0)
-                             for e in (GameEvents.win, GameEvents.draw)) for seat in seats]  # fmt: skip
+                rates = [
+                    sum(
+                        row.get(StatKey.of(e, mean, "eval", group=f"seat={seat}").column(), 0.0)
+                        for e in (GameEvents.win, GameEvents.draw)
+                    )
+                    for seat in seats
+                ]
                 if min(rates) >= threshold:
                     result.update(reached=True, seconds=time.time() - started, env_steps=env_steps)
                     raise Reached
@@ -195,8 +209,13 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
 
         def __init__(self, space: gym.spaces.Box, features_dim: int = 256):
             super().__init__(space, features_dim)
-            self.convs = nn.Sequential(nn.Conv2d(space.shape[0], 32, 3, stride=2, padding=1), nn.ReLU(),
-                                       nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten())  # fmt: skip
+            self.convs = nn.Sequential(
+                nn.Conv2d(space.shape[0], 32, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.Flatten(),
+            )
             with torch.no_grad():
                 n = self.convs(torch.zeros(1, *space.shape)).shape[1]
             self.linear = nn.Sequential(nn.Linear(n, features_dim), nn.ReLU())
@@ -208,8 +227,19 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
         return sb3_tictactoe(seed, started)
     if task == "cartpole":
         env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
-        model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                    ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed)  # fmt: skip
+        model = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            ent_coef=0.0,
+            learning_rate=linear(1e-3),
+            clip_range=linear(0.2),
+            seed=seed,
+        )
     else:
         if task.startswith("pixel-goal"):
             from maze_impala.envs.examples import PixelGoalEnv
@@ -225,9 +255,19 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
                 return gym.wrappers.TransformObservation(env, lambda o: o.astype(np.uint8) * 255, space)
 
             env = make_vec_env(lambda: make_gym("MinAtar/Breakout-v1"), n_envs=8, seed=seed, wrapper_class=frames)
-        model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=linear(2.5e-4),
-                    clip_range=linear(0.1), vf_coef=0.5, ent_coef=0.01, seed=seed,
-                    policy_kwargs={"features_extractor_class": SmallCNN, "normalize_images": True})  # fmt: skip
+        model = PPO(
+            "CnnPolicy",
+            env,
+            n_steps=128,
+            n_epochs=4,
+            batch_size=256,
+            learning_rate=linear(2.5e-4),
+            clip_range=linear(0.1),
+            vf_coef=0.5,
+            ent_coef=0.01,
+            seed=seed,
+            policy_kwargs={"features_extractor_class": SmallCNN, "normalize_images": True},
+        )
     result = {"reached": None, "seconds": None, "env_steps": None}
 
     class Watch(BaseCallback):
@@ -376,11 +416,17 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="SB3's virtual environment")
     parser.add_argument("--sb3-budget", type=int, help="SB3's env-step budget (default: the task's)")
     parser.add_argument("--tools", nargs="+", default=["maze_impala", "sb3"], choices=["maze_impala", "sb3"])
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                        help="maze_impala's algorithm settings to change (values as YAML)")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="maze_impala's algorithm settings to change (values as YAML)",
+    )
     parser.add_argument("--json", help="also write every run and the table to this file")
-    parser.add_argument("--load", type=int, default=0,
-                        help="busy programs beside every run (as benchmarks/load.py starts them)")  # fmt: skip
+    parser.add_argument(
+        "--load", type=int, default=0, help="busy programs beside every run (as benchmarks/load.py starts them)"
+    )
     args = parser.parse_args()
     python = sb3_python(args.venv) if "sb3" in args.tools else Path(sys.executable)
     settings = json.dumps({k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)})
@@ -393,8 +439,10 @@ def main() -> None:
                     rows.append(run(tool, task, seed, python_of, args.sb3_budget, settings))
                 print(json.dumps(rows[-1]), flush=True)
     table = summary(rows)
-    print("| task | maze_impala: reached, median s, median env steps | SB3 PPO: reached, median s, median env steps "
-          "| SB3's time / ours | our env steps / SB3's |")  # fmt: skip
+    print(
+        "| task | maze_impala: reached, median s, median env steps | SB3 PPO: reached, median s, median env steps "
+        "| SB3's time / ours | our env steps / SB3's |"
+    )
     print("|---|---|---|---|---|")
     for line in table:
         ours, theirs = (

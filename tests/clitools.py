@@ -17,9 +17,12 @@ TINY = [
 
 PLOT = (sys.executable, "-m", "maze_impala.train.plots")
 """``maze-plot``, for ``run_cli``'s ``command``."""
-WARM = {(sys.executable, "-m", "maze_impala"): "maze_impala", ("maze-run",): "maze_impala",
-        PLOT: "maze_impala.train.plots",
-        ("maze-plot",): "maze_impala.train.plots"}  # fmt: skip
+WARM = {
+    (sys.executable, "-m", "maze_impala"): "maze_impala",
+    ("maze-run",): "maze_impala",
+    PLOT: "maze_impala.train.plots",
+    ("maze-plot",): "maze_impala.train.plots",
+}
 """The commands run warm (tests/warm.py), by the module ``python -m`` runs."""
 
 

@@ -47,8 +47,12 @@ MODELS = {
     "gru-elu": ModelConfig(hidden_units=[16], activation="elu", recurrent="gru", recurrent_units=8),
     "silu": ModelConfig(hidden_units=[16], activation="silu"),
 }
-ENVS = {"cartpole": lambda: make_env("CartPole-v1"), "cutting": CuttingEnv, "coordination": CoordinationEnv,
-        "pendulum": lambda: make_env("Pendulum-v1")}  # fmt: skip
+ENVS = {
+    "cartpole": lambda: make_env("CartPole-v1"),
+    "cutting": CuttingEnv,
+    "coordination": CoordinationEnv,
+    "pendulum": lambda: make_env("Pendulum-v1"),
+}
 
 
 @pytest.mark.parametrize("model", MODELS.values(), ids=MODELS.keys())
@@ -123,8 +127,9 @@ def test_row_noise_makes_each_rows_actions_independent_of_the_rows_beside_it():
     agents = np.zeros(6, dtype=np.int64)
     together, _, _ = acting.act("cut", obs, {}, agents, RowNoise([np.random.default_rng(i) for i in range(6)]))
     for i in range(6):
-        alone, _, _ = acting.act("cut", {k: v[i : i + 1] for k, v in obs.items()}, {}, agents[:1],
-                                 RowNoise([np.random.default_rng(i)]))  # fmt: skip
+        alone, _, _ = acting.act(
+            "cut", {k: v[i : i + 1] for k, v in obs.items()}, {}, agents[:1], RowNoise([np.random.default_rng(i)])
+        )
         assert alone["remainder"][0] == together["remainder"][i]
 
 

@@ -241,8 +241,16 @@ def _actor(n_envs, env_seeds, deterministic=True, seed=0, stepping="auto"):
     envs = [make_env("CartPole-v1") for _ in range(n_envs)]
     torch.manual_seed(5)  # the same policy weights for every actor of a test
     policy = StructuredPolicy(envs[0].observation_spaces_dict, envs[0].action_spaces_dict, MODEL)
-    return RolloutActor(envs, SharedWeights(policy), make_acting(policy), 40, seed, deterministic=deterministic,
-                        env_seeds=env_seeds, stepping=stepping)  # fmt: skip
+    return RolloutActor(
+        envs,
+        SharedWeights(policy),
+        make_acting(policy),
+        40,
+        seed,
+        deterministic=deterministic,
+        env_seeds=env_seeds,
+        stepping=stepping,
+    )
 
 
 def test_batched_and_unbatched_acting_record_the_same_steps():
@@ -338,7 +346,7 @@ def test_actors_on_a_torch_device_act_through_torch_there_and_make_the_numpy_act
     actors = [
         plain.in_numpy(numpy_form_of(policy)).build(0, weights),
         on_device.in_numpy(numpy_form_of(policy)).build(0, weights),
-    ]  # fmt: skip  (a form the device's actor does not use)
+    ]  # a form the device's actor does not use
     assert isinstance(actors[0].acting, NumpyActing) and isinstance(actors[1].acting, TorchActing)
     assert actors[1].acting.device == torch.device("cpu")
     first, second = (actor.rollout() for actor in actors)

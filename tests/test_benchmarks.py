@@ -52,21 +52,34 @@ def test_throughput_measures_a_shipped_env_family_with_its_own_settings_and_the_
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import throughput
 
-    args = argparse.Namespace(env="env=atari:name=ALE/Breakout-v5", hidden=None, model=[], device=None,
-                              num_actors=14, envs_per_actor=None, n_rollout_steps=None, actors_batch_size=4,
-                              min_actors_batch_size=None)  # fmt: skip
+    args = argparse.Namespace(
+        env="env=atari:name=ALE/Breakout-v5",
+        hidden=None,
+        model=[],
+        device=None,
+        num_actors=14,
+        envs_per_actor=None,
+        n_rollout_steps=None,
+        actors_batch_size=4,
+        min_actors_batch_size=None,
+    )
     throughput.resolve(args)
     assert args.env["name"] == "ALE/Breakout-v5" and args.env["wrappers"]  # the family's env, with a key changed
     algorithm = throughput.algorithm_of(args, epoch_length=25)
     assert (algorithm.optimizer, algorithm.n_sgd_passes, algorithm.envs_per_actor, algorithm.n_rollout_steps) == (
-        "rmsprop", 1, 16, 20)  # fmt: skip
+        "rmsprop",
+        1,
+        16,
+        20,
+    )
     assert (algorithm.num_actors, algorithm.actors_batch_size, algorithm.epoch_length) == (14, 4, 25)
     assert algorithm.rollout_evaluator.n_episodes == 1  # evaluation is not in the rates: as short as it can be
     assert throughput.model_of(args).image_encoder == "nature"  # a CPU learner's
     args.device = "cuda"
     assert throughput.model_of(args).image_encoder == "impala"  # a GPU learner's, actors alike
-    plain = argparse.Namespace(env="CartPole-v1", hidden=None, model=["recurrent=lstm"], device=None,
-                               **dict.fromkeys(throughput.FLAGS[:-1]))  # fmt: skip
+    plain = argparse.Namespace(
+        env="CartPole-v1", hidden=None, model=["recurrent=lstm"], device=None, **dict.fromkeys(throughput.FLAGS[:-1])
+    )
     throughput.resolve(plain)
     shipped = throughput.ImpalaAlgorithmConfig()
     assert throughput.algorithm_of(plain).n_sgd_passes == shipped.n_sgd_passes and plain.device == "cpu"
@@ -213,15 +226,32 @@ def test_versus_sb3_judges_our_run_by_its_last_100_episodes_and_sums_up_the_seed
         sys.path.remove(str(BENCHMARKS))
     out = tmp_path / "run.json"
     started = time.time()
-    subprocess.run([sys.executable, str(BENCHMARKS / "versus_sb3.py"), "--worker", "maze_impala", "pixel-goal", "1",
-                    repr(started), str(out)], check=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "versus_sb3.py"),
+            "--worker",
+            "maze_impala",
+            "pixel-goal",
+            "1",
+            repr(started),
+            str(out),
+        ],
+        check=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     row = json.loads(out.read_text())
     assert row["reached"] and row["encoder"] == "flatten" and 0 < row["seconds"] < time.time() - started
     assert 0 < row["env_steps"] < versus_sb3.TASKS["pixel-goal"][1]
-    rows = [{"tool": "maze_impala", "task": "t", "seed": s, "reached": True, "seconds": s, "env_steps": 100 * s}
-            for s in (1, 2, 3)]  # fmt: skip
-    rows += [{"tool": "sb3", "task": "t", "seed": 1, "reached": True, "seconds": 6.0, "env_steps": 50},
-             {"tool": "sb3", "task": "t", "seed": 2, "reached": None, "seconds": None, "env_steps": None}]  # fmt: skip
+    rows = [
+        {"tool": "maze_impala", "task": "t", "seed": s, "reached": True, "seconds": s, "env_steps": 100 * s}
+        for s in (1, 2, 3)
+    ]
+    rows += [
+        {"tool": "sb3", "task": "t", "seed": 1, "reached": True, "seconds": 6.0, "env_steps": 50},
+        {"tool": "sb3", "task": "t", "seed": 2, "reached": None, "seconds": None, "env_steps": None},
+    ]
     (line,) = versus_sb3.summary(rows)
     assert line["maze_impala_reached"] == "3/3" and line["sb3_reached"] == "1/2"
     assert line["sooner"] == 3.0 and line["env_steps_ratio"] == 4.0
@@ -274,8 +304,9 @@ def test_the_device_benchmark_runs_on_the_cpu_with_tiny_batches(tmp_path):
     """``benchmarks/gpu.py`` on the CPU: the learner alone for each model, with the ops and host reads of one update
     (the figures its GPU table gives, here on 2 x 4 steps a rollout)."""
     out = tmp_path / "gpu.json"
-    stdout = run_script("gpu.py", "--device", "cpu", "--tiny", "--rollouts", "1", "--seconds", "0.2", "--json",
-                        str(out), cwd=tmp_path)  # fmt: skip
+    stdout = run_script(
+        "gpu.py", "--device", "cpu", "--tiny", "--rollouts", "1", "--seconds", "0.2", "--json", str(out), cwd=tmp_path
+    )
     header = "| model | compile | precision | rollouts | samples | updates/s | samples/s | first s | ops | host reads |"
     assert header in stdout
     rows = json.loads(out.read_text())
@@ -297,3 +328,22 @@ def test_the_deploy_benchmark_prints_a_row_per_backend(tmp_path):
     stdout = run_script("deploy.py", "--kinds", "cartpole-mlp", "--seconds", "0.2", cwd=tmp_path)
     rows = [line for line in stdout.splitlines() if line.startswith("| cartpole-mlp |")]
     assert [row.split(" | ")[1] for row in rows] == ["Player (torch)", "Player (numpy form)", "numpy", "onnx"], stdout
+
+
+def test_the_benchmarks_harness_alternates_the_cases_and_takes_each_ones_median():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import harness
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert [harness.round_order(["a", "b"], i) for i in range(3)] == [["a", "b"], ["b", "a"], ["a", "b"]]
+    assert harness.round_order(["a", "b", "c"], 1) == ["b", "c", "a"]
+    order, heard = [], []
+    figures = harness.alternating(
+        3, ["a", "b"], lambda case: order.append(case) or len(order), lambda *seen: heard.append(seen)
+    )
+    assert order == ["a", "b", "b", "a", "a", "b"]
+    assert figures == {"a": [1, 4, 5], "b": [2, 3, 6]} and heard[1] == (0, "b", 2)
+    assert harness.medians(figures) == {"a": 4, "b": 3}
+    with pytest.raises(RuntimeError, match="maze-run -cn no_such_config failed"):
+        harness.maze_run(["-cn", "no_such_config"], cwd=ROOT)

@@ -44,8 +44,11 @@ def test_the_shipped_and_test_envs_pass(env):
         from maze_impala.envs.examples.claims_parallel import parallel_env
 
         parallel_api_test(parallel_env(), num_cycles=20)
-        env = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-               "name": "maze_impala.envs.examples.claims_parallel", "api": "parallel"}  # fmt: skip
+        env = {
+            "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+            "name": "maze_impala.envs.examples.claims_parallel",
+            "api": "parallel",
+        }
     check_env(env, n_steps=200)
 
 
@@ -154,8 +157,13 @@ def test_reset_with_a_seed_must_repeat_the_first_observation():
 @pytest.mark.parametrize("runner", ["dev", "local"])
 def test_a_broken_env_fails_at_the_start_of_training_with_the_same_message(tmp_path, runner):
     with pytest.raises(TrainingError) as info:
-        train(faulty("shape", after=2), ImpalaAlgorithmConfig(**TINY), runner=RunnerConfig(runner),
-              output=QUIET, output_dir=tmp_path)  # fmt: skip
+        train(
+            faulty("shape", after=2),
+            ImpalaAlgorithmConfig(**TINY),
+            runner=RunnerConfig(runner),
+            output=QUIET,
+            output_dir=tmp_path,
+        )
     message = str(info.value)
     assert message.startswith("epoch 1: ")
     assert "step key 0, observation 'observation': expected shape (2,)" in message and "found (1,)" in message
@@ -165,11 +173,18 @@ def test_a_broken_env_fails_at_the_start_of_training_with_the_same_message(tmp_p
 def test_faults_after_the_checked_steps_stop_the_run_and_never_broadcast(tmp_path, fault):
     """After the first (checked) steps, the buffers refuse a wrong shape and each rollout is checked for NaN."""
     with pytest.raises(TrainingError) as info:
-        train(faulty(fault, after=200), ImpalaAlgorithmConfig(**TINY | {"epoch_length": 50}),
-              runner=RunnerConfig("dev"), output=QUIET, output_dir=tmp_path)  # fmt: skip
-    expected = {"shape": "expected shape (2,) (its space), found (1,)",
-                "nan_reward": "step key 0: the env returned a non-finite reward",
-                "nan_obs": "step key 0: the env returned a non-finite observation 'observation'"}[fault]  # fmt: skip
+        train(
+            faulty(fault, after=200),
+            ImpalaAlgorithmConfig(**TINY | {"epoch_length": 50}),
+            runner=RunnerConfig("dev"),
+            output=QUIET,
+            output_dir=tmp_path,
+        )
+    expected = {
+        "shape": "expected shape (2,) (its space), found (1,)",
+        "nan_reward": "step key 0: the env returned a non-finite reward",
+        "nan_obs": "step key 0: the env returned a non-finite observation 'observation'",
+    }[fault]
     assert str(info.value).startswith("epoch 1: ") and expected in str(info.value)
 
 

@@ -147,8 +147,10 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
     assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[signal_name], stderr
     assert "interrupted" in stderr
     # the exact command that continues the run: its own overrides, resume= its directory
-    command = (f"maze-run -cn conf_train runner=local algorithm.n_epochs=100 algorithm.epoch_length=5 "
-               f"output.tensorboard=false resume={out}")  # fmt: skip
+    command = (
+        f"maze-run -cn conf_train runner=local algorithm.n_epochs=100 algorithm.epoch_length=5 "
+        f"output.tensorboard=false resume={out}"
+    )
     assert command in stderr, stderr
     time.sleep(0.5)
     assert alive(actors) == []

@@ -58,8 +58,20 @@ def test_single_runs_are_labelled_by_their_seed_too_where_the_seeds_differ(tmp_p
 
 @pytest.mark.slow
 def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path):
-    proc = run_cli(["-cn", "conf_train", "-m", "runner=dev", *TINY, "output.tensorboard=false", "seed=1,2",
-                    "algorithm.lr=0.003,0.001", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "-m",
+            "runner=dev",
+            *TINY,
+            "output.tensorboard=false",
+            "seed=1,2",
+            "algorithm.lr=0.003,0.001",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
     assert len(runs) == 4 and all("seed=" in name and "algorithm.lr=" in name for name in runs), runs

@@ -160,9 +160,12 @@ def test_values_hydra_parses_further_are_left_to_it(override):
 
 def test_every_bad_value_of_a_composed_config_is_named_at_once():
     overrides = ["algorithm.lr=-1", "algorithm.gamma=2", "runner.max_restarts=-1", "output.checkpoint_every=0"]
-    with pytest.raises(ConfigError, match=r"^4 invalid values: algorithm.lr must be a finite float > 0, got -1.0; "
-                       r"algorithm.gamma must be in \(0, 1\], got 2.0; runner.max_restarts must be an int >= 0, "
-                       r"got -1; output.checkpoint_every must be an int >= 1, got 0$"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"^4 invalid values: algorithm.lr must be a finite float > 0, got -1.0; "
+        r"algorithm.gamma must be in \(0, 1\], got 2.0; runner.max_restarts must be an int >= 0, "
+        r"got -1; output.checkpoint_every must be an int >= 1, got 0$",
+    ):
         to_training_config(_compose(*overrides))
     with pytest.raises(ConfigError, match=r"^algorithm.lr must be a finite float > 0, got -1.0$"):  # one: as before
         to_training_config(_compose("algorithm.lr=-1"))
@@ -200,8 +203,10 @@ def test_every_shipped_option_of_every_group_validates():
 
 
 def test_runner_aliases_name_the_two_backends():
-    types = {alias: to_training_config(_compose(f"runner={alias}")).runner.type
-             for alias in ("dev", "sequential", "local", "parallel")}  # fmt: skip
+    types = {
+        alias: to_training_config(_compose(f"runner={alias}")).runner.type
+        for alias in ("dev", "sequential", "local", "parallel")
+    }
     assert types == {"dev": "dev", "sequential": "dev", "local": "local", "parallel": "local"}
     with pytest.raises(ConfigError, match=r"runner\.type must be one of"):
         RunnerConfig(type="cluster")

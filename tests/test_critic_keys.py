@@ -17,10 +17,17 @@ from maze_impala.nn.models import make_policy
 from maze_impala.nn.numpy_acting import NumpyActing
 from maze_impala.nn.torch_acting import TorchActing, make_acting
 
-SPREAD = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": "mpe2.simple_spread_v3",
-          "api": "parallel", "global_state": True}  # fmt: skip
-TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-             "name": "pettingzoo.classic.tictactoe_v3", "global_state": "observations"}  # fmt: skip
+SPREAD = {
+    "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+    "name": "mpe2.simple_spread_v3",
+    "api": "parallel",
+    "global_state": True,
+}
+TICTACTOE = {
+    "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+    "name": "pettingzoo.classic.tictactoe_v3",
+    "global_state": "observations",
+}
 CENTRAL = ModelConfig(critic_only_keys=[GLOBAL_STATE])
 
 
@@ -93,14 +100,27 @@ def test_critic_only_keys_that_are_missing_or_leave_a_policy_blind_are_named():
 
 @pytest.mark.slow
 def test_a_centralised_critic_trains_and_its_policy_plays_from_the_rollout_cli(tmp_path):
-    spread = ["env=pettingzoo", "env.name=mpe2.simple_spread_v3", "env.api=parallel", "env.global_state=true",
-              "model.critic_only_keys=[global_state]"]  # fmt: skip
+    spread = [
+        "env=pettingzoo",
+        "env.name=mpe2.simple_spread_v3",
+        "env.api=parallel",
+        "env.global_state=true",
+        "model.critic_only_keys=[global_state]",
+    ]
     proc = run_cli(["-cn", "conf_train", *spread, *TINY, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     policy, env = load_policy(tmp_path / "run" / "model_last.pt")
     env.reset(seed=0)
     assert GLOBAL_STATE not in policy.observation_spaces[env.actor_id().step_key].spaces
-    proc = run_cli(["-cn", "conf_rollout", f"input_dir={tmp_path / 'run'}", "n_episodes=3",
-                    f"hydra.run.dir={tmp_path / 'played'}"], tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_rollout",
+            f"input_dir={tmp_path / 'run'}",
+            "n_episodes=3",
+            f"hydra.run.dir={tmp_path / 'played'}",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_csv(tmp_path / "played" / "kpis.csv")) == 3

@@ -84,10 +84,22 @@ KINDS = {
 def _trained(tmp_path, env, model):
     """A checkpoint of one short epoch, its policy's weights scaled so that its logits are decisive."""
     out = tmp_path / "run"
-    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=1, envs_per_actor=2, n_rollout_steps=8, num_actors=1,
-                                      rollout_evaluator={"n_episodes": 1})  # fmt: skip
-    train(env, algorithm, ModelConfig(**model), RunnerConfig("dev"), output_dir=out,
-          output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False))  # fmt: skip
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=1,
+        epoch_length=1,
+        envs_per_actor=2,
+        n_rollout_steps=8,
+        num_actors=1,
+        rollout_evaluator={"n_episodes": 1},
+    )
+    train(
+        env,
+        algorithm,
+        ModelConfig(**model),
+        RunnerConfig("dev"),
+        output_dir=out,
+        output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+    )
     state = torch.load(out / "model_last.pt", weights_only=True)
     generator = torch.Generator().manual_seed(0)
     for name, tensor in state["policy"].items():
@@ -120,8 +132,14 @@ def _torch_episodes(checkpoint, n_episodes=2, max_decisions=200):
                 out, states[(key, agent)] = policy.network(key).step(inputs, state, torch.tensor([agent]))
                 logits = policy.mask_logits(key, out, inputs)
                 actions, _ = policy.distribution(key).sample_with_log_prob(logits, None)
-            decisions.append(((key, agent, new), {k: v.numpy()[0] for k, v in batch.items()}, logits.numpy()[0],
-                              {k: v.numpy()[0] for k, v in actions.items()}))  # fmt: skip
+            decisions.append(
+                (
+                    (key, agent, new),
+                    {k: v.numpy()[0] for k, v in batch.items()},
+                    logits.numpy()[0],
+                    {k: v.numpy()[0] for k, v in actions.items()},
+                )
+            )
             new = False
             action = {k: v.item() if v.ndim == 0 else v for k, v in decisions[-1][3].items()}
             obs, _, terminated, truncated, _ = env.step(action)
@@ -138,8 +156,13 @@ def _replay(tmp_path, folder, decisions):
     script = tmp_path / "replay.py"
     script.write_text(REPLAY)
     out = tmp_path / "found.json"
-    proc = subprocess.run([sys.executable, str(script), str(folder), str(tmp_path / "decisions.npz"), str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script), str(folder), str(tmp_path / "decisions.npz"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     found = json.loads(out.read_text())
     return found["logits"], found["actions"]
@@ -180,8 +203,16 @@ def test_the_cartpole_export_is_small_and_its_cli_names_its_files(tmp_path):
     from clitools import run_cli
 
     checkpoint = _trained(tmp_path, "CartPole-v1", {})
-    proc = run_cli(["-cn", "conf_export", f"input_dir={checkpoint.parent}", "checkpoint=model_last.pt",
-                    f"hydra.run.dir={tmp_path / 'export'}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_export",
+            f"input_dir={checkpoint.parent}",
+            "checkpoint=model_last.pt",
+            f"hydra.run.dir={tmp_path / 'export'}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "manifest.json, step_0.onnx" in proc.stdout, proc.stdout
     size = sum(p.stat().st_size for p in (tmp_path / "export").iterdir())

@@ -91,8 +91,9 @@ def continued(command: str, cwd: Path) -> str:
 
 
 def newest(directory: Path, skip: int = 0) -> Path:
-    runs = sorted((p for p in directory.iterdir() if p.is_dir() and not (p / "FAILED").exists()),
-                  key=lambda p: p.stat().st_mtime)  # fmt: skip
+    runs = sorted(
+        (p for p in directory.iterdir() if p.is_dir() and not (p / "FAILED").exists()), key=lambda p: p.stat().st_mtime
+    )
     return runs[-1 - skip]
 
 

@@ -67,8 +67,14 @@ def test_the_adapters_pass_box_actions_within_their_bounds_and_keep_the_policys_
     (received,) = env.env.unwrapped.received
     np.testing.assert_array_equal(received["force"], [1.0, -0.5])
     assert received["pick"] == 2 and action["force"][0] == 5.0  # the rollout's copy is untouched
-    spread = make_env({"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-                       "name": "mpe2.simple_spread_v3", "api": "parallel", "continuous_actions": True})  # fmt: skip
+    spread = make_env(
+        {
+            "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+            "name": "mpe2.simple_spread_v3",
+            "api": "parallel",
+            "continuous_actions": True,
+        }
+    )
     seen, step = [], spread.env.step
     spread.env.step = lambda actions: seen.append(actions) or step(actions)
     spread.reset(seed=0)
@@ -179,8 +185,11 @@ def test_a_namespaced_gymnasium_id_imports_its_package_or_names_what_to_install(
     monkeypatch.setitem(gym_adapter.NAMESPACES, "MazeTest-", ("maze_impala.testing", "maze_impala", None))
     import gymnasium as gym
 
-    monkeypatch.setitem(gym.envs.registry, "MazeTest-Counter-v0", gym.envs.registration.EnvSpec(
-        "MazeTest-Counter-v0", entry_point="maze_impala.testing:CounterEnv"))  # fmt: skip
+    monkeypatch.setitem(
+        gym.envs.registry,
+        "MazeTest-Counter-v0",
+        gym.envs.registration.EnvSpec("MazeTest-Counter-v0", entry_point="maze_impala.testing:CounterEnv"),
+    )
     assert make_env("MazeTest-Counter-v0").observation_spaces_dict[0]["observation"].shape == (2,)
     # MinAtar registers its ids by a function of its own, called once
     minatar = pytest.importorskip("minatar")

@@ -27,8 +27,9 @@ EVAL_TRUNCATED = StatKey.of(EpisodeEvents.episode_truncated, sum_, "eval").colum
 
 
 def _player(envs, cap):
-    return RolloutActor(envs, None, load_acting(PolicySpec.random(), envs[0]), 16, seed=0, stepping="general",
-                        max_episode_steps=cap)  # fmt: skip
+    return RolloutActor(
+        envs, None, load_acting(PolicySpec.random(), envs[0]), 16, seed=0, stepping="general", max_episode_steps=cap
+    )
 
 
 def test_an_endless_env_plays_episodes_of_the_cap_each_marked_truncated():
@@ -94,8 +95,10 @@ def test_training_without_ending_episodes_says_so_once_naming_the_key():
 
 @pytest.mark.slow
 def test_training_on_an_endless_env_evaluates_truncated_episodes_and_says_so_once(tmp_path):
-    proc = run_cli(["-cn", "conf_train", ENDLESS, "runner=dev", "max_episode_steps=200", *TINY,
-                    f"hydra.run.dir={tmp_path}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        ["-cn", "conf_train", ENDLESS, "runner=dev", "max_episode_steps=200", *TINY, f"hydra.run.dir={tmp_path}"],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     stats = pd.read_csv(tmp_path / "stats.csv")
     assert stats[EVAL_TRUNCATED].tolist() == [2, 2]
@@ -113,8 +116,18 @@ def test_training_on_an_endless_env_evaluates_truncated_episodes_and_says_so_onc
 
 @pytest.mark.slow
 def test_the_rollout_cli_on_an_endless_env_writes_every_episode_truncated(tmp_path):
-    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", ENDLESS, "n_episodes=3", "max_episode_steps=300",
-                    f"hydra.run.dir={tmp_path}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_rollout",
+            "policy=random_policy",
+            ENDLESS,
+            "n_episodes=3",
+            "max_episode_steps=300",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     kpis = pd.read_csv(tmp_path / "kpis.csv")
     assert kpis["steps"].tolist() == [300] * 3 and kpis["truncated"].tolist() == [1] * 3
@@ -138,8 +151,13 @@ def test_an_interrupted_rollout_writes_the_episodes_it_played(tmp_path):
     from maze_impala.train.rollout import rollout
 
     env = {"_target_": "maze_impala.testing.InterruptedEnv"}
-    config = RolloutConfig(policy=PolicyConfig(type="random"), env=env, n_episodes=5,
-                           runner=RolloutRunnerConfig("dev", envs_per_process=1), progress=False)  # fmt: skip
+    config = RolloutConfig(
+        policy=PolicyConfig(type="random"),
+        env=env,
+        n_episodes=5,
+        runner=RolloutRunnerConfig("dev", envs_per_process=1),
+        progress=False,
+    )
     with pytest.raises(KeyboardInterrupt):
         rollout(config, tmp_path)
     kpis = pd.read_csv(tmp_path / "kpis.csv")

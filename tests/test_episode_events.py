@@ -283,9 +283,13 @@ def test_training_and_evaluation_episodes_publish_the_same_statistics(tmp_path):
     from maze_impala.events.stats import StatKey
 
     algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, num_actors=1, envs_per_actor=4, n_rollout_steps=8)
-    result = train({"_target_": "maze_impala.testing.TwoStepEnv"}, algorithm, runner=RunnerConfig(type="dev"),
-                   output_dir=tmp_path / "run", output=OutputConfig(console=False, progress=False, plot=False,
-                                                                    tensorboard=False))  # fmt: skip
+    result = train(
+        {"_target_": "maze_impala.testing.TwoStepEnv"},
+        algorithm,
+        runner=RunnerConfig(type="dev"),
+        output_dir=tmp_path / "run",
+        output=OutputConfig(console=False, progress=False, plot=False, tensorboard=False),
+    )
     row = result.history[-1]
     for event, group in (
         (EpisodeEvents.episode_return, None),

@@ -83,11 +83,11 @@ def test_records_replay_once_into_another_hub():
     assert stats["train/MachineEvents/utilisation/mean/machine=2"] == 0.25
 
 
-def test_impala_interface_has_the_maze_events_plus_policy_lag():
+def test_impala_interface_has_the_maze_events_plus_policy_lag_and_stacking():
     names = set(MultiStepIMPALAEvents.event_specs())
     assert {
         "time_backprop",
-        "time_collecting_actors",
+        "time_stacking",
         "time_dequeuing_actors",
         "time_learner_rollout",
         "time_loss_computation",
@@ -100,6 +100,23 @@ def test_impala_interface_has_the_maze_events_plus_policy_lag():
         "critic_grad_norm",
         "policy_lag",
     } <= names
+
+
+def test_the_phase_clock_waits_for_a_cuda_device_before_each_lap_and_never_on_a_cpu(monkeypatch):
+    import torch
+
+    from maze_impala.impala.metrics import PhaseClock
+
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(torch.device(device)))
+    cpu = PhaseClock("cpu")
+    cpu.lap("stack")
+    assert waited == []
+    gpu = PhaseClock(torch.device("cuda:1"))
+    gpu.lap("stack")
+    gpu.lap("apply")
+    assert waited == [torch.device("cuda:1")] * 2
+    assert set(gpu.seconds) == set(PhaseClock.PHASES) and gpu.seconds["stack"] >= 0.0
 
 
 def test_csv_columns_stay_stable_when_stats_come_and_go(tmp_path):

@@ -36,8 +36,9 @@ def _pool(env=CounterEnv, num_actors=3, **policy):
     hub, stats = EventHub(), StatsAggregator("train")
     hub.listeners.append(stats)
     restarts = RestartPolicy(**{"max_restarts": 20, "window_s": 600.0} | policy)
-    pool = SubprocessActors(spec, weights, num_actors, queue_size_limit=1, restarts=restarts,
-                            events=hub.publisher(ActorEvents))  # fmt: skip
+    pool = SubprocessActors(
+        spec, weights, num_actors, queue_size_limit=1, restarts=restarts, events=hub.publisher(ActorEvents)
+    )
     return pool, weights, policy_net, stats
 
 
@@ -150,17 +151,35 @@ def test_sigkill_of_the_main_process_leaves_no_actor_no_learner_and_no_shared_me
     before = _shm()
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "maze_impala", "-cn", "conf_train", "runner=local", "algorithm.num_actors=3",
-         "algorithm.num_learners=2", "algorithm.n_epochs=100", "algorithm.epoch_length=5",
-         "output.tensorboard=false", f"hydra.run.dir={out}"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "maze_impala",
+            "-cn",
+            "conf_train",
+            "runner=local",
+            "algorithm.num_actors=3",
+            "algorithm.num_learners=2",
+            "algorithm.n_epochs=100",
+            "algorithm.epoch_length=5",
+            "output.tensorboard=false",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / "model_last.pt").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        actors = [pid for pid in children(proc.pid) if "maze-actor" in Path(f"/proc/{pid}/cmdline").read_text()
-                  or "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]  # fmt: skip
+        actors = [
+            pid
+            for pid in children(proc.pid)
+            if "maze-actor" in Path(f"/proc/{pid}/cmdline").read_text()
+            or "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
+        ]
         assert len(actors) >= 4, "3 actors and a second learner"
         if whole_group:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -194,9 +213,12 @@ def test_a_build_that_fails_after_the_actors_started_stops_them_and_releases_the
 
     monkeypatch.setattr(SubprocessActors, "start", start)
     monkeypatch.setattr(sys.modules[build_trainer.__module__], "make_learner", no_learner)
-    config = TrainingConfig("CartPole-v1", ImpalaAlgorithmConfig(num_actors=2, envs_per_actor=2),
-                            runner=RunnerConfig("local"), output=OutputConfig(console=False, tensorboard=False,
-                                                                              progress=False, plot=False))  # fmt: skip
+    config = TrainingConfig(
+        "CartPole-v1",
+        ImpalaAlgorithmConfig(num_actors=2, envs_per_actor=2),
+        runner=RunnerConfig("local"),
+        output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+    )
     with pytest.raises(RuntimeError, match="the learner could not be built"):
         build_trainer(config, tmp_path)
     assert len(started) == 2 and not alive(started)

@@ -43,12 +43,21 @@ def test_python_train_and_the_cli_default_to_the_same_runner():
 def test_a_run_directory_holding_another_run_is_refused_unless_overwrite(tmp_path):
     train("CartPole-v1", ImpalaAlgorithmConfig(**SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
     before = {name: (tmp_path / name).read_bytes() for name in ("model_best.pt", "stats.csv", "kpis.csv")}
-    with pytest.raises(ConfigError, match=r"holds another run \(model_last.pt, model_best.pt, stats.csv, kpis.csv\).*"
-                                          r"overwrite=true"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"holds another run \(model_last.pt, model_best.pt, stats.csv, kpis.csv\).*"
+        r"overwrite=true",
+    ):
         train("CartPole-v1", ImpalaAlgorithmConfig(**SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing touched
-    result = train("CartPole-v1", ImpalaAlgorithmConfig(**SMALL | {"n_epochs": 2}), runner=DEV, output=QUIET,
-                   output_dir=tmp_path, overwrite=True)  # fmt: skip
+    result = train(
+        "CartPole-v1",
+        ImpalaAlgorithmConfig(**SMALL | {"n_epochs": 2}),
+        runner=DEV,
+        output=QUIET,
+        output_dir=tmp_path,
+        overwrite=True,
+    )
     assert pd.read_csv(tmp_path / "stats.csv")["epoch"].tolist() == [1, 2] and result.epochs == 2
 
 
@@ -116,8 +125,9 @@ def test_a_checkpoint_whose_unpickling_would_run_code_is_refused(tmp_path):
 
 
 def test_the_training_result_repr_stays_short(tmp_path):
-    result = train("CartPole-v1", ImpalaAlgorithmConfig(**SMALL | {"n_epochs": 3}), runner=DEV, output=QUIET,
-                   output_dir=tmp_path)  # fmt: skip
+    result = train(
+        "CartPole-v1", ImpalaAlgorithmConfig(**SMALL | {"n_epochs": 3}), runner=DEV, output=QUIET, output_dir=tmp_path
+    )
     assert len(repr(result)) < 300 and len(result.history) == 3
 
 
@@ -131,14 +141,26 @@ def test_stat_keys_are_named_through_the_event_interfaces():
 def test_two_event_interfaces_with_one_name_are_refused_naming_both():
     source = "class EpisodeEvents(EventInterface):\n    @epoch_stats(mean)\n    def x(self, value: float): ...\n"
     with pytest.raises(TypeError, match=r"two event interfaces are named EpisodeEvents \(maze_impala.events"):
-        exec(source, {"EventInterface": EventInterface, "epoch_stats": epoch_stats, "mean": mean,
-                      "__name__": "someone_else"})  # fmt: skip
+        exec(
+            source,
+            {"EventInterface": EventInterface, "epoch_stats": epoch_stats, "mean": mean, "__name__": "someone_else"},
+        )
 
 
 @pytest.mark.slow
 def test_the_readme_random_baseline_runs_from_an_empty_directory(tmp_path):
-    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=cutting", "n_episodes=4",
-                    f"hydra.run.dir={tmp_path / 'out'}"], cwd=tmp_path, command=("maze-run",))  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_rollout",
+            "policy=random_policy",
+            "env=cutting",
+            "n_episodes=4",
+            f"hydra.run.dir={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        command=("maze-run",),
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_csv(tmp_path / "out" / "kpis.csv")) == 4
     assert (tmp_path / "out" / "rollout.log").stat().st_size > 0
@@ -160,17 +182,37 @@ def test_a_users_own_env_trains_from_the_cli_as_the_docs_say(tmp_path):
         assert proc.returncode == 0, proc.stderr
         kpis = pd.read_csv(tmp_path / "outputs" / "train" / name / "kpis.csv")
         assert (kpis["steps"] == 3).all()  # size=3 reached MyEnv
-    proc = run_cli(["-cn", "conf_rollout", "input_dir=outputs/train/target", "n_episodes=3",
-                    "hydra.run.dir=outputs/rollout/target"], cwd=tmp_path, command=("maze-run",))  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_rollout",
+            "input_dir=outputs/train/target",
+            "n_episodes=3",
+            "hydra.run.dir=outputs/rollout/target",
+        ],
+        cwd=tmp_path,
+        command=("maze-run",),
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.slow
 def test_a_failing_env_ends_the_cli_with_one_line_and_the_traceback_in_the_log(tmp_path):
     out = tmp_path / "run"
-    proc = run_cli(["-cn", "conf_train", "env._target_=maze_impala.testing.FaultyEnv", "+env.fault=nan_reward",
-                    "+env.after=40", "runner=local", "runner.max_restarts=0", *TINY, f"hydra.run.dir={out}"],
-                   cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "env._target_=maze_impala.testing.FaultyEnv",
+            "+env.fault=nan_reward",
+            "+env.after=40",
+            "runner=local",
+            "runner.max_restarts=0",
+            *TINY,
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -186,11 +228,24 @@ def test_a_run_that_fails_after_a_checkpoint_says_how_to_resume_it(tmp_path):
     # Each env breaks at its 101st step, in its actor's 4th rollout of 32 steps: after the first update's epoch (an
     # actor makes at most 3 rollouts before the learner takes a second one).
     out = tmp_path / "run"
-    proc = run_cli(["-cn", "conf_train", "env._target_=maze_impala.testing.FaultyEnv", "+env.fault=nan_reward",
-                    "+env.after=100", "runner=local", "runner.max_restarts=0",
-                    "algorithm.n_epochs=20", "algorithm.epoch_length=1", "algorithm.envs_per_actor=2",
-                    "algorithm.rollout_evaluator.n_episodes=1", "output.tensorboard=false",
-                    f"hydra.run.dir={out}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "env._target_=maze_impala.testing.FaultyEnv",
+            "+env.fault=nan_reward",
+            "+env.after=100",
+            "runner=local",
+            "runner.max_restarts=0",
+            "algorithm.n_epochs=20",
+            "algorithm.epoch_length=1",
+            "algorithm.envs_per_actor=2",
+            "algorithm.rollout_evaluator.n_episodes=1",
+            "output.tensorboard=false",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert "training failed in epoch" in proc.stderr and "non-finite reward" in proc.stderr
     holds = re.search(r"model_last.pt holds epoch (\d+); continue the run with\n  (maze-run .*)", proc.stderr)

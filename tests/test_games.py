@@ -28,8 +28,10 @@ from maze_impala.play.pool import SnapshotPool
 from maze_impala.play.spec import PolicySpec
 from maze_impala.train.games import Games, summary
 
-TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-             "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+TICTACTOE = {
+    "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+    "name": "pettingzoo.classic.tictactoe_v3",
+}
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
@@ -69,8 +71,11 @@ def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_
     learner, ally, rival = Constant(1), Constant(2), Constant(3)
     games = []
     rival.game_over = lambda key, state, agent_ids, result, events: games.append((agent_ids.tolist(), state, result))
-    mapping = PolicyMapping({ActorID("p", 0): "learner", ActorID("p", 2): "learner", ActorID("p", 1): "ally"},
-                            default="rival", learned="learner")  # fmt: skip
+    mapping = PolicyMapping(
+        {ActorID("p", 0): "learner", ActorID("p", 2): "learner", ActorID("p", 1): "ally"},
+        default="rival",
+        learned="learner",
+    )
     assert mapping.learned_agents() == {ActorID("p", 0), ActorID("p", 2)}  # a group of two agents
     acting = RoutedActing({"learner": learner, "ally": ally, "rival": rival}, mapping)
     assert acting.state_shapes("p") == {"calls": (1,), "ally.calls": (1,), "rival.calls": (1,)}
@@ -80,7 +85,10 @@ def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_
     actions, _, state = acting.act("p", {"x": np.zeros((5, 2))}, state, agents, None)
     assert actions["a"].tolist() == [3, 1, 2, 1, 3]
     assert [state[n][:, 0].tolist() for n in ("calls", "ally.calls", "rival.calls")] == [
-        [0, 1, 0, 1, 0], [0, 0, 1, 0, 0], [1, 0, 0, 0, 1]]  # fmt: skip
+        [0, 1, 0, 1, 0],
+        [0, 0, 1, 0, 0],
+        [1, 0, 0, 0, 1],
+    ]
     acting.game_over("p", state, agents, "win", EventHub())
     ((ids, own, result),) = games  # the rival's agents, with its own state under its own names
     assert ids == [3, 4] and list(own) == ["calls"] and own["calls"][:, 0].tolist() == [1, 1] and result == "win"
@@ -166,12 +174,15 @@ def test_games_need_an_env_with_agents_and_an_opponent_that_exists():
 
 def test_training_against_an_opponent_reports_rates_per_seat_and_returns_per_agent(tmp_path):
     evaluation = RolloutEvaluatorConfig(n_episodes=4, opponent="random")
-    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=2, envs_per_actor=4, n_rollout_steps=8,
-                                      rollout_evaluator=evaluation)  # fmt: skip
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=2, epoch_length=2, envs_per_actor=4, n_rollout_steps=8, rollout_evaluator=evaluation
+    )
     result = train(TICTACTOE, algorithm, runner=RunnerConfig("dev"), output=QUIET, output_dir=tmp_path)
     for seat in ("player_1", "player_2"):
-        rates = [result.column(StatKey.of(e, mean, "eval", group=f"seat={seat}").column())
-                 for e in (GameEvents.win, GameEvents.draw, GameEvents.loss)]  # fmt: skip
+        rates = [
+            result.column(StatKey.of(e, mean, "eval", group=f"seat={seat}").column())
+            for e in (GameEvents.win, GameEvents.draw, GameEvents.loss)
+        ]
         assert np.allclose(np.sum(rates, axis=0), 1.0)  # every game is won, drawn or lost
         agent = StatKey.of(EpisodeEvents.agent_return, mean, "train", group=f"agent={seat}").column()
         assert len(result.column(agent)) == 2
@@ -188,11 +199,18 @@ def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour
     from maze_impala.train.plots import training_curves
 
     evaluation = RolloutEvaluatorConfig(n_episodes=4, opponent="random")
-    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, envs_per_actor=4, n_rollout_steps=8,
-                                      rollout_evaluator=evaluation)  # fmt: skip
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=1, epoch_length=2, envs_per_actor=4, n_rollout_steps=8, rollout_evaluator=evaluation
+    )
     output = OutputConfig(console=True, tensorboard=False, progress=True, plot=False)
-    train(TICTACTOE, algorithm, model=ModelConfig(image_encoder="flatten"), runner=RunnerConfig("dev"), output=output,
-          output_dir=tmp_path)  # fmt: skip
+    train(
+        TICTACTOE,
+        algorithm,
+        model=ModelConfig(image_encoder="flatten"),
+        runner=RunnerConfig("dev"),
+        output=output,
+        output_dir=tmp_path,
+    )
     shown = capsys.readouterr().out
     for seat in ("player_1", "player_2"):
         for event in (GameEvents.win, GameEvents.draw, GameEvents.loss):
@@ -212,14 +230,32 @@ def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour
 @pytest.mark.slow
 def test_the_rollout_cli_plays_every_seat_against_random_and_against_another_run(tmp_path):
     game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]
-    train_run = run_cli(["-cn", "conf_train", *game, *TINY, f"hydra.run.dir={tmp_path / 'run'}",
-                         "algorithm.rollout_evaluator.opponent=random"], tmp_path)  # fmt: skip
+    train_run = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            *game,
+            *TINY,
+            f"hydra.run.dir={tmp_path / 'run'}",
+            "algorithm.rollout_evaluator.opponent=random",
+        ],
+        tmp_path,
+    )
     assert train_run.returncode == 0, train_run.stderr
     assert "best evaluation score against random" in train_run.stdout
     for opponent in ("random", str(tmp_path / "run")):
         out = tmp_path / f"games_{len(opponent)}"
-        played = run_cli(["-cn", "conf_rollout", f"input_dir={tmp_path / 'run'}", f"opponent={opponent}",
-                          "n_episodes=5", f"hydra.run.dir={out}"], tmp_path)  # fmt: skip
+        played = run_cli(
+            [
+                "-cn",
+                "conf_rollout",
+                f"input_dir={tmp_path / 'run'}",
+                f"opponent={opponent}",
+                "n_episodes=5",
+                f"hydra.run.dir={out}",
+            ],
+            tmp_path,
+        )
         assert played.returncode == 0, played.stderr
         table = pd.read_csv(out / "games_summary.csv").set_index("seat")
         assert list(table.index) == ["player_1", "player_2"] and table["games"].tolist() == [5, 5]
@@ -256,12 +292,18 @@ def test_selected_columns_keep_their_data_and_their_truncated_decisions():
     T, N = 3, 4
     rng = np.random.default_rng(0)
     trajectory = Trajectory(
-        observations={"x": rng.normal(size=(T + 1, N, 2))}, actions={"a": rng.integers(0, 3, (T, N))},
-        behaviour_log_probs=rng.normal(size=(T, N)).astype(np.float32), rewards=rng.normal(size=(T, N)),
-        terminated=rng.random((T, N)) < 0.3, truncated=np.zeros((T, N), bool),
-        truncated_observations={"x": np.array([[1.0, 1.0], [3.0, 3.0]])}, truncated_index=np.array([[0, 1], [2, 3]]),
-        mask=rng.random((T, N)) < 0.8, agent_ids=np.array([0, 1, 0, 1]), initial_state={"h": np.arange(N)[:, None]},
-    )  # fmt: skip
+        observations={"x": rng.normal(size=(T + 1, N, 2))},
+        actions={"a": rng.integers(0, 3, (T, N))},
+        behaviour_log_probs=rng.normal(size=(T, N)).astype(np.float32),
+        rewards=rng.normal(size=(T, N)),
+        terminated=rng.random((T, N)) < 0.3,
+        truncated=np.zeros((T, N), bool),
+        truncated_observations={"x": np.array([[1.0, 1.0], [3.0, 3.0]])},
+        truncated_index=np.array([[0, 1], [2, 3]]),
+        mask=rng.random((T, N)) < 0.8,
+        agent_ids=np.array([0, 1, 0, 1]),
+        initial_state={"h": np.arange(N)[:, None]},
+    )
     kept = select_columns(trajectory, np.array([1, 3]))
     assert kept.n_columns == 2 and kept.agent_ids.tolist() == [1, 1]
     assert np.array_equal(kept.observations["x"], trajectory.observations["x"][:, [1, 3]])
@@ -297,12 +339,21 @@ def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
     """Tic-tac-toe, 76,800 env steps against the random player: it wins far more often than the random player
     would in each seat (58.5% as the first, 28.8% as the second player)."""
     evaluation = RolloutEvaluatorConfig(n_episodes=200, opponent="random")
-    algorithm = ImpalaAlgorithmConfig(n_epochs=3, epoch_length=25, train_opponent="random",
-                                      rollout_evaluator=evaluation)  # fmt: skip
-    result = train(TICTACTOE, algorithm, ModelConfig(image_encoder="flatten"), RunnerConfig("dev"), output=QUIET,
-                   output_dir=tmp_path)  # fmt: skip
-    win = {seat: result.column(StatKey.of(GameEvents.win, mean, "eval", group=f"seat={seat}").column())[-1]
-           for seat in ("player_1", "player_2")}  # fmt: skip
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=3, epoch_length=25, train_opponent="random", rollout_evaluator=evaluation
+    )
+    result = train(
+        TICTACTOE,
+        algorithm,
+        ModelConfig(image_encoder="flatten"),
+        RunnerConfig("dev"),
+        output=QUIET,
+        output_dir=tmp_path,
+    )
+    win = {
+        seat: result.column(StatKey.of(GameEvents.win, mean, "eval", group=f"seat={seat}").column())[-1]
+        for seat in ("player_1", "player_2")
+    }
     assert win["player_1"] >= 0.9 and win["player_2"] >= 0.65, win
 
 
@@ -335,15 +386,27 @@ def test_the_shipped_tictactoe_config_learns_by_self_play_beating_random_play_in
     (0.70 and 0.42 win or draw in the first and second seat). On runner=dev, as the learning tests
     (tests/test_learning.py): the run repeats exactly, and costs the suite less CPU time than subprocess actors."""
     out = tmp_path / "run"
-    run = run_cli(["-cn", "conf_train", "env=tictactoe", "algorithm.n_epochs=4", "runner=dev", f"hydra.run.dir={out}",
-                   "output.tensorboard=false", "output.progress=false"], tmp_path)  # fmt: skip
+    run = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "env=tictactoe",
+            "algorithm.n_epochs=4",
+            "runner=dev",
+            f"hydra.run.dir={out}",
+            "output.tensorboard=false",
+            "output.progress=false",
+        ],
+        tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     last = pd.read_csv(out / "stats.csv").iloc[-1]
     train_against = StatKey.of(GameEvents.win, mean, "train", group="seat=player_1").column()
     assert train_against in last.index  # the pool's games, reported per seat
     for seat, least in (("player_1", 0.85), ("player_2", 0.6)):
-        rate = sum(last[StatKey.of(e, mean, "eval", group=f"seat={seat}").column()] for e in (GameEvents.win,
-                   GameEvents.draw))  # fmt: skip
+        rate = sum(
+            last[StatKey.of(e, mean, "eval", group=f"seat={seat}").column()] for e in (GameEvents.win, GameEvents.draw)
+        )
         assert rate >= least, (seat, rate)
 
 
@@ -353,8 +416,19 @@ def test_the_shipped_connect_four_config_learns_by_self_play_beating_random_play
     player: at a tenth of its budget (102,400 env steps) it wins far more often than random play's own rates
     (0.54 and 0.46 in the first and second seat), on runner=dev as the tic-tac-toe test above."""
     out = tmp_path / "run"
-    run = run_cli(["-cn", "conf_train", "env=connect_four", "algorithm.n_epochs=4", "runner=dev",
-                   f"hydra.run.dir={out}", "output.tensorboard=false", "output.progress=false"], tmp_path)  # fmt: skip
+    run = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "env=connect_four",
+            "algorithm.n_epochs=4",
+            "runner=dev",
+            f"hydra.run.dir={out}",
+            "output.tensorboard=false",
+            "output.progress=false",
+        ],
+        tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     last = pd.read_csv(out / "stats.csv").iloc[-1]
     for seat in ("player_0", "player_1"):

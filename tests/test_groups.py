@@ -10,8 +10,11 @@ from maze_impala.envs.factory import make_env
 from maze_impala.nn.groups import agent_routes
 from maze_impala.nn.models import make_policy
 
-SPREAD = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": "mpe2.simple_spread_v3",
-          "api": "parallel"}  # fmt: skip
+SPREAD = {
+    "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+    "name": "mpe2.simple_spread_v3",
+    "api": "parallel",
+}
 AGENTS = {f"agent_{i}": ActorID("agent", i) for i in range(3)} | {"boss": ActorID("boss", 0)}
 COUNTS = {"agent": 3, "boss": 1}
 

@@ -97,12 +97,15 @@ def test_a_flattened_frame_is_scaled_and_acts_in_numpy_as_in_torch():
     assert encoded.max().item() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize(("critic", "recurrent"), [(c, "none") for c in ("step", "shared", "delta")] +
-                         [(c, "lstm") for c in ("step", "shared")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("critic", "recurrent"),
+    [(c, "none") for c in ("step", "shared", "delta")] + [(c, "lstm") for c in ("step", "shared")],
+)
 def test_an_image_beside_other_keys_works_with_every_critic_mask_and_the_recurrent_core(critic, recurrent):
     env = make_env(PixelGoalEnv(channels_first=True, dict_observation=True))
-    model = ModelConfig(critic=critic, recurrent=recurrent, image_encoder="impala", image_features=16,
-                        hidden_units=[32])  # fmt: skip
+    model = ModelConfig(
+        critic=critic, recurrent=recurrent, image_encoder="impala", image_features=16, hidden_units=[32]
+    )
     policy = make_policy(env, model)
     assert policy.network(0).encoder.n_outputs == 16 + 1 + 4  # the CNN's features, "time" and "action_mask"
     acting = make_acting(policy)
@@ -142,17 +145,25 @@ def test_a_run_records_what_auto_became_and_keeps_it_on_resume(tmp_path):
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     small = dict(epoch_length=1, envs_per_actor=2, n_rollout_steps=4, num_actors=1, n_sgd_passes=1)
     env = {"_target_": "maze_impala.envs.examples.PixelGoalEnv", "cell_pixels": 7}
-    train(env, ImpalaAlgorithmConfig(n_epochs=1, **small), runner=RunnerConfig("dev"), output=quiet,
-          output_dir=tmp_path)  # fmt: skip
+    train(
+        env, ImpalaAlgorithmConfig(n_epochs=1, **small), runner=RunnerConfig("dev"), output=quiet, output_dir=tmp_path
+    )
     assert read_checkpoint(tmp_path / "model_last.pt")["config"]["model"]["image_encoder"] == "nature"
     assert "image_encoder: nature" in (tmp_path / "config.yaml").read_text()
     policy, _ = load_policy(tmp_path / "model_last.pt")
     assert isinstance(policy.network(0).encoder.images["observation"].cnn, NatureCNN)
     # a run of an earlier release recorded impala (then the default): auto resumes it with impala, unchanged
     earlier = tmp_path / "earlier"
-    train(env, ImpalaAlgorithmConfig(n_epochs=1, **small), ModelConfig(image_encoder="impala"),
-          runner=RunnerConfig("dev"), output=quiet, output_dir=earlier)  # fmt: skip
-    result = train(env, ImpalaAlgorithmConfig(n_epochs=2, **small), runner=RunnerConfig("dev"), output=quiet,
-                   resume_from=earlier)  # fmt: skip
+    train(
+        env,
+        ImpalaAlgorithmConfig(n_epochs=1, **small),
+        ModelConfig(image_encoder="impala"),
+        runner=RunnerConfig("dev"),
+        output=quiet,
+        output_dir=earlier,
+    )
+    result = train(
+        env, ImpalaAlgorithmConfig(n_epochs=2, **small), runner=RunnerConfig("dev"), output=quiet, resume_from=earlier
+    )
     assert result.epochs == 2
     assert read_checkpoint(earlier / "model_last.pt")["config"]["model"]["image_encoder"] == "impala"

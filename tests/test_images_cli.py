@@ -44,10 +44,19 @@ def test_the_rollout_cli_plays_the_image_policy_alike_on_both_runners(trained, t
     for runner in ("dev", "local"):
         out = tmp_path / runner
         proc = run_cli(
-            ["-cn", "conf_rollout", f"input_dir={trained}", "policy.checkpoint=model_last.pt", f"runner={runner}",
-             "runner.n_processes=2", "n_episodes=4", "deterministic=false", f"hydra.run.dir={out}"],
+            [
+                "-cn",
+                "conf_rollout",
+                f"input_dir={trained}",
+                "policy.checkpoint=model_last.pt",
+                f"runner={runner}",
+                "runner.n_processes=2",
+                "n_episodes=4",
+                "deterministic=false",
+                f"hydra.run.dir={out}",
+            ],
             cwd=tmp_path,
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stderr
         outputs[runner] = pd.read_csv(out / "kpis.csv")
     assert len(outputs["dev"]) == 4 and outputs["dev"]["steps"].max() <= 10, "the rollout lost the TimeLimit wrapper"
@@ -57,14 +66,22 @@ def test_the_rollout_cli_plays_the_image_policy_alike_on_both_runners(trained, t
 def test_pong_trains_on_the_cpu_and_its_checkpoint_plays_a_whole_game(tmp_path):
     """The shipped env=atari (ale-py, the standard preprocessing, the Nature CNN on a CPU): a few updates through the
     CLI, then one full game of Pong from the checkpoint (a game ends at 21 points)."""
-    budget = ["algorithm.n_epochs=1", "algorithm.epoch_length=2", "algorithm.envs_per_actor=2",
-              "algorithm.n_rollout_steps=8", "algorithm.rollout_evaluator.n_episodes=1"]  # fmt: skip
+    budget = [
+        "algorithm.n_epochs=1",
+        "algorithm.epoch_length=2",
+        "algorithm.envs_per_actor=2",
+        "algorithm.n_rollout_steps=8",
+        "algorithm.rollout_evaluator.n_episodes=1",
+    ]
     out = tmp_path / "pong"
     proc = run_cli(["-cn", "conf_train", "env=atari", *budget, "runner=dev", f"hydra.run.dir={out}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     played = tmp_path / "played"
-    proc = run_cli(["-cn", "conf_rollout", f"input_dir={out}", "n_episodes=1", "progress=false",
-                    f"hydra.run.dir={played}"], cwd=tmp_path, timeout=600)  # fmt: skip
+    proc = run_cli(
+        ["-cn", "conf_rollout", f"input_dir={out}", "n_episodes=1", "progress=false", f"hydra.run.dir={played}"],
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     (game,) = pd.read_csv(played / "kpis.csv").to_dict("records")
     assert -21 <= game["return"] <= 21 and game["steps"] >= 200  # the raw score: rewards are clipped in the loss only

@@ -15,21 +15,36 @@ from clitools import run_cli
 
 pytestmark = pytest.mark.slow
 INTERRUPTING = Path(__file__).resolve().parent / "interrupting.py"
-RUN = ["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=3", "algorithm.epoch_length=2",
-       "algorithm.envs_per_actor=4", "algorithm.rollout_evaluator.n_episodes=2"]  # fmt: skip
+RUN = [
+    "-cn",
+    "conf_train",
+    "runner=dev",
+    "algorithm.n_epochs=3",
+    "algorithm.epoch_length=2",
+    "algorithm.envs_per_actor=4",
+    "algorithm.rollout_evaluator.n_episodes=2",
+]
 
 
 def interrupted_run(stage, out):
-    proc = subprocess.run([sys.executable, str(INTERRUPTING), stage, *RUN, f"hydra.run.dir={out}"], cwd=out.parent,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(INTERRUPTING), stage, *RUN, f"hydra.run.dir={out}"],
+        cwd=out.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 130, proc.stderr
     return proc.stderr
 
 
 def snapshot(directory):
     """Every file under ``directory`` and a hash of its bytes."""
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def resume(out, *extra):
@@ -38,8 +53,13 @@ def resume(out, *extra):
 
 def test_an_interrupt_while_torch_is_imported_exits_130_in_one_line_and_leaves_no_directory(tmp_path):
     out = tmp_path / "outputs" / "train" / "run"
-    proc = subprocess.run([sys.executable, str(INTERRUPTING), "import", *RUN, f"hydra.run.dir={out}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(INTERRUPTING), "import", *RUN, f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     stderr = proc.stderr
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and f"interrupted before training started ({out} was removed)" in stderr, stderr
@@ -111,7 +131,13 @@ def test_an_interrupt_during_an_evaluation_keeps_the_epoch_it_trained(tmp_path, 
     steps = header.index("env_steps")
     assert [int(float(row[steps])) for row in rows] == [e * 2 * 4 * 32 for e in (1, 2, 3)], "no epoch trained twice"
     assert [line.split(",")[0] for line in (out / "kpis.csv").read_text().splitlines()[1:]] == [
-        "1", "1", "2", "2", "3", "3"]  # fmt: skip
+        "1",
+        "1",
+        "2",
+        "2",
+        "3",
+        "3",
+    ]
 
 
 def test_refused_resumes_leave_the_directory_as_it_was(tmp_path):
@@ -154,8 +180,13 @@ def test_an_interrupted_sweep_goes_on_by_the_commands_it_prints(tmp_path):
     sweep = tmp_path / "sweep"
     sweep_run = ["-cn", "conf_train", "-m", "seed=1,2,3", *RUN[2:], f"hydra.sweep.dir={sweep}"]
     # 3 epochs of 2 updates a job: update 10 is the second job's 4th, in its second epoch
-    proc = subprocess.run([sys.executable, str(INTERRUPTING), "update:10", *sweep_run], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(INTERRUPTING), "update:10", *sweep_run],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 130, proc.stderr
     assert "stopped in job 2 of 3" in proc.stderr, proc.stderr
     resume_line = proc.stderr.split("continue the run with\n", 1)[1].splitlines()[0].strip()

@@ -26,8 +26,11 @@ def trajectory(T: int, N: int, seed: int, truncated: list[tuple[int, int]]) -> T
     for array in leaves(recorded):
         array[...] = rng.integers(0, 2 if array.dtype == bool else 200, array.shape).astype(array.dtype)
     cut = {name: (T + 1 if name in ("observations", "ancestors") else T) for name in recorded}
-    fields = {name: {k: v[: cut[name]] for k, v in value.items()} if isinstance(value, dict) else value[: cut[name]]
-              for name, value in recorded.items() if name != "ancestors"}  # fmt: skip
+    fields = {
+        name: {k: v[: cut[name]] for k, v in value.items()} if isinstance(value, dict) else value[: cut[name]]
+        for name, value in recorded.items()
+        if name != "ancestors"
+    }
     fields["ancestors"] = {key: {k: v[: T + 1] for k, v in obs.items()} for key, obs in recorded["ancestors"].items()}
     finals = {k: v[: len(truncated), 0] + 1 for k, v in recorded["observations"].items()}
     return Trajectory(
@@ -58,8 +61,9 @@ def test_uint8_frames_round_trip_through_padding_column_selection_and_the_learne
     grown = padded(short, 5)
     assert grown.observations["frame"].dtype == np.uint8 and grown.n_steps == 5
     assert np.array_equal(grown.observations["frame"][4:], np.repeat(short.observations["frame"][3:], 2, axis=0))
-    assert not grown.mask[3:].any() and np.array_equal(grown.ancestors["select"]["piece"][:4],
-                                                       short.ancestors["select"]["piece"])  # fmt: skip
+    assert not grown.mask[3:].any() and np.array_equal(
+        grown.ancestors["select"]["piece"][:4], short.ancestors["select"]["piece"]
+    )
 
     batch = stack_step([Rollout({0: short}, 0, 0, 0), Rollout({0: long}, 0, 1, 0)], 0, torch.device("cpu"))
     assert batch.observations["frame"].dtype == torch.uint8 and batch.observations["frame"].shape[:2] == (6, 5)

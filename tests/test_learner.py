@@ -88,9 +88,16 @@ def test_normalised_advantages_by_hand():
     gradients = []
     for clip_range in (None, 0.2):
         logits = torch.tensor([[[0.0, 1.0]], [[0.0, 0.0]]], requires_grad=True)
-        loss = impala_step_loss(dist, logits, actions, log_probs, torch.tensor([[1.0], [2.0], [3.0]]),
-                                torch.tensor([[1.0], [1.0]]), torch.tensor([[0.5], [0.0]]),
-                                LossSettings(clip_range=clip_range, normalize_advantages=True))  # fmt: skip
+        loss = impala_step_loss(
+            dist,
+            logits,
+            actions,
+            log_probs,
+            torch.tensor([[1.0], [2.0], [3.0]]),
+            torch.tensor([[1.0], [1.0]]),
+            torch.tensor([[0.5], [0.0]]),
+            LossSettings(clip_range=clip_range, normalize_advantages=True),
+        )
         if clip_range is None:
             expected = -(torch.tensor([1.0, -1.0]) * log_probs[:, 0]).mean()
             torch.testing.assert_close(loss.policy_loss, expected, rtol=1e-5, atol=1e-6)
@@ -216,13 +223,21 @@ def _step_data(T=5, N=3, seed=0):
     terminated[1, 1] = True
     empty = torch.zeros(0)
     batch = StepBatch(
-        observations={}, actions={"action": torch.randint(0, 2, (T, N), generator=g)},
-        behaviour_log_probs=-torch.rand(T, N, generator=g), rewards=empty, terminated=terminated,
-        truncated=torch.zeros(T, N, dtype=torch.bool), truncated_observations={},
-        truncated_index=torch.zeros(0, 2, dtype=torch.int64), mask=mask, agent_ids=torch.zeros(N), ancestors={},
-    )  # fmt: skip
-    forward = StepForward(torch.randn(T, N, 2, generator=g), torch.randn(T + 1, N, generator=g),
-                          torch.randn(T, N, generator=g))  # fmt: skip
+        observations={},
+        actions={"action": torch.randint(0, 2, (T, N), generator=g)},
+        behaviour_log_probs=-torch.rand(T, N, generator=g),
+        rewards=empty,
+        terminated=terminated,
+        truncated=torch.zeros(T, N, dtype=torch.bool),
+        truncated_observations={},
+        truncated_index=torch.zeros(0, 2, dtype=torch.int64),
+        mask=mask,
+        agent_ids=torch.zeros(N),
+        ancestors={},
+    )
+    forward = StepForward(
+        torch.randn(T, N, 2, generator=g), torch.randn(T + 1, N, generator=g), torch.randn(T, N, generator=g)
+    )
     return batch, forward
 
 
@@ -247,9 +262,17 @@ def test_impala_loss_weights_each_step_keys_losses_by_hand():
     for key in ("a", "b"):
         batch, step = batches[key], forward[key]
         discounts = torch.where(batch.mask, 0.9 * (~batch.terminated).float(), 1.0)
-        loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values,
-                                torch.where(batch.mask, step.rewards, 0.0), discounts,
-                                LossSettings(clip_range=0.2, trust_region=config.trust_region), batch.mask)  # fmt: skip
+        loss = impala_step_loss(
+            distribution,
+            step.logits,
+            batch.actions,
+            batch.behaviour_log_probs,
+            step.values,
+            torch.where(batch.mask, step.rewards, 0.0),
+            discounts,
+            LossSettings(clip_range=0.2, trust_region=config.trust_region),
+            batch.mask,
+        )
         assert torch.allclose(losses[key].policy_loss, loss.policy_loss)
         expected += 0.25 * loss.value_loss + 2.0 * loss.policy_loss - 0.1 * loss.entropy
     assert torch.allclose(total, expected)
@@ -317,18 +340,27 @@ def test_the_collapse_diagnostics_by_hand():
     mask = batch.mask
     discounts = torch.where(mask, 0.9 * (~batch.terminated).float(), 1.0)
     rewards = torch.where(mask, step.rewards, 0.0)
-    loss = impala_step_loss(distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values, rewards,
-                            discounts, mask=mask)  # fmt: skip
+    loss = impala_step_loss(
+        distribution, step.logits, batch.actions, batch.behaviour_log_probs, step.values, rewards, discounts, mask=mask
+    )
     log_rhos = (distribution.log_prob(step.logits, batch.actions) - batch.behaviour_log_probs) * mask
     assert torch.isclose(loss.clipped_rho_fraction, (log_rhos.exp() > 1.0 + RHO_NOISE)[mask].float().mean())
     # on-policy data: the actors' log-probabilities equal the learner's up to float rounding, and none is clipped
     rounded = distribution.log_prob(step.logits, batch.actions) + 1e-6 * torch.randn(batch.mask.shape)
-    on_policy = impala_step_loss(distribution, step.logits, batch.actions, rounded, step.values, rewards, discounts,
-                                 mask=mask)  # fmt: skip
+    on_policy = impala_step_loss(
+        distribution, step.logits, batch.actions, rounded, step.values, rewards, discounts, mask=mask
+    )
     assert on_policy.clipped_rho_fraction == 0.0
     assert torch.isclose(loss.max_abs_logit, step.logits.abs().max())
-    returns = vtrace(log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=step.values[:-1],
-                     bootstrap_value=step.values[-1], clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0)  # fmt: skip
+    returns = vtrace(
+        log_rhos=log_rhos,
+        discounts=discounts,
+        rewards=rewards,
+        values=step.values[:-1],
+        bootstrap_value=step.values[-1],
+        clip_rho_threshold=1.0,
+        clip_pg_rho_threshold=1.0,
+    )
     assert torch.isclose(loss.advantage_std, returns.pg_advantages[mask].std(unbiased=False), atol=1e-6)
 
 
@@ -354,9 +386,17 @@ class _TwoSteps(NamedTuple):
         )
 
     def loss(self, logits, trust_region, anchor=None, clip_range=0.2):
-        return impala_step_loss(self.dist, logits, self.actions, self.behaviour, self.values, self.rewards,
-                                self.discounts, LossSettings(clip_range=clip_range, trust_region=trust_region),
-                                anchor_log_probs=anchor)  # fmt: skip
+        return impala_step_loss(
+            self.dist,
+            logits,
+            self.actions,
+            self.behaviour,
+            self.values,
+            self.rewards,
+            self.discounts,
+            LossSettings(clip_range=clip_range, trust_region=trust_region),
+            anchor_log_probs=anchor,
+        )
 
 
 def test_clipped_surrogate_matches_a_hand_computation_and_on_policy_its_gradient_is_impalas():
@@ -459,11 +499,14 @@ def test_split_columns_partitions_each_step_keys_columns_and_reindexes_time_limi
     first, second = halves[0][0], halves[1][0]
     assert [first.mask.shape[1], second.mask.shape[1]] == [2, 1]  # linspace(0, 3, 3) rounded: 0, 2, 3
     torch.testing.assert_close(torch.cat([first.rewards, second.rewards], dim=1), batch.rewards)
-    torch.testing.assert_close(torch.cat([first.observations["observation"], second.observations["observation"]],
-                                         dim=1), batch.observations["observation"])  # fmt: skip
+    torch.testing.assert_close(
+        torch.cat([first.observations["observation"], second.observations["observation"]], dim=1),
+        batch.observations["observation"],
+    )
     assert second.truncated_index.tolist() == [[0, 0]] and first.truncated_index.tolist() == [[0, 0], [0, 1]]
-    torch.testing.assert_close(second.truncated_observations["observation"],
-                               batch.truncated_observations["observation"][2:])  # fmt: skip
+    torch.testing.assert_close(
+        second.truncated_observations["observation"], batch.truncated_observations["observation"][2:]
+    )
     whole = learner._rewards_with_truncation(0, batch)
     torch.testing.assert_close(learner._rewards_with_truncation(0, second), whole[:, 2:])
     assert len(split_columns({0: batch}, 5)) == 3  # minibatches without columns are left out

@@ -44,8 +44,9 @@ def _parts(env_fn, recurrent="none", normalize=True, seed=0):
 def _recording_learner(policy, critic, config, group=None):
     hub, seen = EventHub(), []
     hub.listeners.append(lambda record: seen.append(record))
-    learner = ImpalaLearner(copy.deepcopy(policy), copy.deepcopy(critic), config,
-                            hub.publisher(MultiStepIMPALAEvents), group=group)  # fmt: skip
+    learner = ImpalaLearner(
+        copy.deepcopy(policy), copy.deepcopy(critic), config, hub.publisher(MultiStepIMPALAEvents), group=group
+    )
     return learner, seen
 
 
@@ -97,7 +98,7 @@ def test_two_learners_on_a_split_batch_make_the_update_of_one_on_the_whole(env_f
     policy, critic, model = _parts(env_fn, recurrent)
     config = ImpalaAlgorithmConfig(
         n_sgd_passes=3, n_sgd_minibatches=2, lr=3e-3, envs_per_actor=8, max_grad_norm=0.05, normalize_advantages=False
-    )  # fmt: skip  (a clip that bites: the norms must be joint; each learner normalises advantages over its own share)
+    )  # a clip that bites: the norms must be joint; each learner normalises advantages over its own share
     actor = ActorSpec(env_fn, Lineup.of(model), n_rollout_steps=6, envs_per_actor=5, seed=1).build(
         0, SharedWeights(policy)
     )
@@ -240,8 +241,13 @@ def test_cuda_learners_that_would_share_a_gpu_are_refused_before_anything_starts
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     with pytest.raises(ConfigError, match=r"num_learners=2 with algorithm.device=cuda needs a GPU for each learner"):
-        train("CartPole-v1", ImpalaAlgorithmConfig(device="cuda", num_learners=2), runner=RunnerConfig("dev"),
-              output=quiet, output_dir=tmp_path / "run")  # fmt: skip
+        train(
+            "CartPole-v1",
+            ImpalaAlgorithmConfig(device="cuda", num_learners=2),
+            runner=RunnerConfig("dev"),
+            output=quiet,
+            output_dir=tmp_path / "run",
+        )
     assert not (tmp_path / "run" / "model_last.pt").exists()
     check_devices("cuda", 2, "local", device_count=2)  # a GPU each: fine
     with pytest.raises(ConfigError, match="start_method=fork: a forked learner cannot use CUDA once its parent has"):

@@ -55,8 +55,9 @@ def test_cartpole_with_two_learner_processes_reaches_475(tmp_path):
     # steps), until a greedy evaluation reaches 475.
     algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=15, num_learners=2, target_score=475)
     assert algorithm.total_env_steps == 153_600, "the budget this test allows"
-    result = train("CartPole-v1", algorithm, runner=RunnerConfig(type="local"), output=QUIET, seed=1,
-                   output_dir=tmp_path)  # fmt: skip
+    result = train(
+        "CartPole-v1", algorithm, runner=RunnerConfig(type="local"), output=QUIET, seed=1, output_dir=tmp_path
+    )
     evaluations = result.column(EVAL)
     assert evaluations[-1] >= 475, f"never evaluated at 475; greedy evaluation per epoch: {evaluations}"
 

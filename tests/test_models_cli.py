@@ -43,11 +43,20 @@ def test_the_rollout_cli_plays_each_env_with_its_own_state_on_both_runners(train
     for runner in ("dev", "local"):
         out = tmp_path / runner
         proc = run_cli(
-            ["-cn", "conf_rollout", f"input_dir={trained}", "policy.checkpoint=model_last.pt", f"runner={runner}",
-             "runner.n_processes=2", "runner.envs_per_process=3", "n_episodes=6", "deterministic=false",
-             f"hydra.run.dir={out}"],
+            [
+                "-cn",
+                "conf_rollout",
+                f"input_dir={trained}",
+                "policy.checkpoint=model_last.pt",
+                f"runner={runner}",
+                "runner.n_processes=2",
+                "runner.envs_per_process=3",
+                "n_episodes=6",
+                "deterministic=false",
+                f"hydra.run.dir={out}",
+            ],
             cwd=tmp_path,
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stderr
         outputs[runner] = pd.read_csv(out / "kpis.csv")
     pd.testing.assert_frame_equal(outputs["dev"], outputs["local"])

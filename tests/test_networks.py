@@ -67,8 +67,10 @@ def test_your_network_trains_is_checkpointed_and_loads_back(tmp_path):
     assert state["policy"]["networks.cut.module.layers.0.weight"].shape[0] == 12
     policy, _ = load_policy(tmp_path / "model_last.pt")
     assert all(isinstance(policy.network(k), ExternalNet) for k in ("select", "cut"))
-    assert torch.equal(policy.state_dict()["networks.cut.module.layers.0.weight"],
-                       state["policy"]["networks.cut.module.layers.0.weight"])  # fmt: skip
+    assert torch.equal(
+        policy.state_dict()["networks.cut.module.layers.0.weight"],
+        state["policy"]["networks.cut.module.layers.0.weight"],
+    )
 
 
 @pytest.mark.parametrize(

@@ -39,13 +39,15 @@ def test_running_statistics_equal_those_of_all_the_data_seen():
 
 
 def test_only_box_keys_that_are_not_masks_or_images_are_normalised():
-    space = gym.spaces.Dict({
-        "x": gym.spaces.Box(-1, 1, (3,)),
-        "action_mask": gym.spaces.Box(0, 1, (4,)),
-        "frame": gym.spaces.Box(0, 255, (8, 8, 3), dtype=np.uint8),
-        "d": gym.spaces.Discrete(3),
-        "b": gym.spaces.MultiBinary(2),
-    })  # fmt: skip
+    space = gym.spaces.Dict(
+        {
+            "x": gym.spaces.Box(-1, 1, (3,)),
+            "action_mask": gym.spaces.Box(0, 1, (4,)),
+            "frame": gym.spaces.Box(0, 255, (8, 8, 3), dtype=np.uint8),
+            "d": gym.spaces.Discrete(3),
+            "b": gym.spaces.MultiBinary(2),
+        }
+    )
     assert normalizable_keys(space) == ["x"]
 
 
@@ -94,8 +96,15 @@ def test_statistics_travel_into_checkpoints_and_a_checkpoint_replays_the_trainin
     from maze_impala.envs.examples import ScaledCartPole
 
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=4, envs_per_actor=8)
-    result = train(ScaledCartPole, algorithm, model=NORMALIZED, runner=RunnerConfig(type="dev"), output=QUIET,
-                   output_dir=tmp_path, seed=3)  # fmt: skip
+    result = train(
+        ScaledCartPole,
+        algorithm,
+        model=NORMALIZED,
+        runner=RunnerConfig(type="dev"),
+        output=QUIET,
+        output_dir=tmp_path,
+        seed=3,
+    )
     state = read_checkpoint(tmp_path / "model_last.pt")
     mean = state["policy"]["normalizers.0.stats.observation.mean"]
     assert mean.dtype == torch.float64 and mean.abs().max() > 1.0, "statistics of the scaled observations"

@@ -69,8 +69,10 @@ def test_sequential_subprocess_and_ray_give_the_same_first_rollouts():
     spec = ActorSpec(CounterEnv, Lineup.of(MODEL), n_rollout_steps=3, envs_per_actor=2, seed=5)
     with SequentialActors(spec, SharedWeights(policy), num_actors=2) as pool:
         expected = {r.actor_index: copy.deepcopy(r) for r in pool.collect(2)}
-    for pool in (SubprocessActors(spec, SharedWeights(policy), 2, queue_size_limit=4),
-                 RayActors(spec, RayWeights(policy), 2, queue_size_limit=4)):  # fmt: skip
+    for pool in (
+        SubprocessActors(spec, SharedWeights(policy), 2, queue_size_limit=4),
+        RayActors(spec, RayWeights(policy), 2, queue_size_limit=4),
+    ):
         first = {}
         with pool:
             while len(first) < 2:
@@ -211,8 +213,10 @@ def test_ray_actors_play_the_learners_snapshot_pool_and_a_replacement_finds_it()
     from maze_impala.config import OpponentPoolConfig
     from maze_impala.play.pool import SnapshotPool
 
-    tictactoe = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-                 "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+    tictactoe = {
+        "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+        "name": "pettingzoo.classic.tictactoe_v3",
+    }
     model = ModelConfig(image_encoder="flatten", hidden_units=[8])
     policy = make_policy(make_env(tictactoe), model)
     snapshots = SnapshotPool(OpponentPoolConfig(snapshot_every=1, size=2))

@@ -27,8 +27,10 @@ HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold"
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                            "_system_config": HEALTH_CHECKS})  # fmt: skip
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": HEALTH_CHECKS},
+    )
     nodes = [cluster.add_node(num_cpus=2) for _ in range(2)]
     cluster.wait_for_nodes()
     yield cluster, nodes
@@ -41,8 +43,14 @@ def test_a_run_joins_a_cluster_by_its_address_and_leaves_it_running(cluster, tmp
     cluster, nodes = cluster
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4)
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
-    result = train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
-                   output_dir=tmp_path / "run", seed=3)  # fmt: skip
+    result = train(
+        "CartPole-v1",
+        algorithm,
+        runner=RunnerConfig("ray", address=cluster.address),
+        output=quiet,
+        output_dir=tmp_path / "run",
+        seed=3,
+    )
     assert result.env_steps >= algorithm.total_env_steps
     assert not ray.is_initialized(), "the run disconnected from the cluster it joined"
     assert all(node.remaining_processes_alive() for node in nodes), "and left the cluster running"
@@ -52,8 +60,14 @@ def test_two_learners_train_with_the_second_in_a_placement_group_on_the_cluster(
     cluster, _ = cluster
     algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4, num_learners=2)
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
-    result = train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
-                   output_dir=tmp_path / "run", seed=3)  # fmt: skip
+    result = train(
+        "CartPole-v1",
+        algorithm,
+        runner=RunnerConfig("ray", address=cluster.address),
+        output=quiet,
+        output_dir=tmp_path / "run",
+        seed=3,
+    )
     assert result.env_steps >= algorithm.total_env_steps
     ray.init(address=cluster.address)
     try:
@@ -87,8 +101,14 @@ def test_a_ray_learner_that_dies_fails_the_run_by_name_with_its_checkpoint_kept(
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     started = time.monotonic()
     with pytest.raises(TrainingError, match=r"epoch 2: LearnerFailedError: learner 1 died \("):
-        train("CartPole-v1", algorithm, runner=RunnerConfig("ray", address=cluster.address), output=quiet,
-              output_dir=tmp_path / "run", seed=3)  # fmt: skip
+        train(
+            "CartPole-v1",
+            algorithm,
+            runner=RunnerConfig("ray", address=cluster.address),
+            output=quiet,
+            output_dir=tmp_path / "run",
+            seed=3,
+        )
     assert time.monotonic() - started < 60, "no wait for the learner's timeout"
     assert read_checkpoint(tmp_path / "run" / "model_last.pt")["epoch"] == 1
 
@@ -99,8 +119,9 @@ def test_actors_spread_over_the_nodes_and_come_back_after_a_node_is_lost(cluster
     policy = make_policy(make_env("CartPole-v1"), model)
     weights = RayWeights(policy)
     spec = ActorSpec("CartPole-v1", Lineup.of(model), n_rollout_steps=16, envs_per_actor=4, seed=0)
-    pool = RayActors(spec, weights, num_actors=2, queue_size_limit=1, address=cluster.address,
-                     restarts=RestartPolicy(max_restarts=3))  # fmt: skip
+    pool = RayActors(
+        spec, weights, num_actors=2, queue_size_limit=1, address=cluster.address, restarts=RestartPolicy(max_restarts=3)
+    )
     with pool:
         pool.collect(1)
         placed = [node for node, _ in pool.placements()]

@@ -39,10 +39,21 @@ def test_cartpole_with_ray_actors_reaches_475_within_the_budget_of_local_actors(
     475 (``algorithm.target_score``)."""
     before = set(ray_processes())
     out = tmp_path / "run"
-    result = run_cli(["-cn", "conf_train", "algorithm=impala", "runner=ray", "algorithm.n_epochs=25",
-                      "algorithm.epoch_length=10", "algorithm.target_score=475", "output.tensorboard=false",
-                      f"hydra.run.dir={out}"],
-                     cwd=tmp_path, timeout=400)  # fmt: skip
+    result = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "algorithm=impala",
+            "runner=ray",
+            "algorithm.n_epochs=25",
+            "algorithm.epoch_length=10",
+            "algorithm.target_score=475",
+            "output.tensorboard=false",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+        timeout=400,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     stats = pd.read_csv(out / "stats.csv")
     assert stats[EVAL].iloc[-1] >= 475, stats[[STEPS, RETURN, EVAL]].to_string()
@@ -60,10 +71,24 @@ def test_a_ray_run_stopped_by_ctrl_c_or_sigkill_leaves_no_ray_process_behind(tmp
     before = set(ray_processes())
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "maze_impala", "-cn", "conf_train", "runner=ray", "algorithm.n_epochs=100",
-         "algorithm.epoch_length=5", "output.tensorboard=false", f"hydra.run.dir={out}"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "maze_impala",
+            "-cn",
+            "conf_train",
+            "runner=ray",
+            "algorithm.n_epochs=100",
+            "algorithm.epoch_length=5",
+            "output.tensorboard=false",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / "model_last.pt").exists() and time.monotonic() < deadline:
@@ -93,14 +118,30 @@ def test_a_run_starts_a_ray_of_its_own_where_ray_start_runs_on_this_machine(tmp_
     if ray_processes():
         pytest.skip("a Ray runs on this machine already: `ray stop` at the end would stop it too")
     ray_bin = str(Path(sys.executable).with_name("ray"))
-    subprocess.run([ray_bin, "start", "--head", "--num-cpus", "1", "--include-dashboard=false"], check=True,
-                   capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [ray_bin, "start", "--head", "--num-cpus", "1", "--include-dashboard=false"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     try:
         others = set(ray_processes())
         out = tmp_path / "run"
-        result = run_cli(["-cn", "conf_train", "runner=ray", "algorithm.n_epochs=1", "algorithm.epoch_length=2",
-                          "algorithm.envs_per_actor=4", "algorithm.n_rollout_steps=8", "output.tensorboard=false",
-                          f"hydra.run.dir={out}"], cwd=tmp_path, timeout=300)  # fmt: skip
+        result = run_cli(
+            [
+                "-cn",
+                "conf_train",
+                "runner=ray",
+                "algorithm.n_epochs=1",
+                "algorithm.epoch_length=2",
+                "algorithm.envs_per_actor=4",
+                "algorithm.n_rollout_steps=8",
+                "output.tensorboard=false",
+                f"hydra.run.dir={out}",
+            ],
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert others <= set(ray_processes()), "the other Ray still runs"
     finally:

@@ -81,8 +81,18 @@ def test_a_checkpoint_of_another_run_beside_input_dir_is_refused(tmp_path):
 @pytest.mark.slow
 def test_a_truncated_checkpoint_is_named_in_the_rollout_on_resume_and_as_an_opponent(tmp_path):
     run = tmp_path / "run"
-    proc = run_cli(["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=1", "algorithm.epoch_length=2",
-                    "algorithm.envs_per_actor=4", f"hydra.run.dir={run}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "runner=dev",
+            "algorithm.n_epochs=1",
+            "algorithm.epoch_length=2",
+            "algorithm.envs_per_actor=4",
+            f"hydra.run.dir={run}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     for name in ("model_best.pt", "model_last.pt"):
         with open(run / name, "r+b") as file:
@@ -93,15 +103,32 @@ def test_a_truncated_checkpoint_is_named_in_the_rollout_on_resume_and_as_an_oppo
     assert not (tmp_path / "r").exists()
     line = _refused(["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=2", f"resume={run}"], tmp_path)
     assert f"{run / 'model_last.pt'} (20,000 bytes): it {said}" in line, line
-    line = _refused(["-cn", "conf_train", "env=tictactoe", f"algorithm.train_opponent={run / 'model_best.pt'}",
-                     f"hydra.run.dir={tmp_path / 't'}"], tmp_path)  # fmt: skip
+    line = _refused(
+        [
+            "-cn",
+            "conf_train",
+            "env=tictactoe",
+            f"algorithm.train_opponent={run / 'model_best.pt'}",
+            f"hydra.run.dir={tmp_path / 't'}",
+        ],
+        tmp_path,
+    )
     assert f"{run / 'model_best.pt'} (20,000 bytes): it {said}" in line, line
 
 
 @pytest.mark.slow
 def test_a_random_baseline_of_your_own_env_takes_the_env_keys_training_takes(tmp_path):
-    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env._target_=maze_impala.envs.examples.CuttingEnv",
-                    "n_episodes=2", f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_rollout",
+            "policy=random_policy",
+            "env._target_=maze_impala.envs.examples.CuttingEnv",
+            "n_episodes=2",
+            f"hydra.run.dir={tmp_path / 'r'}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "2 episodes (random actions)" in proc.stdout
 
@@ -111,8 +138,18 @@ def test_cfg_job_shows_your_own_env_as_the_run_builds_it(tmp_path, extra):
     """No ``name: CartPole-v1`` of the default env under ``env``; a printed command that deletes it already too."""
     import yaml
 
-    proc = run_cli(["-cn", "conf_train", "env._target_=maze_impala.envs.examples.CuttingEnv", "+env.max_size=5",
-                    *extra, "--cfg", "job"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "env._target_=maze_impala.envs.examples.CuttingEnv",
+            "+env.max_size=5",
+            *extra,
+            "--cfg",
+            "job",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout)["env"] == {"_target_": "maze_impala.envs.examples.CuttingEnv", "max_size": 5}
 
@@ -126,19 +163,27 @@ def test_a_checkpoint_of_another_model_names_the_first_differing_layer_and_each_
     with pytest.raises(CheckpointMismatchError) as info:
         restore_modules(state, "run/model_best.pt", policy=torch.nn.Linear(4, 2))
     message = str(info.value)
-    assert "run/model_best.pt was made for another policy: the first differing layer is weight: [2, 3] in the " \
-           "checkpoint, [2, 4] in this model" in message, message  # fmt: skip
+    assert (
+        "run/model_best.pt was made for another policy: the first differing layer is weight: [2, 3] in the "
+        "checkpoint, [2, 4] in this model" in message
+    ), message
     assert "(its env: CartPole-v1)" in message
     with pytest.raises(CheckpointMismatchError, match=r"this model has a parameter 1\.weight"):
-        restore_modules(state | {"policy": torch.nn.Sequential(torch.nn.Linear(3, 2)).state_dict()}, "m.pt",
-                        policy=torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)))  # fmt: skip
+        restore_modules(
+            state | {"policy": torch.nn.Sequential(torch.nn.Linear(3, 2)).state_dict()},
+            "m.pt",
+            policy=torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)),
+        )
 
 
 def test_cuda_graphs_on_a_cpu_learner_are_refused_naming_what_to_use_instead():
     from maze_impala import ImpalaAlgorithmConfig
 
-    with pytest.raises(ConfigError, match=r"reduce-overhead replays the compiled update as CUDA graphs, and a "
-                                          r"learner on cpu has none: use algorithm.compile=default"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"reduce-overhead replays the compiled update as CUDA graphs, and a "
+        r"learner on cpu has none: use algorithm.compile=default",
+    ):
         ImpalaAlgorithmConfig(compile="reduce-overhead")
     ImpalaAlgorithmConfig(compile="reduce-overhead", device="cuda")
     ImpalaAlgorithmConfig(compile="default")
@@ -162,10 +207,23 @@ def test_per_agent_networks_report_a_gradient_norm_per_network(tmp_path):
     from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 
     env = {"_target_": "maze_impala.envs.examples.CoordinationEnv", "n_agents": 2, "n_steps": 4}
-    algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=2, envs_per_actor=2, n_rollout_steps=8, num_actors=1,
-                                      rollout_evaluator={"n_episodes": 1})  # fmt: skip
-    train(env, algorithm, ModelConfig(per_agent_networks=True), RunnerConfig("dev"), output_dir=tmp_path / "run",
-          output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False))  # fmt: skip
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=1,
+        epoch_length=2,
+        envs_per_actor=2,
+        n_rollout_steps=8,
+        num_actors=1,
+        rollout_evaluator={"n_episodes": 1},
+    )
+    train(
+        env,
+        algorithm,
+        ModelConfig(per_agent_networks=True),
+        RunnerConfig("dev"),
+        output_dir=tmp_path / "run",
+        output=OutputConfig(console=False, tensorboard=False, progress=False, plot=False),
+    )
     columns = [c for c in pd.read_csv(tmp_path / "run" / "stats.csv").columns if "policy_grad_norm/mean" in c]
-    assert sorted(columns) == [f"train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0/network_{i}"
-                               for i in (0, 1)], columns  # fmt: skip
+    assert sorted(columns) == [
+        f"train/MultiStepIMPALAEvents/policy_grad_norm/mean/step_key=0/network_{i}" for i in (0, 1)
+    ], columns

@@ -78,9 +78,11 @@ def test_a_run_of_an_earlier_release_resumes_when_the_keys_added_since_keep_thei
     earlier = to_record(TrainingConfig())
     del earlier["algorithm"]["entropy_schedule"], earlier["algorithm"]["opponent_pool"]  # keys it did not have
     assert set(check_resumable(earlier, current, tmp_path)) == {
-        "algorithm.entropy_schedule", "algorithm.opponent_pool.size", "algorithm.opponent_pool.snapshot_every",
+        "algorithm.entropy_schedule",
+        "algorithm.opponent_pool.size",
+        "algorithm.opponent_pool.snapshot_every",
         "algorithm.opponent_pool.draw",
-    }  # fmt: skip
+    }
     current["algorithm"]["entropy_schedule"] = "linear"  # a new key away from its default changes the run
     with pytest.raises(ConfigError, match=r"algorithm.entropy_schedule: absent in the run, 'linear' now"):
         check_resumable(earlier, current, tmp_path)
@@ -103,7 +105,9 @@ def test_a_run_of_an_earlier_release_resumes_with_its_own_values_where_the_defau
     earlier["algorithm"]["gamma"] = 0.9
     del earlier["algorithm"]["normalize_advantages"]
     assert run_values(earlier, to_record(TrainingConfig())) == {
-        "algorithm.gamma": 0.9, "algorithm.normalize_advantages": False}  # fmt: skip
+        "algorithm.gamma": 0.9,
+        "algorithm.normalize_advantages": False,
+    }
     resumed = with_values(TrainingConfig(), run_values(earlier, to_record(TrainingConfig())))
     assert resumed.algorithm.gamma == 0.9 and resumed.algorithm.normalize_advantages is False
     assert check_resumable(earlier, to_record(resumed), tmp_path) == {"algorithm.normalize_advantages": (None, False)}
@@ -115,8 +119,9 @@ def test_a_run_of_an_earlier_release_resumes_with_its_own_values_where_the_defau
 def test_a_second_run_in_a_directory_in_use_is_refused_naming_the_holder(tmp_path):
     with RunDirLock(tmp_path):
         with pytest.raises(RunDirInUseError, match=rf"in use by another run \(pid {os.getpid()}\)"):
-            train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET,
-                  output_dir=tmp_path)  # fmt: skip
+            train(
+                "CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path
+            )
     train("CartPole-v1", ImpalaAlgorithmConfig(n_epochs=1, **SMALL), runner=DEV, output=QUIET, output_dir=tmp_path)
 
 
@@ -135,9 +140,16 @@ def test_a_clean_finish_leaves_no_lock_file_and_a_relocked_directory_stays_exclu
 
 
 def test_a_lock_of_a_killed_run_does_not_block_the_next(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", f"from maze_impala.files import RunDirLock; import time; "
-                               f"RunDirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from maze_impala.files import RunDirLock; import time; "
+            f"RunDirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunDirInUseError, match=f"pid {holder.pid}"):
@@ -148,16 +160,30 @@ def test_a_lock_of_a_killed_run_does_not_block_the_next(tmp_path):
     RunDirLock(tmp_path).acquire().release()
 
 
-CARTPOLE = ["-cn", "conf_train", "algorithm=impala_cartpole", "algorithm.n_epochs=8", "runner=dev", "seed=1",
-            "output.console=false", "output.tensorboard=false", "output.plot=false"]  # fmt: skip
+CARTPOLE = [
+    "-cn",
+    "conf_train",
+    "algorithm=impala_cartpole",
+    "algorithm.n_epochs=8",
+    "runner=dev",
+    "seed=1",
+    "output.console=false",
+    "output.tensorboard=false",
+    "output.plot=false",
+]
 """A third of the shipped updates (CartPole reaches 475 in the first few epochs): the suite's time."""
 
 
 def _kill_during_training(out, rng, resume):
     """Start (or resume) the run, SIGKILL it at a random moment after its first checkpoint, or while it writes one."""
     args = [*CARTPOLE, f"resume={out}"] if resume else [*CARTPOLE, f"hydra.run.dir={out}"]
-    proc = subprocess.Popen([sys.executable, "-m", "maze_impala", *args], cwd=out.parent,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "maze_impala", *args],
+        cwd=out.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         epoch0 = read_checkpoint(out / "model_last.pt")["epoch"] if resume else 0
         deadline = time.monotonic() + 120

@@ -51,11 +51,20 @@ def test_rollout_runners_give_identical_per_episode_results(trained, tmp_path):
     for runner in ("sequential", "parallel"):
         out = tmp_path / runner
         proc = run_cli(
-            ["-cn", "conf_rollout", "policy=torch_policy", f"input_dir={trained}", f"runner={runner}",
-             "runner.n_processes=2", "n_episodes=6", "deterministic=false", "event_logs=csv",
-             f"hydra.run.dir={out}"],
+            [
+                "-cn",
+                "conf_rollout",
+                "policy=torch_policy",
+                f"input_dir={trained}",
+                f"runner={runner}",
+                "runner.n_processes=2",
+                "n_episodes=6",
+                "deterministic=false",
+                "event_logs=csv",
+                f"hydra.run.dir={out}",
+            ],
             cwd=tmp_path,
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stderr
         assert "fill_rate" in proc.stdout and "mean" in proc.stdout  # the summary table
         outputs[runner] = out

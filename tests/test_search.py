@@ -68,16 +68,29 @@ def test_opponent_names_of_the_search():
 def test_an_env_without_an_openspiel_twin_is_refused_naming_the_games():
     from maze_impala.envs.examples import CoordinationEnv
 
-    with pytest.raises(ConfigError, match=r"opponent=mcts plays the games OpenSpiel has a twin of, PettingZoo's "
-                                          r"connect_four_v3, tictactoe_v3; this env is CoordinationEnv"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"opponent=mcts plays the games OpenSpiel has a twin of, PettingZoo's "
+        r"connect_four_v3, tictactoe_v3; this env is CoordinationEnv",
+    ):
         MctsActing(CoordinationEnv(), 10)
 
 
 @pytest.mark.slow
 def test_random_play_loses_to_the_search_in_both_seats_through_the_rollout_cli(tmp_path):
     out = tmp_path / "r"
-    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=connect_four", "opponent=mcts:50",
-                    "n_episodes=10", f"hydra.run.dir={out}"], cwd=tmp_path)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_rollout",
+            "policy=random_policy",
+            "env=connect_four",
+            "opponent=mcts:50",
+            "n_episodes=10",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "20 games against mcts:50, 10 in each seat" in proc.stdout
     import pandas as pd
@@ -138,8 +151,9 @@ def test_the_guided_search_takes_a_win_in_one_against_its_policys_favourite():
     board = np.zeros((1, 6, 7, 2), dtype=np.int8)
     board[0, 5, 0:3, 0] = 1  # three of the first seat's in the bottom row: column 3 wins
     board[0, 4, 0:3, 1] = 1
-    actions, _, _ = GuidedSearch(env, policy, critic, simulations=50).act("player", {"observation": board}, {},
-                                                                          np.array([0]), None)  # fmt: skip
+    actions, _, _ = GuidedSearch(env, policy, critic, simulations=50).act(
+        "player", {"observation": board}, {}, np.array([0]), None
+    )
     assert actions["action"].tolist() == [3]
 
 

@@ -28,8 +28,10 @@ from maze_impala.testing import pool_a_new_actor_plays
 from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.state import SNAPSHOT_POOL
 
-TICTACTOE = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
-             "name": "pettingzoo.classic.tictactoe_v3"}  # fmt: skip
+TICTACTOE = {
+    "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+    "name": "pettingzoo.classic.tictactoe_v3",
+}
 FLAT = ModelConfig(image_encoder="flatten", hidden_units=[16])
 
 
@@ -104,8 +106,9 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
     assert opponent.state_shapes("player") == {SNAPSHOT_STATE: (1,)}
 
     def act(drawn):
-        actions, _, state = opponent.act("player", {"x": np.zeros((len(drawn), 1))}, {SNAPSHOT_STATE: drawn},
-                                         np.zeros(len(drawn), np.int64), None)  # fmt: skip
+        actions, _, state = opponent.act(
+            "player", {"x": np.zeros((len(drawn), 1))}, {SNAPSHOT_STATE: drawn}, np.zeros(len(drawn), np.int64), None
+        )
         return actions["a"], state[SNAPSHOT_STATE]
 
     playing, drawn = act(np.zeros((400, 1), np.float32))  # 400 episodes start
@@ -121,12 +124,21 @@ def test_an_opponent_plays_the_published_pool_one_snapshot_per_episode_and_agent
     assert opponent.versions == [12, 25]  # snapshot 1 left: the episodes it played draw again
     assert set(moved[:400][playing == 0].tolist()) <= {12, 25} and (moved[:400][playing == 12] == 12).all()
     latest = PoolOpponent(Echo, weights, seed=0, draw="latest")
-    assert latest.act("player", {"x": np.zeros((50, 1))}, {SNAPSHOT_STATE: np.zeros((50, 1), np.float32)},
-                      np.zeros(50, np.int64), None)[0]["a"].tolist() == [25] * 50  # fmt: skip
+    assert (
+        latest.act(
+            "player",
+            {"x": np.zeros((50, 1))},
+            {SNAPSHOT_STATE: np.zeros((50, 1), np.float32)},
+            np.zeros(50, np.int64),
+            None,
+        )[0]["a"].tolist()
+        == [25] * 50
+    )
     publish({})
     with pytest.raises(RuntimeError, match="no snapshot pool"):
-        PoolOpponent(Echo, weights, seed=0).act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1))},
-                                                np.zeros(1, np.int64), None)  # fmt: skip
+        PoolOpponent(Echo, weights, seed=0).act(
+            "player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1))}, np.zeros(1, np.int64), None
+        )
 
 
 def _pfsp_pool(*versions):
@@ -143,8 +155,9 @@ def test_pfsp_draws_the_snapshots_the_policy_beats_least_most_often():
     weights, _ = _shared(pool.snapshots)
     opponent = PoolOpponent(Echo, weights, seed=0, draw="pfsp")
     start = np.zeros((1000, 1), np.float32)
-    playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
-                           None)[0]["a"]  # fmt: skip
+    playing = opponent.act(
+        "player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64), None
+    )[0]["a"]
     assert 400 < (playing == 12).sum() < 600  # no game played yet: equal chances
     hub, heard = EventHub(), []
     hub.listeners.append(heard.append)
@@ -159,8 +172,9 @@ def test_pfsp_draws_the_snapshots_the_policy_beats_least_most_often():
     assert weights.pool_scores() == scores  # what every actor reads
     chances = opponent.chances()
     assert chances[0] < 0.01 and abs(chances.sum() - 1) < 1e-9  # (1 - x)**2: 0.0006 against 0.45
-    playing = opponent.act("player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64),
-                           None)[0]["a"]  # fmt: skip
+    playing = opponent.act(
+        "player", {"x": np.zeros((1000, 1))}, {SNAPSHOT_STATE: start}, np.zeros(1000, np.int64), None
+    )[0]["a"]
     assert (playing == 12).sum() > 980
     pool.offer(torch.nn.Linear(1, 1, False), 25)  # snapshot 3 joins, snapshot 1 leaves the pool of two
     assert set(pool.results) == {2} and pool.scores()[3] == 0.5  # a snapshot that left is forgotten; a new one: 0.5
@@ -198,8 +212,13 @@ def test_the_pools_games_and_its_draws_survive_a_resume():
         weights, _ = _shared(source.snapshots, slots=3)
         weights.publish_pool_scores(source.scores())
         opponent = PoolOpponent(Echo, weights, seed=0, draw="pfsp")
-        opponent.act("player", {"x": np.zeros((1, 1))}, {SNAPSHOT_STATE: np.zeros((1, 1), np.float32)},
-                     np.zeros(1, np.int64), None)  # fmt: skip
+        opponent.act(
+            "player",
+            {"x": np.zeros((1, 1))},
+            {SNAPSHOT_STATE: np.zeros((1, 1), np.float32)},
+            np.zeros(1, np.int64),
+            None,
+        )
         draws.append(opponent.chances())
     np.testing.assert_array_equal(draws[0], draws[1])
     assert draws[0][2] > draws[0][1] > draws[0][0]  # beaten least, drawn most
@@ -224,10 +243,15 @@ def test_an_actor_reports_each_game_against_the_pool_with_the_snapshot_that_play
         finally:
             actor.close()
         events = [r for rollout in rollouts for r in rollout.events if r.interface == GameEvents.__name__]
-        games = [(r.values["snapshot"], r.values["score"]) for rollout in rollouts for r in rollout.events
-                 if (r.interface, r.event) == event_name(PoolEvents.pool_game)]  # fmt: skip
-        wins, draws, losses = (sum(r.values["value"] for r in events if r.event == name)
-                               for name in ("win", "draw", "loss"))  # fmt: skip
+        games = [
+            (r.values["snapshot"], r.values["score"])
+            for rollout in rollouts
+            for r in rollout.events
+            if (r.interface, r.event) == event_name(PoolEvents.pool_game)
+        ]
+        wins, draws, losses = (
+            sum(r.values["value"] for r in events if r.event == name) for name in ("win", "draw", "loss")
+        )
         assert wins + draws + losses > 5 and {number for number, _ in games} <= {1, 2}
         assert len(games) == wins + draws + losses and sum(score for _, score in games) == wins + 0.5 * draws
 
@@ -260,16 +284,30 @@ def test_an_actor_killed_and_restarted_plays_the_learners_pool():
         assert pool.actors[0].generation == 1 and pool.actors[0].process.is_alive()
 
 
-ALGORITHM = dict(train_opponent="pool", train_opponent_share=0.5, opponent_pool=OpponentPoolConfig(snapshot_every=2,
-                 size=3), epoch_length=3, envs_per_actor=4, n_rollout_steps=8, num_actors=2)  # fmt: skip
+ALGORITHM = dict(
+    train_opponent="pool",
+    train_opponent_share=0.5,
+    opponent_pool=OpponentPoolConfig(snapshot_every=2, size=3),
+    epoch_length=3,
+    envs_per_actor=4,
+    n_rollout_steps=8,
+    num_actors=2,
+)
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
 def _train(out, n_epochs, resume=False):
     algorithm = ImpalaAlgorithmConfig(n_epochs=n_epochs, **ALGORITHM)
     algorithm.rollout_evaluator.n_episodes = 2
-    return train(TICTACTOE, algorithm, FLAT, RunnerConfig("dev"), seed=1, output=QUIET,
-                 **({"resume_from": out} if resume else {"output_dir": out}))  # fmt: skip
+    return train(
+        TICTACTOE,
+        algorithm,
+        FLAT,
+        RunnerConfig("dev"),
+        seed=1,
+        output=QUIET,
+        **({"resume_from": out} if resume else {"output_dir": out}),
+    )
 
 
 def test_a_resumed_run_goes_on_with_the_pool_its_checkpoint_saved(tmp_path):

@@ -74,17 +74,32 @@ print("COLLECTOR", int(gc.isenabled()), gc.get_freeze_count(), len(collections),
 """
 HEAVY = ["pandas", "matplotlib.pyplot", "tensorboard.util.tensor_util", "torch.utils.tensorboard"]
 """What a run's end used to import for its curves and TensorBoard's hparams: about a second of a 1-update run."""
-ONE_UPDATE = ["-cn", "conf_train", "runner=dev", "algorithm.n_epochs=1", "algorithm.epoch_length=1",
-              "algorithm.rollout_evaluator.n_episodes=1", "output.tensorboard=false", "output.progress=false",
-              "output.plot=false", "output.console=false", "hydra.run.dir=run"]  # fmt: skip
+ONE_UPDATE = [
+    "-cn",
+    "conf_train",
+    "runner=dev",
+    "algorithm.n_epochs=1",
+    "algorithm.epoch_length=1",
+    "algorithm.rollout_evaluator.n_episodes=1",
+    "output.tensorboard=false",
+    "output.progress=false",
+    "output.plot=false",
+    "output.console=false",
+    "hydra.run.dir=run",
+]
 
 
 def _run(args: list[str], cwd) -> dict[str, list[str]]:
     """A run in a process of its own: ``COMPOSED`` (how many times Hydra composed its config), ``LOADED`` (which of
     :data:`HEAVY` it imported), ``COLLECTOR`` (after it: the garbage collector on, the objects it froze, and how many
     collections ran)."""
-    proc = subprocess.run([sys.executable, "-c", COUNTED.format(args=args, heavy=HEAVY)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTED.format(args=args, heavy=HEAVY)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {line.split()[0]: line.split()[1:] for line in proc.stderr.strip().splitlines()[-3:]}
 
@@ -125,8 +140,14 @@ def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_
     from maze_impala.startup import mode_is_the_command_lines
 
     assert mode_is_the_command_lines(["-cn", "conf_train", "-m", "seed=1,2", "env=minigrid"])
-    for extra in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["--config-dir", "conf"], ["--config-dir=conf"],
-                  ["-cd", "conf"], ["-cp", "/somewhere"]):  # fmt: skip
+    for extra in (
+        ["hydra.mode=MULTIRUN"],
+        ["+hydra.mode=RUN"],
+        ["--config-dir", "conf"],
+        ["--config-dir=conf"],
+        ["-cd", "conf"],
+        ["-cp", "/somewhere"],
+    ):
         assert not mode_is_the_command_lines(["-cn", "conf_train", *extra]), extra
     for path in config_dir().rglob("*.yaml"):  # what makes skipping Hydra's reading of hydra.mode safe
         config = OmegaConf.to_container(OmegaConf.load(path))

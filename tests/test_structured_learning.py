@@ -207,9 +207,12 @@ def test_per_agent_networks_train_on_their_own_agents_data():
 
 @pytest.mark.parametrize(
     ("case", "env_kwargs", "n_steps"),
-    [("default crediting", {"n_steps": 3}, 3), ("split rewards", {"n_steps": 3, "split_rewards": True}, 3),
-     ("episode ends between the sub-steps", {"n_steps": 3, "end_mid_step_at": 1}, 2)],
-)  # fmt: skip
+    [
+        ("default crediting", {"n_steps": 3}, 3),
+        ("split rewards", {"n_steps": 3, "split_rewards": True}, 3),
+        ("episode ends between the sub-steps", {"n_steps": 3, "end_mid_step_at": 1}, 2),
+    ],
+)
 def test_credit_discounting_and_bootstrapping_across_the_sub_steps_of_one_step_by_hand(case, env_kwargs, n_steps):
     """TwoStepEnv: per structured step, "a" returns 0.5, then "b" returns 1 + u (its action). By default the step's
     reward, 1.5 + u, is credited to both sub-steps' decisions; with split rewards "a" gets 2 and "b" 10 + u. Each

@@ -31,8 +31,9 @@ def no_pin(monkeypatch):
 
 
 def test_the_rule_ranges_from_one_thread_to_the_cores_the_actors_leave_or_all():
-    assert plan_threads("leftover", actor_cores=6, cores=8) == ThreadPlan((1, 2), 2, plan_threads(
-        "leftover", 6, cores=8).why)  # fmt: skip
+    assert plan_threads("leftover", actor_cores=6, cores=8) == ThreadPlan(
+        (1, 2), 2, plan_threads("leftover", 6, cores=8).why
+    )
     every = plan_threads("all", actor_cores=6, cores=8)
     assert every.choices == (1, 2, 8) and every.start == 8
     assert plan_threads("leftover", actor_cores=2, cores=2).choices == (1,)  # nothing to choose: one thread
@@ -162,8 +163,15 @@ def test_a_cnn_run_beside_a_busy_program_keeps_most_of_its_quiet_speed(tmp_path)
     quiet_output = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
     def rate(name: str) -> float:
-        result = train(env, ImpalaAlgorithmConfig(**settings), ModelConfig(**shipped_model("minatar")),
-                       RunnerConfig("local"), output=quiet_output, output_dir=tmp_path / name, seed=1)  # fmt: skip
+        result = train(
+            env,
+            ImpalaAlgorithmConfig(**settings),
+            ModelConfig(**shipped_model("minatar")),
+            RunnerConfig("local"),
+            output=quiet_output,
+            output_dir=tmp_path / name,
+            seed=1,
+        )
         return statistics.median(result.column(ENV_STEPS_PER_SECOND)[1:])
 
     quiet = rate("quiet")

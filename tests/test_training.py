@@ -42,15 +42,36 @@ def test_a_target_score_stops_at_the_first_evaluation_that_reaches_it_and_saves_
     # The same frozen policy as above scores the same every epoch: a target at its score stops after epoch 1, a
     # target just above it never stops the run.
     frozen, still = dict(n_epochs=3, lr=1e-12, **SMALL), ModelConfig(normalize_observations=False)
-    first = train("CartPole-v1", ImpalaAlgorithmConfig(**frozen), still, runner=DEV, output=QUIET, seed=3,
-                  output_dir=tmp_path / "all")  # fmt: skip
+    first = train(
+        "CartPole-v1",
+        ImpalaAlgorithmConfig(**frozen),
+        still,
+        runner=DEV,
+        output=QUIET,
+        seed=3,
+        output_dir=tmp_path / "all",
+    )
     score = first.best_eval_return
-    reached = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score, **frozen), still, runner=DEV,
-                    output=QUIET, seed=3, output_dir=tmp_path / "reached")  # fmt: skip
+    reached = train(
+        "CartPole-v1",
+        ImpalaAlgorithmConfig(target_score=score, **frozen),
+        still,
+        runner=DEV,
+        output=QUIET,
+        seed=3,
+        output_dir=tmp_path / "reached",
+    )
     assert reached.epochs == 1 and reached.stopped_early and reached.best_eval_return == score
     assert read_checkpoint(tmp_path / "reached" / "model_last.pt")["epoch"] == 1
-    above = train("CartPole-v1", ImpalaAlgorithmConfig(target_score=score + 0.5, **frozen), still, runner=DEV,
-                  output=QUIET, seed=3, output_dir=tmp_path / "above")  # fmt: skip
+    above = train(
+        "CartPole-v1",
+        ImpalaAlgorithmConfig(target_score=score + 0.5, **frozen),
+        still,
+        runner=DEV,
+        output=QUIET,
+        seed=3,
+        output_dir=tmp_path / "above",
+    )
     assert above.epochs == 3 and not above.stopped_early
 
 

@@ -13,10 +13,24 @@ pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
 @pytest.mark.slow
 def test_a_two_trial_study_maximises_the_runs_final_evaluation(tmp_path):
     sweep = tmp_path / "study"
-    proc = run_cli(["-cn", "conf_train", "-m", "hydra/sweeper=impala_search", "hydra.sweeper.n_trials=2", "runner=dev",
-                    "algorithm.n_epochs=2", "algorithm.epoch_length=3", "algorithm.envs_per_actor=4",
-                    "algorithm.rollout_evaluator.n_episodes=2", "output.progress=false", f"hydra.sweep.dir={sweep}"],
-                   cwd=tmp_path, timeout=600)  # fmt: skip
+    proc = run_cli(
+        [
+            "-cn",
+            "conf_train",
+            "-m",
+            "hydra/sweeper=impala_search",
+            "hydra.sweeper.n_trials=2",
+            "runner=dev",
+            "algorithm.n_epochs=2",
+            "algorithm.epoch_length=3",
+            "algorithm.envs_per_actor=4",
+            "algorithm.rollout_evaluator.n_episodes=2",
+            "output.progress=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     finals = [pd.read_csv(job / "stats.csv")[EVAL].iloc[-1] for job in sorted(sweep.glob("job_*"))]
     assert len(finals) == 2

@@ -37,8 +37,9 @@ def _learners(*variants: dict, **settings):
         hub, stats = EventHub(), StatsAggregator("train", [MultiStepIMPALAEvents])
         hub.listeners.append(stats)
         config = ImpalaAlgorithmConfig(envs_per_actor=4, n_rollout_steps=12, **variant, **settings)
-        learner = ImpalaLearner(copy.deepcopy(policy), copy.deepcopy(critic), config,
-                                hub.publisher(MultiStepIMPALAEvents))  # fmt: skip
+        learner = ImpalaLearner(
+            copy.deepcopy(policy), copy.deepcopy(critic), config, hub.publisher(MultiStepIMPALAEvents)
+        )
         made.append((learner, stats))
     return made, batch
 
@@ -89,8 +90,10 @@ def test_a_bf16_update_computes_its_losses_in_float32_from_bf16_networks():
     assert any(moved)  # the networks did compute in bfloat16
 
 
-@pytest.mark.parametrize(("name", "value", "allowed"), [("compile", "fast", "off, default, reduce-overhead"),
-                                                         ("precision", "fp16", "float32, bf16")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [("compile", "fast", "off, default, reduce-overhead"), ("precision", "fp16", "float32, bf16")],
+)
 def test_an_unknown_update_mode_is_refused_with_the_choices(name, value, allowed):
     with pytest.raises(ConfigError, match=rf"algorithm.{name}.*{allowed}"):
         ImpalaAlgorithmConfig(**{name: value})

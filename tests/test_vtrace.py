@@ -128,8 +128,9 @@ def test_without_importance_weights_the_targets_are_n_step_returns():
     values, rewards = torch.randn(T + 1, N, generator=g), torch.randn(T, N, generator=g)
     discounts = torch.full((T, N), 0.9)
     discounts[1, 0] = 0.0
-    plain = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts,
-                             LossSettings(importance_weights=False))  # fmt: skip
+    plain = impala_step_loss(
+        distribution, logits, actions, behaviour, values, rewards, discounts, LossSettings(importance_weights=False)
+    )
     returns, acc = torch.zeros(T, N), values[-1]
     for step in reversed(range(T)):
         acc = rewards[step] + discounts[step] * acc

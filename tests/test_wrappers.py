@@ -30,16 +30,27 @@ def test_wrappers_apply_in_order_inside_the_gymnasium_adapter():
     env = make_env({**PIXELS, "wrappers": WRAPPERS})
     assert set(env.observation_spaces_dict[0].spaces) == {"map", "action_mask"}
     assert _episode_length(env) <= 5
-    by_path = make_env({"_target_": "maze_impala.envs.gym_adapter.make_gym_env", "name": "CartPole-v1",
-                        "wrappers": ["gymnasium.wrappers.FlattenObservation"]})  # fmt: skip
+    by_path = make_env(
+        {
+            "_target_": "maze_impala.envs.gym_adapter.make_gym_env",
+            "name": "CartPole-v1",
+            "wrappers": ["gymnasium.wrappers.FlattenObservation"],
+        }
+    )
     assert isinstance(by_path.env, gym.wrappers.FlattenObservation)
 
 
 def test_a_run_records_its_wrappers_and_load_policy_rebuilds_them(tmp_path):
     algorithm = ImpalaAlgorithmConfig(n_epochs=1, epoch_length=1, envs_per_actor=2, num_actors=1)
     quiet = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
-    train({**PIXELS, "wrappers": WRAPPERS}, algorithm, model=ModelConfig(image_features=8), output=quiet,
-          runner=RunnerConfig(type="dev"), output_dir=tmp_path)  # fmt: skip
+    train(
+        {**PIXELS, "wrappers": WRAPPERS},
+        algorithm,
+        model=ModelConfig(image_features=8),
+        output=quiet,
+        runner=RunnerConfig(type="dev"),
+        output_dir=tmp_path,
+    )
     assert read_checkpoint(tmp_path / "model_last.pt")["config"]["env"]["wrappers"] == WRAPPERS
     assert "FilterObservation" in (tmp_path / "config.yaml").read_text()
     policy, env = load_policy(tmp_path / "model_last.pt")
@@ -68,8 +79,12 @@ def test_a_malformed_wrapper_list_is_refused(wrappers, message):
     ],
 )
 def test_pettingzoo_wrappers_apply_inside_the_adapter_which_keeps_its_settings(name, api, wrapper):
-    config = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": name, "api": api,
-              "global_state": "observations"}  # fmt: skip
+    config = {
+        "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+        "name": name,
+        "api": api,
+        "global_state": "observations",
+    }
     arguments = {"illegal_reward": -1} if "Illegal" in wrapper else {}
     plain, wrapped = make_env(config), make_env({**config, "wrappers": [{"_target_": wrapper, **arguments}]})
     assert type(wrapped) is type(plain) and wrapped.global_state == "observations"

@@ -17,10 +17,20 @@ from pathlib import Path
 
 SERVER = Path(__file__).with_name("warm_server.py")
 PRELOAD = [
-    "torch", "hydra", "omegaconf", "pandas", "gymnasium", "pettingzoo", "pettingzoo.classic",
-    "maze_impala.cli", "maze_impala.train.setup", "maze_impala.train.plots", "maze_impala.api",
-    "torch.utils.tensorboard", "matplotlib.pyplot",
-]  # fmt: skip
+    "torch",
+    "hydra",
+    "omegaconf",
+    "pandas",
+    "gymnasium",
+    "pettingzoo",
+    "pettingzoo.classic",
+    "maze_impala.cli",
+    "maze_impala.train.setup",
+    "maze_impala.train.plots",
+    "maze_impala.api",
+    "torch.utils.tensorboard",
+    "matplotlib.pyplot",
+]
 """What every command imports, and the larger imports of a few (pettingzoo's games, the plots)."""
 
 
@@ -34,9 +44,13 @@ class WarmStarter:
     def _started(self) -> subprocess.Popen:
         if self._server is None or self._server.poll() is not None:
             self._server = subprocess.Popen(
-                [sys.executable, str(SERVER)], cwd=self._dir.name, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                text=True, bufsize=1,
-            )  # fmt: skip
+                [sys.executable, str(SERVER)],
+                cwd=self._dir.name,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
             self._send(PRELOAD)
             self._receive("ready")
         return self._server
@@ -57,8 +71,17 @@ class WarmStarter:
         self._started()
         out, err = (Path(self._dir.name) / name for name in ("out", "err"))
         argv = [str(a) for a in argv]
-        self._send({"target": target, "kind": kind, "argv": argv, "cwd": str(Path(cwd).resolve()),
-                    "env": dict(os.environ if env is None else env), "out": str(out), "err": str(err)})  # fmt: skip
+        self._send(
+            {
+                "target": target,
+                "kind": kind,
+                "argv": argv,
+                "cwd": str(Path(cwd).resolve()),
+                "env": dict(os.environ if env is None else env),
+                "out": str(out),
+                "err": str(err),
+            }
+        )
         pid = self._receive("pid")
         waiter = _Deadline(pid, timeout)
         try:

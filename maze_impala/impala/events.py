@@ -14,8 +14,9 @@ class MultiStepIMPALAEvents(EventInterface):
         """Seconds the trainer spent taking rollouts from the queue, and their share (%) of that plus the update."""
 
     @epoch_stats(mean)
-    def time_collecting_actors(self, time: float, percent: float):
-        """Seconds spent stacking the batch onto the device, and their share (%) of the learner's step."""
+    def time_stacking(self, time: float, percent: float):
+        """Seconds spent stacking the batch's rollouts onto the device (and normalising its observations), and their
+        share (%) of the learner's step."""
 
     @epoch_stats(mean)
     def time_learner_rollout(self, time: float, percent: float):

@@ -71,7 +71,7 @@ class ImpalaLearner(Learner):
         """One update on a batch of rollouts (``n_sgd_passes`` x ``n_sgd_minibatches`` optimizer steps); bumps
         :attr:`version`."""
         self.record_lag(rollouts)
-        clock = PhaseClock()
+        clock = PhaseClock(self.device)
         shard = self.prepare(rollouts, train_policy)
         clock.lap("stack")
         self._update(shard, clock)
@@ -97,7 +97,7 @@ class ImpalaLearner(Learner):
     def update(self, shard: Shard) -> None:
         """One update on ``shard``: the whole batch (:meth:`prepare`'s), or with :attr:`group` this learner's part
         of it, whose gradients and metrics are summed with the other learners'."""
-        clock = PhaseClock()
+        clock = PhaseClock(self.device)
         self.version = shard.version
         if shard.normalizers and self.group is not None and self.group.rank > 0:
             self.policy.normalizers.load_state_dict(shard.normalizers)

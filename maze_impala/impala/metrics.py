@@ -16,16 +16,22 @@ from maze_impala.impala.parallel import MAX, MEAN, SPREAD, Metric, ProcessGroup
 
 
 class PhaseClock:
-    """Seconds per phase of one learner step, accumulated over its passes."""
+    """Seconds per phase of one learner step, accumulated over its passes.
+
+    On a CUDA device each lap waits for the device's queued work first, so that a phase's seconds are its kernels'
+    time and not only their launches (a CPU learner's laps cost nothing extra)."""
 
     PHASES = ("stack", "forward", "loss", "apply")
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device | str = "cpu") -> None:
         self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        device = torch.device(device)
+        self._synchronize = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
         self._last = time.perf_counter()
 
     def lap(self, phase: str) -> None:
         """Adds the seconds since the last lap to ``phase``."""
+        self._synchronize()
         now = time.perf_counter()
         self.seconds[phase] += now - self._last
         self._last = now
@@ -38,7 +44,7 @@ class PhaseClock:
     def record(self, events: MultiStepIMPALAEvents) -> None:
         """Each phase's seconds and share, as the learner's timing events."""
         seconds, share = self.seconds, self.share
-        events.time_collecting_actors(time=seconds["stack"], percent=share("stack"))
+        events.time_stacking(time=seconds["stack"], percent=share("stack"))
         events.time_learner_rollout(time=seconds["forward"], percent=share("forward"))
         events.time_loss_computation(time=seconds["loss"], percent=share("loss"))
         events.time_backprop(time=seconds["apply"], percent=share("apply"))
