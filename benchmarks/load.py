@@ -20,10 +20,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
+from harness import round_order
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.config.workloads import shipped_env, shipped_model
@@ -32,6 +34,8 @@ from maze_impala.events.stats import StatKey
 
 RATE = StatKey.of(RunEvents.env_steps_per_second, "last", "train").column()
 THREADS = StatKey.of(RunEvents.learner_threads, "mean", "train").column()
+ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
+EPOCH = StatKey.of(RunEvents.epoch_seconds, "last", "train").column()
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False, csv=False)
 SPIN = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    for _ in range(100000): pass\n"
 """A busy program that ends when its parent does (checked every few milliseconds)."""
@@ -60,23 +64,59 @@ FAMILIES = {
 
 
 class Load:
-    """``n`` busy processes while the ``with`` block runs."""
+    """``n`` busy processes while the ``with`` block runs, or until ``stop_after`` seconds into it."""
 
-    def __init__(self, n: int):
-        self.n, self.processes = n, []
+    def __init__(self, n: int, stop_after: float | None = None):
+        self.n, self.stop_after, self.processes = n, stop_after, []
+        self._timer: threading.Timer | None = None
 
     def __enter__(self) -> Load:
         self.processes = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())]) for _ in range(self.n)]
+        if self.stop_after is not None and self.n:
+            self._timer = threading.Timer(self.stop_after, self.stop)
+            self._timer.daemon = True
+            self._timer.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         for process in self.processes:
             process.kill()
             process.wait()
 
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.stop()
 
-def run(family: Family, epochs: int, settings: dict[str, Any]) -> tuple[float, float]:
-    """The median training env steps/s of the epochs after the first, and the learner's mean threads."""
+
+@dataclass
+class Trace:
+    """One run's epochs: training env steps/s, the learner's mean threads, and when each epoch began and ended
+    (seconds from the run's start, its evaluation included)."""
+
+    rates: list[float]
+    threads: list[float]
+    begins: list[float]
+    ends: list[float]
+
+    def rate(self, epochs: str) -> float:
+        """``first``: the first epoch's rate; ``later``: the median of the epochs after it."""
+        return self.rates[0] if epochs == "first" or len(self.rates) == 1 else statistics.median(self.rates[1:])
+
+    def mean_threads(self, epochs: str) -> float:
+        return self.threads[0] if epochs == "first" or len(self.threads) == 1 else statistics.mean(self.threads[1:])
+
+    def recovery(self, stopped: float, quiet: float, share: float = 0.8) -> float | None:
+        """Seconds from ``stopped`` (the load's end) to the end of the first epoch begun after it at ``share`` of
+        ``quiet``'s rate or faster; None: none was."""
+        for rate, begin, end in zip(self.rates, self.begins, self.ends):
+            if begin >= stopped and rate >= share * quiet:
+                return end - stopped
+        return None
+
+
+def run(family: Family, epochs: int, settings: dict[str, Any], load: Load) -> Trace:
+    """One run of ``family`` beside ``load`` (started with the run, stopped by its own timer if it has one)."""
     env, algorithm = shipped_env(family.env)
     algorithm = {
         **algorithm,
@@ -87,7 +127,7 @@ def run(family: Family, epochs: int, settings: dict[str, Any]) -> tuple[float, f
     }
     runner = {"type": family.runner, **settings.get("runner", {})}
     model = {**shipped_model(family.env), **family.model, **settings.get("model", {})}
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as out, load:
         result = train(
             env,
             ImpalaAlgorithmConfig(**algorithm),
@@ -97,7 +137,9 @@ def run(family: Family, epochs: int, settings: dict[str, Any]) -> tuple[float, f
             output_dir=out,
             seed=1,
         )
-    return statistics.median(result.column(RATE)[1:]), statistics.mean(result.column(THREADS)[1:])
+    ends = [float(e) for e in result.column(ELAPSED)]
+    begins = [end - float(seconds) for end, seconds in zip(ends, result.column(EPOCH))]
+    return Trace([float(r) for r in result.column(RATE)], [float(t) for t in result.column(THREADS)], begins, ends)
 
 
 def _settings(changes: list[str]) -> dict[str, dict[str, Any]]:
@@ -126,49 +168,77 @@ def main() -> None:
     )
     parser.add_argument(
         "--against",
-        nargs="*",
+        nargs="+",
+        action="append",
         default=[],
         metavar="runner.KEY=VALUE",
-        help="also run every cell with these settings, alternating with the shipped ones (e.g. "
-        "runner.learner_cores=2: the threads before they followed the load)",
+        help="also run every cell with these settings, alternating with the shipped ones (repeatable; e.g. "
+        "--against runner.learner_cores=1 --against runner.learner_cores=2: each thread count pinned)",
+    )
+    parser.add_argument(
+        "--first-epoch",
+        action="store_true",
+        help="report the first epoch's rate (how fast a run starts), not the median of the epochs after it",
+    )
+    parser.add_argument(
+        "--stop-load-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop the busy programs this many seconds into each loaded run, and report how long after that the "
+        "run was back at 0.8x its quiet rate (needs load 0 among --loads)",
     )
     args = parser.parse_args()
     variants = {"shipped": _settings(args.set)}
-    if args.against:
-        variants[" ".join(args.against)] = {**variants["shipped"], **_settings(args.against)}
+    for against in args.against:
+        variants[" ".join(against)] = {**variants["shipped"], **_settings(against)}
+    epochs = "first" if args.first_epoch else "later"
     print(f"{os.cpu_count()} cores; loads {args.loads}; {args.rounds} round(s) of {args.epochs} epochs", flush=True)
-    rows = []
+    rows, recoveries = [], []
     for name in args.families:
-        rates = {(v, load): [] for v in variants for load in args.loads}
-        threads = {(v, load): [] for v in variants for load in args.loads}
+        family = FAMILIES[name]
+        if args.epoch_length:
+            family = replace(family, epoch_length=args.epoch_length)
+        traces: dict[tuple[str, int], list[Trace]] = {(v, load): [] for v in variants for load in args.loads}
         for index in range(args.rounds):
-            for position, load in enumerate(args.loads if index % 2 == 0 else args.loads[::-1]):
-                order = list(variants) if (index + position) % 2 == 0 else list(variants)[::-1]
-                for variant in order:
-                    with Load(load):
-                        family = FAMILIES[name]
-                        if args.epoch_length:
-                            family = replace(family, epoch_length=args.epoch_length)
-                        rate, mean_threads = run(family, args.epochs, variants[variant])
-                    rates[variant, load].append(rate)
-                    threads[variant, load].append(mean_threads)
+            for position, load in enumerate(round_order(args.loads, index)):
+                for variant in round_order(list(variants), index + position):
+                    trace = run(family, args.epochs, variants[variant], Load(load, args.stop_load_after))
+                    traces[variant, load].append(trace)
                     print(
-                        f"{name} round {index + 1} load {load} {variant}: {rate:,.0f} env steps/s, "
-                        f"learner threads {mean_threads:.2f}",
+                        f"{name} round {index + 1} load {load} {variant}: {trace.rate(epochs):,.0f} env steps/s, "
+                        f"learner threads {trace.mean_threads(epochs):.2f}; epochs "
+                        + ", ".join(
+                            f"{r:,.0f} ({b:.0f}-{e:.0f} s)" for r, b, e in zip(trace.rates, trace.begins, trace.ends)
+                        ),
                         flush=True,
                     )
         for variant in variants:
-            quiet = statistics.median(rates[variant, args.loads[0]])
+            rate = {load: statistics.median(t.rate(epochs) for t in traces[variant, load]) for load in args.loads}
+            quiet = rate[args.loads[0]]
             cells = [
-                f"{statistics.median(rates[variant, load]):,.0f} "
-                f"({statistics.median(rates[variant, load]) / quiet:.2f}x, "
-                f"{statistics.mean(threads[variant, load]):.1f} threads)"
+                f"{rate[load]:,.0f} ({rate[load] / quiet:.2f}x, "
+                f"{statistics.mean(t.mean_threads(epochs) for t in traces[variant, load]):.1f} threads)"
                 for load in args.loads
             ]
             rows.append(f"| {name} | {variant} | " + " | ".join(cells) + " |")
-    print("\n| family | settings | " + " | ".join(f"load {load}" for load in args.loads) + " |")
+            if args.stop_load_after is not None and 0 in args.loads:
+                quiet_later = statistics.median(t.rate("later") for t in traces[variant, 0])
+                for load in (n for n in args.loads if n):
+                    found = [t.recovery(args.stop_load_after, quiet_later) for t in traces[variant, load]]
+                    recoveries.append(
+                        f"| {name} | {variant} | {load} | "
+                        + ", ".join("never" if f is None else f"{f:.1f}" for f in found)
+                        + " |"
+                    )
+    print(f"\n{'the first epoch' if args.first_epoch else 'the epochs after the first'}, medians over the rounds")
+    print("| family | settings | " + " | ".join(f"load {load}" for load in args.loads) + " |")
     print("|---|---|" + "---|" * len(args.loads))
     print("\n".join(rows))
+    if recoveries:
+        print(f"\nseconds from the load's stop ({args.stop_load_after:.0f} s in) to the end of an epoch at 0.8x quiet")
+        print("| family | settings | load | each round |\n|---|---|---|---|")
+        print("\n".join(recoveries))
 
 
 if __name__ == "__main__":
