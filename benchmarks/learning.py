@@ -88,6 +88,9 @@ class Task:
     """Runner settings its shipped env config sets (``env=minatar``: the learner's cores), nothing else."""
     peer: str = ""
     """What other libraries publish for the env, with the budget and the source (the table prints it beside ours)."""
+    agents: int = 1
+    """The agents whose rewards a return sums (the team return of a multi-agent env); with more than one, the table
+    also gives the return per agent, the other convention of the literature."""
 
 
 def _example(name: str) -> dict[str, str]:
@@ -109,6 +112,13 @@ def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: 
         runner=shipped_runner(name),
         **changes,
     )
+
+
+def _mpe(name: str, agents: int, threshold: float, floor: float, peer: str) -> Task:
+    """A PettingZoo MPE env through the Parallel API (``env=pettingzoo env.name=mpe2.<name> env.api=parallel``; pip
+    install mpe2): 25 moves of every agent an episode, the team return (the agents' rewards summed) judged."""
+    env = {"_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env", "name": f"mpe2.{name}"}
+    return Task({**env, "api": "parallel"}, threshold, floor, budget=512_000, agents=agents, peer=peer)
 
 
 def _minatar(game: str, threshold: float, floor: float, **changes: Any) -> Task:
@@ -198,6 +208,12 @@ SUITE: dict[str, Task] = {
     "minatar-breakout-1m": _shipped("minatar", 1_000_000, 10.0, 5.0, peer="MinAtar paper DQN, AC(0.8) <= 10 at 1M"),
     "minatar-freeway-1m": _minatar("Freeway", 48.0, 30.0, peer="MinAtar paper DQN, AC(0.8) <= 48 at 1M; gymnax PPO 29"),
     "minatar-spaceinvaders-1m": _minatar("SpaceInvaders", 45.0, 25.0, peer="MinAtar paper DQN, AC(0.8) <= 45 at 1M"),
+    # MPE (pip install mpe2), thresholds as team returns; random play, 200 episodes of `maze-run -cn conf_rollout
+    # policy=random_policy env=pettingzoo env.name=mpe2.<name> env.api=parallel n_episodes=200`
+    "mpe-simple-spread": _mpe("simple_spread_v3", 3, -60.0, -70.0, peer="random play -80.5 team, -26.9 per agent"),
+    "mpe-speaker-listener": _mpe(
+        "simple_speaker_listener_v4", 2, -30.0, -45.0, peer="random play -75.3 team, -37.7 per agent"
+    ),
 }
 
 
@@ -391,11 +407,18 @@ def print_table(summaries: list[dict]) -> None:
         judged = "-" if s.get("median_judged") is None else f"{s['median_judged']:.2f}"
         task = SUITE[s["env"]]
         budget = f"{task.budget:,}" if task.budget else "default"
+        final = f"{s['final_return']:.2f}" + per_agent(task, s["final_return"])
+        evaluated = f"{s['final_eval']:.2f}" + per_agent(task, s["final_eval"])
         print(
             f"| {s['env']} | {s['runner']} | {budget} | {s['reached']} | {steps} | {seconds} | "
-            f"{s['final_return']:.2f} | {s['collapses']} | {drift} | {s['final_eval']:.2f} | "
+            f"{final} | {s['collapses']} | {drift} | {evaluated} | "
             f"{s['median_eval']:.2f} | {judged} | {task.peer or '-'} |"
         )
+
+
+def per_agent(task: Task, team_return: float) -> str:
+    """`` (x per agent)`` where the task's return sums several agents' (the team return), else nothing."""
+    return f" ({team_return / task.agents:.2f} per agent)" if task.agents > 1 else ""
 
 
 def main() -> None:

@@ -61,7 +61,8 @@ TASKS = {
     "minatar": (10.0, 2_000_000),
     "tictactoe": (0.95, 1_000_000),
 }
-SB3 = ("stable-baselines3==2.7.0", "sb3-contrib==2.7.0")
+SB3 = ("stable-baselines3==2.9.2", "sb3-contrib==2.9.2")
+"""SB3 2.9 is the first release that accepts Gymnasium 1.3 and later (2.7 asks for gymnasium<1.3)."""
 WINDOW = 100
 """Both tools are judged alike: the mean return of the latest 100 training episodes, checked as they end."""
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "sb3-venv"
@@ -99,8 +100,10 @@ def sb3_python(venv_dir: Path) -> Path:
     and numpy (:func:`sb3_venv`)."""
     python = venv_dir / "bin" / "python"
     constraints = sb3_venv(venv_dir)
-    check = subprocess.run([str(python), "-c", "import stable_baselines3, sb3_contrib"], capture_output=True)
-    if check.returncode != 0:
+    wanted = " ".join(pin.split("==")[1] for pin in SB3)
+    installed = "import stable_baselines3 as a, sb3_contrib as b; print(a.__version__, b.__version__)"
+    check = subprocess.run([str(python), "-c", installed], capture_output=True, text=True)
+    if check.returncode != 0 or check.stdout.strip() != wanted:  # absent, or another release: install the pins
         subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), *SB3], check=True)
     return python
 

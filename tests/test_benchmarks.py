@@ -347,3 +347,16 @@ def test_the_benchmarks_harness_alternates_the_cases_and_takes_each_ones_median(
     assert harness.medians(figures) == {"a": 4, "b": 3}
     with pytest.raises(RuntimeError, match="maze-run -cn no_such_config failed"):
         harness.maze_run(["-cn", "no_such_config"], cwd=ROOT)
+
+
+def test_the_learning_table_gives_an_mpe_return_per_team_and_per_agent():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import learning
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    spread, listener = learning.SUITE["mpe-simple-spread"], learning.SUITE["mpe-speaker-listener"]
+    assert (spread.agents, listener.agents) == (3, 2) and spread.env["api"] == "parallel"
+    assert learning.per_agent(spread, -60.0) == " (-20.00 per agent)"
+    assert learning.per_agent(listener, -30.0) == " (-15.00 per agent)"
+    assert learning.per_agent(learning.SUITE["CartPole-v1"], 500.0) == ""
