@@ -127,7 +127,9 @@ def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():
         os.kill(pids[1], signal.SIGKILL)
         started = time.monotonic()
         version = 0
-        while not (pool.hosts[1].generation == 1 and pool.hosts[1].delivered) and time.monotonic() - started < 30:
+        # the wait ends as soon as the new actor delivers; START bounds it: under load a Ray actor's start-up (its
+        # process imports torch) has taken over a minute
+        while not (pool.hosts[1].generation == 1 and pool.hosts[1].delivered) and time.monotonic() - started < START:
             pool.collect(1)  # the other actor carries on while the new one starts
             version += 1
             weights.publish(policy, version)
@@ -136,7 +138,7 @@ def test_a_killed_ray_actor_is_replaced_with_a_fresh_seed_and_collect_goes_on():
         assert pool.placements()[1][1] != pids[1]
     row = by_column(stats.reduce())
     assert row["train/ActorEvents/restarted/sum/cause=died"] == 1
-    assert row["train/ActorEvents/recovery_seconds/max"] < recovered + 1 < 30
+    assert row["train/ActorEvents/recovery_seconds/max"] < recovered + 1 < START
 
 
 @pytest.mark.slow  # its subprocess twin (test_actors, test_faults, test_snapshot_pool) is in the fast loop
