@@ -71,6 +71,37 @@ def runnable() -> int | None:
         return None
 
 
+class IdleMeter:
+    """The idle time of the cores this process may use, from ``/proc/stat``: :meth:`read` gives their idle
+    core-seconds so far, the difference of two reads those idle between them (a core a busy program has just left
+    shows here at once, where the load average follows in a minute). Unavailable (:attr:`available` false) where
+    there is no such file, or where a cgroup's CPU quota shares the cores with others (their idle time is not this
+    process's to take)."""
+
+    def __init__(self, stat: Path = Path("/proc/stat"), cgroup: Path = Path("/sys/fs/cgroup")):
+        self.stat = stat
+        try:
+            self.cpus = {f"cpu{n}" for n in os.sched_getaffinity(0)}
+            self.tick = float(os.sysconf("SC_CLK_TCK"))
+        except (AttributeError, OSError, ValueError):
+            self.cpus, self.tick = set(), 100.0
+        quota = cgroup_quota(cgroup)
+        self.available = bool(self.cpus) and (quota is None or quota >= len(self.cpus)) and self.read() is not None
+
+    def read(self) -> float | None:
+        """Idle core-seconds of this process's cores since boot (idle and waiting on I/O); None if unreadable."""
+        try:
+            with open(self.stat) as file:
+                idle = sum(
+                    int(fields[4]) + int(fields[5])
+                    for fields in (line.split() for line in file if line.startswith("cpu"))
+                    if fields[0] in self.cpus
+                )
+        except (OSError, ValueError, IndexError):
+            return None
+        return idle / self.tick
+
+
 def set_torch_threads(threads: int, load: bool = False) -> None:
     """Set torch's intra-op threads in this process to ``threads``: where torch is loaded already, or, with
     ``load``, after loading it (an actor acting in numpy leaves it unloaded)."""

@@ -20,7 +20,7 @@ from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.impala.threads import ThreadPlan, ThreadTuner, TunedLearner, plan_threads
-from maze_impala.machine import usable_cores
+from maze_impala.machine import IdleMeter, usable_cores
 from maze_impala.train.pace import PaceWatch
 
 
@@ -61,9 +61,22 @@ def test_usable_cores_follow_the_affinity_and_a_cgroup_quota(tmp_path):
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert usable_cores(tmp_path) == len(os.sched_getaffinity(0))
     if len(os.sched_getaffinity(0)) > 1:
-        child = "import os; from maze_impala.machine import usable_cores; print(usable_cores())"
+        child = "import os; from maze_impala.machine import IdleMeter, usable_cores; print(usable_cores())"
         out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", child], capture_output=True, text=True)
         assert out.stdout.strip() == "1", out.stderr
+
+
+def test_the_idle_meter_counts_the_idle_ticks_of_this_process_s_cores_and_steps_aside_under_a_quota(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    stat = tmp_path / "stat"
+    lines = [f"cpu{n} 10 0 5 {100 * (i + 1)} 3 0 0 0 0 0" for i, n in enumerate(cpus)]
+    stat.write_text("cpu  1 2 3 4 5 6 7 8 9 10\n" + "\n".join(lines) + f"\ncpu{max(cpus) + 1} 0 0 0 999 0 0 0 0 0\n")
+    meter = IdleMeter(stat, cgroup=tmp_path)
+    ticks = sum(100 * (i + 1) + 3 for i in range(len(cpus)))  # idle and I/O wait, this process's cores only
+    assert meter.available and meter.read() == pytest.approx(ticks / os.sysconf("SC_CLK_TCK"))
+    (tmp_path / "cpu.max").write_text(f"{50000 * len(cpus)} 100000\n")  # a quota of half the cores
+    assert not IdleMeter(stat, cgroup=tmp_path).available, "shared cores: their idle time is not this run's"
+    assert not IdleMeter(tmp_path / "missing", cgroup=tmp_path / "none").available
 
 
 class Machine:
@@ -216,6 +229,70 @@ def test_the_load_gone_brings_the_faster_count_back_at_once():
     machine.loaded = False
     used = run(tuner, machine, 8)
     assert tuner.chosen == 2 and used.index(2) <= 5, used
+
+
+def run_with_idle(tuner: ThreadTuner, machine: Machine, updates: int, idle) -> list[int]:
+    """As :func:`run`, with the machine's idle cores during each update given by ``idle(threads)``."""
+    used = []
+    for _ in range(updates):
+        threads = tuner.threads()
+        seconds = machine.seconds()
+        tuner.record(seconds, samples=1000, idle=idle(threads) * seconds)
+        used.append(threads)
+    return used
+
+
+def test_idle_cores_bring_a_larger_count_back_when_the_chosen_one_never_felt_the_load():
+    """MinAtar on 2 cores beside a busy program: its one learner thread had a core of its own, so its updates took
+    as long before the program stopped as after, and the tuner's own times never said that the load had gone. The
+    core the program left shows as idle during the updates: two threads are probed within seconds and kept."""
+    machine = Machine()
+    machine.seconds = lambda: ({1: 0.6, 2: 1.8} if machine.loaded else {1: 0.6, 2: 0.4})[machine.threads]
+    idle = lambda threads: 0.0 if machine.loaded or threads == 2 else 0.9  # noqa: E731
+    tuner = ThreadTuner(ThreadPlan((1, 2), 2, "test"), machine.set)
+    machine.loaded = True
+    run_with_idle(tuner, machine, 200, idle)
+    assert tuner.chosen == 1
+    machine.loaded = False
+    used = run_with_idle(tuner, machine, 40, idle)
+    assert tuner.chosen == 2, used
+    assert sum(0.6 for threads in used[: used.index(2)]) <= 10.0, "two threads again within 10 s of updates"
+
+
+def test_idle_cores_that_two_threads_cannot_use_do_not_make_probes_frequent():
+    """Cores idle beside one thread that two threads would not make faster (a small network): the idle reading
+    stays where it was when two threads were timed, so their probes stay within the budget."""
+    machine = Machine()
+    machine.seconds = lambda: {1: 0.1, 2: 0.3}[machine.threads]
+    tuner = ThreadTuner(ThreadPlan((1, 2), 1, "test"), machine.set)
+    used = run_with_idle(tuner, machine, 3000, lambda threads: 0.9 if threads == 1 else 0.2)
+    assert tuner.chosen == 1 and used.count(2) * 0.2 < 0.06 * used.count(1) * 0.1, used.count(2)
+
+
+def test_a_probe_that_came_out_faster_within_the_margin_is_repeated_soon():
+    """A probe timed a larger count 5% faster (a single update, beside actors): it costs nothing, so it is not
+    backed off; the next probes find it 40% faster and take it."""
+    machine = Machine()
+    timings = iter([0.57] + [0.35] * 1000)
+    machine.seconds = lambda: 0.6 if machine.threads == 1 else next(timings)
+    tuner = ThreadTuner(ThreadPlan((1, 2), 1, "test"), machine.set)
+    used = run(tuner, machine, 20)
+    first = used.index(2)
+    assert tuner.chosen == 2 and used[first + 1] == 1 and used.index(2, first + 1) - first <= 4, used
+
+
+def test_probes_are_counted_in_seconds_too():
+    """Slow updates of a count whose probes were slower back off in updates, but never beyond ``max_wait``
+    seconds of updates (within the budget): a second count is timed again within a minute however long an update."""
+    machine = Machine()
+    machine.seconds = lambda: {1: 10.0, 2: 10.5}[machine.threads]
+    tuner = ThreadTuner(ThreadPlan((1, 2), 1, "test"), machine.set)
+    used = run(tuner, machine, 100)
+    gaps = [
+        b - a
+        for a, b in zip([i for i, t in enumerate(used) if t == 2][:-1], [i for i, t in enumerate(used) if t == 2][1:])
+    ]
+    assert gaps and max(gaps) <= 5, gaps
 
 
 class _CountingLearner(Learner):

@@ -29,7 +29,7 @@ from typing import Any
 
 from maze_impala.core import Learner, Rollout
 from maze_impala.events.interfaces import RunEvents
-from maze_impala.machine import pinned_by_environment, set_torch_threads, torch_threads, usable_cores
+from maze_impala.machine import IdleMeter, pinned_by_environment, set_torch_threads, torch_threads, usable_cores
 
 log = logging.getLogger("maze_impala")
 
@@ -111,7 +111,14 @@ class ThreadTuner:
     excess, so probes cost at most about ``budget`` of the learner's time, however slow the other count is (two
     threads beside two busy programs made an LSTM's training 30x slower than one). The chosen count's recent times
     rising by ``regression`` over those it was chosen on (a program started beside the run) brings the next probe
-    of a count that was faster forward.
+    of a count that was faster forward. Probes are counted in time as well as in updates: one is due at the latest
+    after ``max_wait`` seconds of updates (within the budget), and a probe that came out faster, though not by the
+    margin, costs nothing and is repeated soon rather than backed off.
+
+    The load leaving is seen two ways: the chosen count's own updates getting faster (``relief``), and, for a count
+    that does not feel the load (one thread that had a core of its own beside a busy program), the machine's idle
+    cores during its updates (:class:`~maze_impala.machine.IdleMeter`) rising by ``free_core`` over those when a
+    larger count was last timed: that count's time is stale, and it is probed at once.
     """
 
     def __init__(
@@ -126,15 +133,26 @@ class ThreadTuner:
         warmup: int = 1,
         probe_seconds: float = 5.0,
         relief: float = 1.25,
+        max_wait: float = 30.0,
+        free_core: float = 0.5,
+        idle_seconds: float = 1.0,
     ):
         """``probe_seconds``: a count never timed is probed once the chosen one's updates have taken this long, even
         before ``first_probe`` updates (under load one update can take tens of seconds); ``relief``: the chosen
         count's recent times falling by this factor below those it was chosen on (a busy program stopped) makes every
-        other count's last time stale and probes one at once."""
+        other count's last time stale and probes one at once; ``max_wait``: the most seconds of updates between probes
+        that the budget allows; ``free_core``: the rise in idle cores that makes a larger count's time stale;
+        ``idle_seconds``: the seconds of updates each idle reading spans (``/proc/stat`` counts in 10 ms ticks)."""
         self.plan, self._set = plan, set_threads
         self.budget, self.margin, self.window = budget, margin, window
         self.first_probe, self.regression = first_probe, regression
         self.probe_seconds, self.relief = probe_seconds, relief
+        self.max_wait, self.free_core, self.idle_seconds = max_wait, free_core, idle_seconds
+        self.idle: float | None = None
+        """The machine's idle cores during the chosen count's latest ``idle_seconds`` of updates; None: unknown."""
+        self._idle_sum = [0.0, 0.0]  # idle core-seconds, update seconds: the reading being gathered
+        self._idle_at: dict[int, float] = {}
+        """The idle cores when each count was last probed."""
         self.chosen = plan.start
         self.times: dict[int, deque[float]] = {c: deque(maxlen=window) for c in plan.choices}
         self.estimate: dict[int, float] = {}
@@ -157,8 +175,9 @@ class ThreadTuner:
             self._applied = threads
         return threads
 
-    def record(self, seconds: float, samples: int) -> None:
-        """The update just run took ``seconds`` for ``samples`` samples."""
+    def record(self, seconds: float, samples: int, idle: float | None = None) -> None:
+        """The update just run took ``seconds`` for ``samples`` samples, while the machine's cores were idle for
+        ``idle`` core-seconds (None: not known)."""
         if self._warmup > 0:
             self._warmup = max(0, self._warmup - (self._probing is None))
             self._probing = None
@@ -168,6 +187,7 @@ class ThreadTuner:
             self.times[self.chosen].append(per_sample)
             self._since_updates += 1
             self._since_seconds += seconds
+            self._gather_idle(seconds, idle)
             if len(self.times[self.chosen]) == self.window:
                 self.estimate[self.chosen] = self._median()
                 if self._decided is None:
@@ -176,6 +196,8 @@ class ThreadTuner:
         probed, self._probing = self._probing, None
         current = self._median()
         self.estimate[probed] = per_sample
+        if self.idle is not None:
+            self._idle_at[probed] = self.idle
         self._since_updates, self._since_seconds = 0, 0.0
         if per_sample < self.margin * current:
             log.info(
@@ -185,12 +207,26 @@ class ThreadTuner:
                 per_sample * 1e3,
                 current * 1e3,
             )
+            if self.idle is not None:
+                self._idle_at[self.chosen] = self.idle  # the idle cores that the count left was timed with
             self.chosen, self._decided = probed, per_sample
             self.times[probed].clear()
             self.times[probed].append(per_sample)
             self._interval = self.first_probe
+            self.idle, self._idle_sum = None, [0.0, 0.0]
+        elif per_sample < current:
+            self._interval = self.first_probe  # faster, though not by the margin: free to look again soon
         else:
             self._interval = min(2 * self._interval, 64 * self.first_probe)
+
+    def _gather_idle(self, seconds: float, idle: float | None) -> None:
+        if idle is None:
+            return
+        self._idle_sum[0] += idle
+        self._idle_sum[1] += seconds
+        if self._idle_sum[1] >= self.idle_seconds:
+            self.idle = self._idle_sum[0] / self._idle_sum[1]
+            self._idle_sum = [0.0, 0.0]
 
     def _median(self) -> float:
         return statistics.median(self.times[self.chosen])
@@ -212,7 +248,14 @@ class ThreadTuner:
             self._interval, self._decided = 0, current  # the load fell: the others' times are stale, look again
             for other in others:
                 self.estimate.pop(other, None)
-        if self._since_updates < self._interval:
+        for other in others:  # cores left idle beside a count that did not feel the load leave
+            then = self._idle_at.get(other)
+            known = other in self.estimate and then is not None and self.idle is not None
+            if known and other > self.chosen and self._since_seconds >= self.probe_seconds:
+                if self.idle >= then + self.free_core:
+                    self._interval = 0
+                    del self.estimate[other]
+        if self._since_updates < self._interval and self._since_seconds < self.max_wait:
             return None
         excess = max(0.0, self.estimate.get(candidate, 0.0) - current) * self._samples
         if self._since_seconds * self.budget < excess:
@@ -232,6 +275,8 @@ class TunedLearner(Learner):
         self.learner, self.events = learner, events
         self.policy = learner.policy
         self.tuner = ThreadTuner(plan, set_torch_threads)
+        meter = IdleMeter() if plan.adaptive else None
+        self._idle = meter if meter is not None and meter.available else None
         self._before = torch_threads()
         log.info("%s", plan.describe())
 
@@ -247,9 +292,13 @@ class TunedLearner(Learner):
         threads = self.tuner.threads()
         if self.events is not None:
             self.events.learner_threads(value=threads)
+        idle_before = self._idle.read() if self._idle is not None else None
         started = time.perf_counter()
         self.learner.step(rollouts, train_policy)
-        self.tuner.record(time.perf_counter() - started, sum(r.env_steps for r in rollouts))
+        seconds = time.perf_counter() - started
+        idle_after = self._idle.read() if self._idle is not None else None
+        idle = idle_after - idle_before if idle_before is not None and idle_after is not None else None
+        self.tuner.record(seconds, sum(r.env_steps for r in rollouts), idle)
 
     def state_dict(self) -> dict[str, Any]:
         return self.learner.state_dict()
