@@ -11,6 +11,8 @@ import importlib
 import math
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 PIN_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -53,12 +55,17 @@ def pinned_by_environment() -> tuple[int, str] | None:
     return None
 
 
-def machine_load() -> float | None:
-    """The machine's one-minute load average (runnable processes), None where the system does not say."""
+def machine_load(since: IdleMark | None = None) -> float | None:
+    """The machine's load: its one-minute load average (runnable processes), or, if larger, the cores busy with other
+    work since ``since`` (:meth:`IdleMeter.busy_since`: a program started a moment ago shows there at once, in the
+    average only a minute later); None where the system says neither."""
     try:
-        return os.getloadavg()[0]
+        average: float | None = os.getloadavg()[0]
     except (AttributeError, OSError):
-        return None
+        average = None
+    busy = since.meter.busy_since(since) if since is not None else None
+    known = [value for value in (average, busy) if value is not None]
+    return max(known) if known else None
 
 
 def runnable() -> int | None:
@@ -69,6 +76,15 @@ def runnable() -> int | None:
             return int(file.read().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+@dataclass(frozen=True)
+class IdleMark:
+    """A reading of :class:`IdleMeter` to measure from: when, and the idle core-seconds then."""
+
+    meter: IdleMeter
+    seconds: float
+    idle: float
 
 
 class IdleMeter:
@@ -87,6 +103,20 @@ class IdleMeter:
             self.cpus, self.tick = set(), 100.0
         quota = cgroup_quota(cgroup)
         self.available = bool(self.cpus) and (quota is None or quota >= len(self.cpus)) and self.read() is not None
+
+    def mark(self) -> IdleMark | None:
+        """Now and the idle core-seconds so far, for :meth:`busy_since`; None where unavailable."""
+        idle = self.read() if self.available else None
+        return IdleMark(self, time.perf_counter(), idle) if idle is not None else None
+
+    def busy_since(self, mark: IdleMark, own: float = 1.0, shortest: float = 0.2) -> float | None:
+        """The cores busy with other work since ``mark``: this process's cores less those idle and less ``own``
+        (the cores this process kept busy meanwhile: its one thread building a run); None where less than
+        ``shortest`` seconds have passed (``/proc/stat`` counts in 10 ms ticks) or the file cannot be read."""
+        idle, seconds = self.read(), time.perf_counter() - mark.seconds
+        if idle is None or seconds < shortest:
+            return None
+        return max(0.0, len(self.cpus) - (idle - mark.idle) / seconds - own)
 
     def read(self) -> float | None:
         """Idle core-seconds of this process's cores since boot (idle and waiting on I/O); None if unreadable."""

@@ -7,6 +7,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.impala.threads import ThreadPlan, ThreadTuner, TunedLearner, plan_threads
-from maze_impala.machine import IdleMeter, usable_cores
+from maze_impala.machine import IdleMark, IdleMeter, machine_load, usable_cores
 from maze_impala.train.pace import PaceWatch
 
 
@@ -77,6 +78,21 @@ def test_the_idle_meter_counts_the_idle_ticks_of_this_process_s_cores_and_steps_
     (tmp_path / "cpu.max").write_text(f"{50000 * len(cpus)} 100000\n")  # a quota of half the cores
     assert not IdleMeter(stat, cgroup=tmp_path).available, "shared cores: their idle time is not this run's"
     assert not IdleMeter(tmp_path / "missing", cgroup=tmp_path / "none").available
+
+
+def test_the_cores_busy_elsewhere_since_a_mark_show_a_program_the_load_average_has_not_counted_yet(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    stat = tmp_path / "stat"
+    stat.write_text("\n".join(f"cpu{n} 10 0 5 1000 0 0 0 0 0 0" for n in cpus) + "\n")
+    meter = IdleMeter(stat, cgroup=tmp_path)
+    now = meter.read()
+    assert meter.busy_since(IdleMark(meter, time.perf_counter() - 2.0, now)) == pytest.approx(len(cpus) - 1, abs=0.01)
+    spare = IdleMark(meter, time.perf_counter() - 2.0, now - 2.0 * (len(cpus) - 1))  # all idle but this process's
+    assert meter.busy_since(spare) == pytest.approx(0.0, abs=0.01)
+    assert meter.busy_since(IdleMark(meter, time.perf_counter(), now)) is None, "too short a span to tell"
+    busy = IdleMark(meter, time.perf_counter() - 2.0, now)
+    assert machine_load(since=busy) >= len(cpus) - 1.01, "the larger of the load average and the busy cores"
+    assert IdleMeter(tmp_path / "missing", cgroup=tmp_path).mark() is None
 
 
 class Machine:

@@ -26,11 +26,13 @@ def make_learner(
     checkpoint: dict[str, Any] | None,
     hub: EventHub,
     actor_cores: float,
+    load: float | None = None,
 ) -> Learner:
     """The learner of ``policy`` and ``critic`` for ``config``: restored from ``checkpoint`` (a resumed run's),
     with learners 1..``num_learners - 1`` beside it (which start from its state), and on a CPU on the threads the
-    actors leave it (``actor_cores``: those they take on this machine), tuned as the load changes. Its events go
-    to ``hub``."""
+    actors leave it (``actor_cores``: those they take on this machine), tuned as the load changes, starting from
+    ``load`` (the machine's before the run's actors started, :func:`~maze_impala.machine.machine_load`). Its events
+    go to ``hub``."""
     algorithm = config.algorithm
     if algorithm.compile != "off":  # the compiler's work falls in the first updates: say so, not 70 silent s
         logging.getLogger("maze_impala").warning(
@@ -42,15 +44,18 @@ def make_learner(
     learner: Learner = ImpalaLearner(policy, critic, algorithm, hub.publisher(MultiStepIMPALAEvents))
     if checkpoint is not None:
         learner.load_state_dict(checkpoint)
-    plan = learner_threads(algorithm, config.runner, actor_cores)
+    plan = learner_threads(algorithm, config.runner, actor_cores, load)
     if algorithm.num_learners > 1:
         learner = DataParallelLearner(learner, make_replicas(algorithm, config.runner, plan))
     return TunedLearner(learner, plan, hub.publisher(RunEvents)) if plan is not None else learner
 
 
-def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, actor_cores: float) -> ThreadPlan | None:
-    """The thread counts a CPU learner may compute with beside actors that take ``actor_cores`` of this machine
-    (None: a GPU learner's, which leaves torch's threads as they are)."""
+def learner_threads(
+    algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, actor_cores: float, load: float | None = None
+) -> ThreadPlan | None:
+    """The thread counts a CPU learner may compute with beside actors that take ``actor_cores`` of this machine,
+    on a machine of ``load`` (default: its load average now); None: a GPU learner's, which leaves torch's threads
+    as they are."""
     if algorithm.device != "cpu":
         return None
     return plan_threads(
@@ -58,7 +63,7 @@ def learner_threads(algorithm: ImpalaAlgorithmConfig, runner: RunnerConfig, acto
         actor_cores,
         algorithm.num_learners,
         deterministic=runner.type == "dev",
-        load=machine_load(),
+        load=load if load is not None else machine_load(),
     )
 
 

@@ -21,6 +21,7 @@ from maze_impala.events.stats import StatsAggregator
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.build import make_learner
 from maze_impala.impala.replicas import check_devices
+from maze_impala.machine import IdleMark, IdleMeter, machine_load
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 from maze_impala.play.lineup import Lineup, resolve_opponents
@@ -57,6 +58,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     resume changes what the run learns; :class:`RunDirInUseError` if another run trains there.
     """
     started = time.perf_counter()  # elapsed_seconds count from here: the actors' start-up is part of a run's time
+    idle = IdleMeter().mark()  # the machine's load as the set-up finds it, for the learner's first thread count
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
     checkpoint = None
     if config.resume:
@@ -81,7 +83,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
             else:
                 claim_output_dir(output_dir, config.overwrite)
             remove_stray_temp_files(output_dir)  # after the checks: a refused directory is left as it was
-            return _wire(config, record, checkpoint, lock, probe, started)
+            return _wire(config, record, checkpoint, lock, probe, started, idle)
         except BaseException:
             lock.release()
             raise
@@ -115,9 +117,11 @@ def _wire(
     lock: RunDirLock,
     probe: StructuredEnv,
     started: float,
+    idle: IdleMark | None = None,
 ) -> ImpalaTrainer:
     """The run's parts, each built by its wing, connected, in the run directory that ``lock`` holds; ``probe``:
-    one instance of the env (the caller closes it); ``started``: when the run's set-up began."""
+    one instance of the env (the caller closes it); ``started``: when the run's set-up began, and ``idle`` the
+    machine's idle cores then."""
     output_dir = lock.directory
     algorithm, saved = config.algorithm, (checkpoint or {}).get(OPPONENTS, {})
     torch.manual_seed(config.seed)
@@ -129,13 +133,14 @@ def _wire(
     state = _state(config, checkpoint, output_dir, policy, version)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     spec = _actor_spec(config, opponents, state)
+    load = machine_load(since=idle)  # before the actors start: their start-up is this run's own work
     pool, weights = make_actors(spec, policy, version, config, hub, state.snapshots)
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.
     pool.start()
     learner: Learner | None = None
     try:
-        learner = make_learner(policy, critic, config, checkpoint, hub, pool.actor_cores())
+        learner = make_learner(policy, critic, config, checkpoint, hub, pool.actor_cores(), load)
         extras = {
             "config": record,
             "spaces": {"observation": repr(probe.observation_spaces_dict), "action": repr(probe.action_spaces_dict)},
