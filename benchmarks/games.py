@@ -1,12 +1,13 @@
 """Two-player games: self-play through the CLI, then the trained policy against random play and search per seat.
 
     python benchmarks/games.py                                   # tictactoe and connect four, 3 seeds each
+    python benchmarks/games.py --games connect_four --seeds 1 2 3 --budget 9984000 --mcts 100
     python benchmarks/games.py --games tictactoe --seeds 1 --set model.image_encoder=impala
 
-Each run is ``maze-run -cn conf_train env=pettingzoo env.name=<game> algorithm.rollout_evaluator.opponent=random``
-with the shipped settings and a fixed env-step budget (``--budget``, per game; epochs of 25 updates), then
-``maze-run -cn conf_rollout input_dir=<run> opponent=random n_episodes=<--games-per-seat>`` on the run's last
-model (``model_last.pt``: the budget's end, not the best evaluation). The table gives, per game and seat, the
+Each run is ``maze-run -cn conf_train env=<game>``: the game's shipped config (``env=tictactoe``,
+``env=connect_four``) with its own budget, or ``--budget`` env steps (epochs of 25 updates), then ``maze-run -cn
+conf_rollout input_dir=<run> opponent=random n_episodes=<--games-per-seat>`` on the run's last model
+(``model_last.pt``: the budget's end, not the best evaluation). The table gives, per game and seat, the
 win and draw rates over the seeds' games (mean and lowest seed), and the random player's own rates in that seat
 (the random policy against itself), and for tic-tac-toe the exact result of each seed's greedy policy against a
 best response that searches every line (``tictactoe_reference.py``: perfect play draws). Runs that train against
@@ -19,7 +20,7 @@ budget, as means over the seeds. With ``--earlier F`` each seed is also trained 
 same seed and settings), and the final policy plays ``--games-per-seat`` games per seat against that earlier one
 (both sampling their moves): its win rate against its own past.
 
-Against search: each final policy (greedy, without search) also plays ``--games-per-seat`` games per seat against
+Against search: each final policy (greedy, without search) also plays ``--search-games-per-seat`` games per seat against
 OpenSpiel's MCTS bot with each of ``--mcts`` simulations per move (``opponent=mcts:<n>``; default 100 and 1,000;
 ``--mcts`` with no number: none), the third table; with ``--search N ...`` also with the policy deciding by a
 search of N simulations a move guided by it and its critic (``search=N`` of the rollout CLI: AlphaZero's MCTS).
@@ -39,11 +40,8 @@ from maze_impala.events.api import mean
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.events.stats import StatKey
 
-GAMES = {
-    "tictactoe": ("pettingzoo.classic.tictactoe_v3", 300_000),
-    "connect_four": ("pettingzoo.classic.connect_four_v3", 300_000),
-}
-"""Per game: its module and the env-step budget of a run."""
+GAMES = ("tictactoe", "connect_four")
+"""The games with a shipped self-play config (``env=<game>``)."""
 SHIPPED_ROLLOUT_STEPS, SHIPPED_ENVS = 32, 32
 MARKS = {"player_1": "X", "player_2": "O"}
 """Tic-tac-toe's seats and their marks (player_1 moves first)."""
@@ -123,10 +121,11 @@ def curves(runs: list[Path]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--games", nargs="+", choices=sorted(GAMES), default=sorted(GAMES))
+    parser.add_argument("--games", nargs="+", choices=GAMES, default=list(GAMES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--budget", type=int, help="env steps of every run (default: the game's)")
-    parser.add_argument("--games-per-seat", type=int, default=500)
+    parser.add_argument("--budget", type=int, help="env steps of every run (default: the shipped config's)")
+    parser.add_argument("--games-per-seat", type=int, default=500, help="games per seat against random play")
+    parser.add_argument("--search-games-per-seat", type=int, default=100, help="games per seat against the bot")
     parser.add_argument(
         "--mcts",
         type=int,
@@ -159,14 +158,14 @@ def main() -> None:
             cwd = args.output.resolve()
             cwd.mkdir(parents=True, exist_ok=True)
         for game in args.games:
-            module, budget = GAMES[game]
-            budget = args.budget or budget
-            env = ["env=pettingzoo", f"env.name={module}"]
+            env = [f"env={game}"]
             random = rates(cwd / f"{game}_random", cwd, args.games_per_seat, None, env)
             for seed in args.seeds:
                 run = cwd / f"{game}_{seed}"
-                epochs = max(1, round(budget / update / 25))
-                budgeted = [f"seed={seed}", f"algorithm.n_epochs={epochs}", "algorithm.epoch_length=25"]
+                epochs = max(1, round(args.budget / update / 25)) if args.budget else None
+                budgeted = [f"seed={seed}"] + (
+                    [f"algorithm.n_epochs={epochs}", "algorithm.epoch_length=25"] if epochs else []
+                )
                 quiet = ["output.progress=false", "output.console=false", f"hydra.run.dir={run}"]
                 opponent = ["algorithm.rollout_evaluator.opponent=random"]
                 maze_run(["-cn", "conf_train", *env, *budgeted, *opponent, *quiet, *args.set], cwd)
@@ -175,9 +174,10 @@ def main() -> None:
                 against_past = None
                 if args.earlier:
                     past = cwd / f"{game}_{seed}_earlier"
+                    shipped_epochs = int(pd.read_csv(run / "stats.csv")["epoch"].max()) if epochs is None else epochs
                     shorter = [
                         f"seed={seed}",
-                        f"algorithm.n_epochs={max(1, round(epochs * args.earlier))}",
+                        f"algorithm.n_epochs={max(1, round(shipped_epochs * args.earlier))}",
                         "algorithm.epoch_length=25",
                         f"hydra.run.dir={past}",
                     ]
@@ -194,7 +194,7 @@ def main() -> None:
                 for n in args.mcts:
                     for own in [0, *args.search]:
                         against = rates(
-                            run, cwd, args.games_per_seat, "model_last.pt", env, f"mcts:{n}", (f"search={own}",)
+                            run, cwd, args.search_games_per_seat, "model_last.pt", env, f"mcts:{n}", (f"search={own}",)
                         )
                         for seat, row in against.iterrows():
                             player = f"search {own}" if own else "policy alone"
@@ -248,8 +248,9 @@ def main() -> None:
         )
     if search_rows:
         print(
-            f"\nAgainst OpenSpiel's MCTS bot (uct_c 2, random rollouts, solver on), {args.games_per_seat} games per "
-            "seat, the policy alone (greedy) or searching with it (search N): mean over the seeds (lowest seed)\n"
+            "\nAgainst OpenSpiel's MCTS bot (uct_c 2, random rollouts, solver on), "
+            f"{args.search_games_per_seat} games per seat, the policy alone (greedy) or searching with it (search N): "
+            "mean over the seeds (lowest seed)\n"
             "| game | seat | bot's simulations | player | win | draw | loss |\n"
             "|---|---|---|---|---|---|---|"
         )

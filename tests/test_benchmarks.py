@@ -153,9 +153,24 @@ def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
 @pytest.mark.slow
 def test_games_benchmark_trains_through_the_cli_and_prints_rates_per_seat(tmp_path):
     # one epoch of 25 updates, 10 games per seat: every part of the script, not its budget
-    args = ["--games", "tictactoe", "--seeds", "1", "--budget", "1", "--games-per-seat", "10"]
+    args = [
+        "--games",
+        "tictactoe",
+        "--seeds",
+        "1",
+        "--budget",
+        "1",
+        "--games-per-seat",
+        "10",
+        "--search-games-per-seat",
+        "10",
+    ]
     args += ["--mcts", "5", "--search", "4"]  # against the bot: the policy alone, and searching 4 simulations a move
-    pool = ["model.image_encoder=flatten", "algorithm.train_opponent=pool", "algorithm.opponent_pool.snapshot_every=5"]
+    pool = [
+        "model.image_encoder=flatten",
+        "algorithm.train_opponent_share=1.0",
+        "algorithm.opponent_pool.snapshot_every=5",
+    ]
     stdout = run_script("games.py", *args, "--set", *pool, cwd=tmp_path)
     assert "tictactoe seed 1 player_1: win" in stdout and "tictactoe seed 1 player_2: win" in stdout
     rows = [line for line in stdout.splitlines() if line.startswith("| tictactoe, 25,600 |")]
