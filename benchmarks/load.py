@@ -3,6 +3,7 @@
     python benchmarks/load.py                              # every family, loads 0 1 2, one round
     python benchmarks/load.py --families minatar lstm --loads 0 2 --rounds 2
     python benchmarks/load.py --families minatar lstm --against runner.learner_cores=2   # beside a pinned setting
+    python benchmarks/load.py --families local_cartpole --against algorithm.n_sgd_minibatches=4  # another setting
 
 A load of N is N processes that spin in a Python loop (``while True: pass``), as a browser tab or another job
 would take a core; this script starts them before a run and stops them after it (they also end with this
@@ -121,6 +122,7 @@ def run(family: Family, epochs: int, settings: dict[str, Any], load: Load) -> Tr
     algorithm = {
         **algorithm,
         **family.algorithm,
+        **settings.get("algorithm", {}),
         "n_epochs": epochs,
         "epoch_length": family.epoch_length,
         "rollout_evaluator": {**algorithm.get("rollout_evaluator", {}), "n_episodes": 1},
@@ -143,7 +145,7 @@ def run(family: Family, epochs: int, settings: dict[str, Any], load: Load) -> Tr
 
 
 def _settings(changes: list[str]) -> dict[str, dict[str, Any]]:
-    """``runner.KEY=VALUE`` and ``model.KEY=VALUE`` as nested settings (values as YAML)."""
+    """``runner.KEY=VALUE``, ``model.KEY=VALUE`` and ``algorithm.KEY=VALUE`` as nested settings (values as YAML)."""
     settings: dict[str, dict[str, Any]] = {}
     for change in changes:
         key, value = change.split("=", 1)
@@ -164,7 +166,7 @@ def main() -> None:
         nargs="*",
         default=[],
         metavar="runner.KEY=VALUE",
-        help="runner or model settings of every run (values as YAML)",
+        help="runner, model or algorithm settings of every run (values as YAML)",
     )
     parser.add_argument(
         "--against",

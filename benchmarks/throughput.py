@@ -7,6 +7,7 @@
     python benchmarks/throughput.py --actors-batch-size 4 --min-actors-batch-size 1   # adaptive batches
     python benchmarks/throughput.py --soak 300               # RSS over a 5-minute run of runner=local
     python benchmarks/throughput.py --model recurrent=lstm normalize_observations=true   # another model
+    python benchmarks/throughput.py --env env=minatar --set n_sgd_minibatches=4          # another algorithm setting
     python benchmarks/throughput.py --compare-models recurrent=none recurrent=lstm normalize_observations=true
     python benchmarks/throughput.py --env env=atari --learner-batches 1 4 --epochs 2   # the shipped Atari config
     python benchmarks/throughput.py --env env=atari --device cuda --num-actors 14 --actors-batch-size 4 \
@@ -98,7 +99,8 @@ def algorithm_of(args: argparse.Namespace, **changes: object) -> ImpalaAlgorithm
     episode after each epoch of a training measurement (its time is not in the rates)."""
     settings = {key: value for key, value in args.family.algorithm.items() if key not in ("n_epochs", "epoch_length")}
     flags = {name: getattr(args, name) for name in FLAGS}
-    return ImpalaAlgorithmConfig(**{**settings, **flags, "rollout_evaluator": {"n_episodes": 1}, **changes})
+    given = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in getattr(args, "set", None) or [])}
+    return ImpalaAlgorithmConfig(**{**settings, **flags, **given, "rollout_evaluator": {"n_episodes": 1}, **changes})
 
 
 def model_of(args: argparse.Namespace) -> ModelConfig:
@@ -398,6 +400,9 @@ def main() -> None:
     )
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of a runner=local run to watch RSS over")
     parser.add_argument("--model", nargs="*", default=[], metavar="FIELD=VALUE", help="model settings (ModelConfig)")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings (ImpalaAlgorithmConfig)"
+    )
     parser.add_argument(
         "--compare-models",
         nargs="+",
