@@ -181,7 +181,7 @@ def test_a_shipped_familys_settings_are_read_without_the_cli():
 
     minatar = workload("minatar")
     assert minatar.env["name"] == "MinAtar/Breakout-v1" and minatar.model == {"image_encoder": "small"}
-    assert minatar.algorithm == {} and minatar.runner == {}
+    assert minatar.algorithm == {"n_sgd_minibatches": 4, "entropy_coef": 0.01} and minatar.runner == {}
     assert workload("minigrid").algorithm["entropy_coef"] == 0.01
     assert workload("pixel_goal").algorithm == {}  # a config of the env alone
     with pytest.raises(ValueError, match=r"no shipped env config 'nope'; the shipped ones: atari, butterfly"):

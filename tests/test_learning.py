@@ -26,11 +26,14 @@ def _example(name):
 
 
 def test_cartpole_with_subprocess_actors_reaches_475_and_holds_it(tmp_path):
-    # The shipped settings over 400 updates (a third of the shipped 1,200: the suite's time; the learning rate
+    # The shipped settings over 300 updates (a quarter of the shipped 1,200: the suite's time; the learning rate
     # anneals to 0 over them) in epochs of 10, so that a relapse shows in the per-epoch returns. Subprocess actors
-    # reach 475 at a median of 72,000 env steps, so the 200,000 steps after it lie inside the run.
-    algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=40)
-    assert algorithm.total_env_steps == 409_600, "the budget this test allows"
+    # reach 475 at a median of 40,960 env steps (benchmarks/learning.py, seeds 5-12; 61,440 at most), so the 200,000
+    # steps after it lie inside the run. With the shipped 64 optimizer steps a batch, a solved CartPole dips once
+    # in about one run of six (to 292-349, back at 500 within 3 epochs; docs/benchmarks.md), so the window checks
+    # for a collapse (the IMPALA loss's fall onto one action, which did not come back), not for a dip.
+    algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=30)
+    assert algorithm.total_env_steps == 307_200, "the budget this test allows"
     result = train(
         "CartPole-v1",
         algorithm,
@@ -46,12 +49,12 @@ def test_cartpole_with_subprocess_actors_reaches_475_and_holds_it(tmp_path):
     assert first is not None, f"never reached 475; mean training return per epoch: {shown}"
     assert result.column(EVAL)[-1] >= 475, "the final policy, not only model_best.pt, must hold the return"
     window = [r for r, s in zip(returns, steps) if steps[first] < s <= steps[first] + 200_000 and r == r]
-    assert min(window) >= 400, f"fell below 400 within 200,000 env steps of reaching 475: {shown}"
+    assert min(window) >= 200, f"collapsed below 200 within 200,000 env steps of reaching 475: {shown}"
 
 
 def test_cartpole_with_two_learner_processes_reaches_475(tmp_path):
     # Two learners make the update of one on the whole batch (tests/test_learners.py): the shipped settings, in
-    # at most 150 updates (an eighth of the shipped 1,200; one learner reaches 475 at a median of 72,000 env
+    # at most 150 updates (an eighth of the shipped 1,200; one learner reaches 475 at a median of 40,960 env
     # steps), until a greedy evaluation reaches 475.
     algorithm = ImpalaAlgorithmConfig(epoch_length=10, n_epochs=15, num_learners=2, target_score=475)
     assert algorithm.total_env_steps == 153_600, "the budget this test allows"
@@ -249,12 +252,29 @@ def test_the_shipped_minigrid_config_learns_doorkey(tmp_path):
 
 
 def test_the_shipped_minatar_config_learns_breakout(tmp_path):
-    """``env=minatar`` as shipped (MinAtar's small CNN, the shipped algorithm settings) learns Breakout: a mean
+    """``env=minatar`` as shipped (MinAtar's small CNN, 4 minibatches and a bonus of 0.01) learns Breakout: a mean
     training return of 1 per game within 40,960 env steps, against the random policy's 0.38 (1,000 games). Its
     benchmark, at 1M env steps on three games, is ``benchmarks/learning.py --envs minatar-breakout-1m ...``; on a
     2-core CPU it takes minutes, so the suite checks only that the shipped settings learn. On runner=dev, seeds 1 to
     3 passed at 20 updates each; the test runs seed 2."""
     pytest.importorskip("minatar")
     algorithm, returns, _ = _shipped("minatar", 40, 2, tmp_path, _reaches(train=1.0))
-    assert (algorithm.entropy_coef, algorithm.lr, algorithm.total_env_steps) == (0.01, 0.001, 40_960)
+    assert (algorithm.n_sgd_minibatches, algorithm.entropy_coef, algorithm.total_env_steps) == (4, 0.01, 40_960)
     assert max(returns) >= 1.0, f"mean training return per epoch: {returns}"
+
+
+def test_the_defaults_learn_to_land_lunarlander(tmp_path):
+    """The shipped defaults, which any Gymnasium id without a family config gets, learn to land LunarLander-v3 (the
+    Box2D row of the benchmark): a mean training return of 50 within 153,600 env steps, where random play scores
+    about -180 and a policy that hovers until the time limit about -80 (only landings score above 0). Its benchmark,
+    200 judged on 100 greedy episodes within 1M env steps on 3 seeds, is ``benchmarks/learning.py --envs
+    LunarLander-v3``. On runner=dev with one thread (as the suite runs it), seeds 1 to 4 passed at 100, 80, 80 and
+    90 updates (76, 98, 106 and 113); the test runs seed 2, with one evaluation episode an epoch (the suite's
+    time: a hovering policy's episodes last 1,000 steps)."""
+    pytest.importorskip("Box2D")
+    land = _reaches(train=50)
+    algorithm, returns, _ = _train(
+        "LunarLander-v3", ModelConfig(), 150, 2, tmp_path, land, rollout_evaluator={"n_episodes": 1}
+    )
+    assert algorithm.total_env_steps == 153_600
+    assert max(returns) >= 50, f"mean training return per epoch: {returns}"
