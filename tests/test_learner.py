@@ -523,7 +523,8 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     real_loss = learner_module.impala_loss
 
     def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw):
-        seen.append((batches[0].mask.shape[1], anchors[0].clone()))
+        seen.append((batches[0].mask.shape[1], anchors.log_probs[0].clone()))
+        assert anchors.targets is None  # value_targets=step: V-trace bootstraps from the current critic
         return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw)
 
     monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
@@ -533,6 +534,46 @@ def test_minibatches_take_passes_times_minibatches_steps_anchored_at_the_policy_
     for index, (_, anchor) in enumerate(seen):  # every minibatch, in every pass: pi_0 of its own columns
         column = index % 3
         torch.testing.assert_close(anchor, before[:, column : column + 1])
+
+
+def test_value_targets_of_a_batch_bootstrap_from_the_critic_before_its_first_step(monkeypatch):
+    learner, actor, _ = _setup(n_sgd_passes=2, n_sgd_minibatches=3, lr=1e-2, value_targets="batch", gamma=0.9)
+    actor.rollout()
+    rollout = actor.rollout()  # truncated at t=0: the final observation's value is in the rewards
+    batch = stack_step([rollout], 0, learner.device)
+    before = learner._forward(0, batch)
+    seen = []
+    real_loss = learner_module.impala_loss
+
+    def recording_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw):
+        seen.append((anchors.targets[0], forward[0].values.detach().clone()))
+        return real_loss(batches, forward, distributions, config, train_policy, anchors, entropy_coef, shares, **kw)
+
+    monkeypatch.setattr(learner_module, "impala_loss", recording_loss)
+    learner.step([rollout])
+    assert len(seen) == 6
+    for index, (targets, _) in enumerate(seen):  # every step: the values and rewards of before the batch
+        column = slice(index % 3, index % 3 + 1)
+        torch.testing.assert_close(targets.values, before.values[:, column].detach())
+        torch.testing.assert_close(targets.rewards, before.rewards[:, column].detach())
+    # ... while the critic the value loss trains has moved since (the test would not tell the two apart otherwise)
+    assert not torch.allclose(seen[-1][1], seen[-1][0].values)
+
+
+def test_target_values_replace_the_critics_in_vtrace_but_not_in_the_value_loss():
+    case = _TwoSteps.make()
+    targets = torch.tensor([[0.5, 1.0], [1.5, -1.0], [2.0, 0.0]])
+    logits = torch.zeros(2, 2, 2)
+    settings = LossSettings(clip_range=0.2, trust_region="learner")
+    args = (case.dist, logits, case.actions, case.behaviour)
+    fixed = impala_step_loss(*args, case.values, case.rewards, case.discounts, settings, target_values=targets)
+    # On-policy with lambda 1 the targets are n-step returns bootstrapped from ``targets``: by hand.
+    vs = torch.empty(2, 2)
+    vs[1] = case.rewards[1] + case.discounts[1] * targets[2]
+    vs[0] = case.rewards[0] + case.discounts[0] * vs[1]
+    torch.testing.assert_close(fixed.value_loss, 0.5 * (vs - case.values[:-1]).pow(2).mean())
+    moving = impala_step_loss(*args, case.values, case.rewards, case.discounts, settings)
+    assert not torch.allclose(moving.value_loss, fixed.value_loss)
 
 
 def test_a_batch_without_padding_takes_plain_means_with_the_masked_means_values():

@@ -101,7 +101,7 @@ def test_the_recorded_first_states_are_what_the_log_probabilities_depend_on(kind
     batch = stack_step([rollout], 0, learner.device)
     assert all(np.abs(v).max() > 0.01 for v in rollout.trajectories[0].initial_state.values())
     with torch.no_grad():
-        ours = learner._log_probs({0: batch}, {0: learner.policy.distribution(0)})[0]
+        ours = learner._anchor({0: batch}, {0: learner.policy.distribution(0)}, False).log_probs[0]
         torch.testing.assert_close(ours, batch.behaviour_log_probs, rtol=1e-4, atol=2e-5)
         zeroed = {k: torch.zeros_like(v) for k, v in batch.initial_state.items()}
         unrolled = learner.policy.unroll(0, batch.observations, zeroed, batch.first, batch.agent_ids)

@@ -14,6 +14,8 @@ from maze_impala.config.pool import OpponentPoolConfig
 
 LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
+VALUE_TARGETS = ("step", "batch")
+"""The values of ``algorithm.value_targets``."""
 OPTIMIZERS = ("adam", "rmsprop")
 OPTIMIZER_EPS = {"adam": 1e-5, "rmsprop": 0.01}
 """Each optimizer's epsilon where ``eps`` is None: Adam's as in PPO's implementations (for a loss that is a mean over
@@ -153,6 +155,13 @@ class ImpalaAlgorithmConfig:
     pi/pi_0), with the actors' lag corrected by V-trace's truncated weights min(1, pi_0/mu): every batch may move
     the policy by eps, however stale. behaviour: the actors' policy (pi/mu), so the lag uses the region up (with
     a narrow clip_range a lagging learner stalls)."""
+    value_targets: str = "step"
+    """The critic V-trace's value targets and advantages bootstrap from, within a batch of several optimizer steps
+    (``n_sgd_passes`` x ``n_sgd_minibatches``). step: the current critic's, recomputed at every step (IMPACT's
+    passes). batch: the critic's before the batch's first step, held fixed while the critic fits them (PPO's
+    returns), so that the critic does not chase targets it moves itself. step over batch with the shipped 64 steps a
+    batch: MPE simple_spread judged -43.9 and -49.7 against -68.9 and -57.3 (seeds 1 and 2); a solved CartPole
+    dipped below 400 in 2 of 12 seeds either way (docs/benchmarks.md)."""
     normalize_advantages: bool = True
     """Scale each step key's policy-gradient advantages to mean 0 and standard deviation 1 over each minibatch (PPO's
     rule), so that the policy's step, and the entropy bonus beside it, keep their size whatever the rewards'
@@ -298,6 +307,7 @@ class ImpalaAlgorithmConfig:
             "None (IMPALA's policy gradient) or a float in (0, 1)",
         )
         _check(self.trust_region in TRUST_REGIONS, "trust_region", self.trust_region, f"one of {TRUST_REGIONS}")
+        _check(self.value_targets in VALUE_TARGETS, "value_targets", self.value_targets, f"one of {VALUE_TARGETS}")
         _check(
             self.max_policy_lag is None or (isinstance(self.max_policy_lag, int) and self.max_policy_lag >= 0),
             "max_policy_lag",

@@ -14,7 +14,7 @@ from maze_impala.core import ANCESTRAL, OBSERVED, Learner, Rollout, StepKey, Tra
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.compiled import compiled_losses
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.losses import StepForward, StepLoss, impala_loss
+from maze_impala.impala.losses import BatchAnchor, StepForward, StepLoss, impala_loss
 from maze_impala.impala.metrics import PhaseClock, last_pass_metrics, loss_metrics, publish
 from maze_impala.impala.optim import clip_grad_norms, make_optimizer
 from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
@@ -109,10 +109,15 @@ class ImpalaLearner(Learner):
         entropy_scale = self._schedule(cfg.entropy_schedule)
         minibatches = shard.minibatches
         distributions = {key: self.policy.distribution(key) for mb in minibatches for key in mb}
-        # The trust region's anchor, pi_0: the policy before the batch's first optimizer step. With one minibatch,
-        # the first pass's own log-probabilities; with several, a forward pass over them all before any step.
-        anchors: list[dict[StepKey, torch.Tensor] | None] = (
-            [None] if len(minibatches) == 1 else [self._log_probs(mb, distributions) for mb in minibatches]
+        # What the batch's steps hold fixed: the trust region's anchor pi_0, the policy before the batch's first
+        # optimizer step, and with value_targets=batch the critic's values V-trace bootstraps from. With one
+        # minibatch and moving targets, the first pass's own log-probabilities; else a forward pass over them all
+        # before any step.
+        fixed_targets = cfg.value_targets == "batch" and cfg.n_sgd_passes * len(minibatches) > 1
+        anchors: list[BatchAnchor | None] = (
+            [self._anchor(mb, distributions, fixed_targets) for mb in minibatches]
+            if fixed_targets or len(minibatches) > 1
+            else [None]
         )
         clock.lap("forward")
 
@@ -132,7 +137,8 @@ class ImpalaLearner(Learner):
                         )
                 if first:  # the batch as the policy that arrived at it saw it
                     metrics += loss_metrics(self.events, losses, shares, self.critic.critic_key)
-                    anchors[index] = anchors[index] or {key: loss.log_probs for key, loss in losses.items()}
+                    pi_0 = {key: loss.log_probs for key, loss in losses.items()}
+                    anchors[index] = anchors[index] or BatchAnchor(pi_0)
                 if last:  # how far the batch moved the policy, what the region held back
                     metrics += last_pass_metrics(self.events, losses, shares, cfg.clip_range is not None)
                 clock.lap("loss")
@@ -150,7 +156,7 @@ class ImpalaLearner(Learner):
         self,
         minibatch: dict[StepKey, StepBatch],
         train_policy: bool,
-        anchor: dict[StepKey, torch.Tensor] | None,
+        anchor: BatchAnchor | None,
         entropy_scale: torch.Tensor | float,
         shares: dict[StepKey, torch.Tensor | float] | None,
         diagnostics: bool,
@@ -214,14 +220,21 @@ class ImpalaLearner(Learner):
         return replace(batch, **normalized)
 
     @torch.no_grad()
-    def _log_probs(
-        self, minibatch: dict[StepKey, StepBatch], distributions: dict[StepKey, DictActionDistribution]
-    ) -> dict[StepKey, torch.Tensor]:
-        """log pi(a_t|x_t) of the actions taken, per step key, under the current policy (its networks computing as
-        in the passes: ``algorithm.precision``)."""
-        with self._precision():
-            logits = {key: self._unroll(key, batch).logits.float() for key, batch in minibatch.items()}
-        return {key: distributions[key].log_prob(logits[key], batch.actions) for key, batch in minibatch.items()}
+    def _anchor(
+        self, minibatch: dict[StepKey, StepBatch], distributions: dict[StepKey, DictActionDistribution], targets: bool
+    ) -> BatchAnchor:
+        """log pi(a_t|x_t) of the actions taken, per step key, under the current policy, and with ``targets`` the
+        whole forward pass (the critic's values and the rewards it bootstraps truncated episodes with), the networks
+        computing as in the passes (``algorithm.precision``)."""
+        if targets:
+            with self._precision():
+                forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+            logits = {key: step.logits for key, step in forward.items()}
+        else:
+            with self._precision():
+                logits = {key: self._unroll(key, batch).logits.float() for key, batch in minibatch.items()}
+        log_probs = {key: distributions[key].log_prob(logits[key], batch.actions) for key, batch in minibatch.items()}
+        return BatchAnchor(log_probs, forward if targets else None)
 
     def _unroll(self, key: StepKey, batch: StepBatch) -> PolicyUnroll:
         """The target policy over the batch: logits on x_0..x_{T-1}, ``[T, N, L]``, and a recurrent policy's memory,

@@ -34,6 +34,16 @@ class StepForward(NamedTuple):
     """r_t, plus gamma * V(final observation) where a time limit cut the episode off, ``[T, N]``."""
 
 
+class BatchAnchor(NamedTuple):
+    """What a batch's updates hold fixed, taken before its first optimizer step (per step key)."""
+
+    log_probs: Mapping[StepKey, torch.Tensor] | None
+    """log pi_0(a_t|x_t), the trust region's anchor and V-trace's target policy; None: the current policy's."""
+    targets: Mapping[StepKey, StepForward] | None = None
+    """The forward pass whose values and rewards V-trace's value targets and advantages bootstrap from
+    (``algorithm.value_targets=batch``); None: the current critic's, recomputed at every optimizer step."""
+
+
 class StepLoss(NamedTuple):
     """One step key's loss terms and, where asked for (``diagnostics``), what monitoring reads of them; a
     diagnostic computed without it is None."""
@@ -115,6 +125,7 @@ def impala_step_loss(
     mask: torch.Tensor | None = None,
     anchor_log_probs: torch.Tensor | None = None,
     diagnostics: bool = True,
+    target_values: torch.Tensor | None = None,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -151,6 +162,9 @@ def impala_step_loss(
             ``[T, N]``; V-trace's importance weights are then pi_0/mu in every pass, so that the value
             targets stay those of the batch. ``None``: the current policy's.
         diagnostics: False: the loss terms only (the learner's passes that publish no metrics skip the rest).
+        target_values: the V(x_t), ``t = 0..T``, that V-trace's value targets and advantages bootstrap from: the
+            critic's before the batch's first step (``algorithm.value_targets=batch``), so that the targets stay
+            those of the batch as the critic fits them. ``None``: ``values``, the current critic's.
     """
     if settings.trust_region not in TRUST_REGIONS:
         raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {settings.trust_region!r}")
@@ -165,12 +179,13 @@ def impala_step_loss(
         log_rhos, log_ratios = log_rhos * weights, log_ratios * weights
         count = weights.sum().clamp(min=1.0)
         average = lambda x: (x * weights).sum() / count  # noqa: E731
+    bootstrap = values.detach() if target_values is None else target_values
     returns = vtrace(
         log_rhos=log_rhos if settings.importance_weights else torch.zeros_like(log_rhos),
         discounts=discounts,
         rewards=rewards,
-        values=values[:-1].detach(),
-        bootstrap_value=values[-1].detach(),
+        values=bootstrap[:-1],
+        bootstrap_value=bootstrap[-1],
         clip_rho_threshold=settings.clip_rho_threshold,
         clip_pg_rho_threshold=settings.clip_pg_rho_threshold,
         lambda_=settings.lambda_,
@@ -179,8 +194,8 @@ def impala_step_loss(
     clip_range, ratios = settings.clip_range, None
     if clip_range is not None and settings.trust_region == "behaviour":  # r = pi/mu, advantages of the targets
         ratios = log_ratios.exp()
-        vs_tp1 = torch.cat([returns.vs[1:], values[-1:].detach()], dim=0)
-        advantages = rewards + discounts * vs_tp1 - values[:-1].detach()
+        vs_tp1 = torch.cat([returns.vs[1:], bootstrap[-1:]], dim=0)
+        advantages = rewards + discounts * vs_tp1 - bootstrap[:-1]
     else:  # V-trace's policy-gradient advantages (learner: r = pi/pi_0, weighted by min(rho_bar_pg, pi_0/mu))
         advantages = returns.pg_advantages
         if clip_range is not None:
@@ -245,7 +260,7 @@ def impala_loss(
     distributions: Mapping[StepKey, DictActionDistribution],
     config: ImpalaAlgorithmConfig,
     train_policy: bool = True,
-    anchor_log_probs: Mapping[StepKey, torch.Tensor] | None = None,
+    anchor: BatchAnchor | None = None,
     entropy_scale: float | torch.Tensor = 1.0,
     shares: Mapping[StepKey, float] | None = None,
     diagnostics: bool = True,
@@ -258,8 +273,9 @@ def impala_loss(
     update's factor of ``entropy_schedule``).
     Discounts are ``gamma``, 0 after a decision that ended its actor's episode (terminated or
     truncated: a truncated one's bootstrap is in ``forward.rewards``); padding entries get
-    reward 0 and discount 1 (see :func:`impala_step_loss`, also for ``anchor_log_probs`` per step key and the
-    settings of :class:`LossSettings`).
+    reward 0 and discount 1 (see :func:`impala_step_loss`, also for the settings of :class:`LossSettings`).
+    ``anchor``: what the batch's updates hold fixed (:class:`BatchAnchor`: pi_0's log-probabilities per step key,
+    and with ``algorithm.value_targets=batch`` the forward pass whose values and rewards V-trace bootstraps from).
 
     ``shares``: each step key's share of the decisions of the joint batch that ``batches`` is a part of
     (data-parallel learners, :mod:`maze_impala.impala.parallel`): its terms are weighted by it, so that the
@@ -269,10 +285,12 @@ def impala_loss(
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
     losses: dict[StepKey, StepLoss] = {}
     settings = LossSettings.of(config)
+    log_probs, targets = anchor if anchor is not None else (None, None)
     for key, batch in batches.items():
         step = forward[key]
+        fixed = None if targets is None else targets[key]
         discounts = config.gamma * (~(batch.terminated | batch.truncated)).to(step.values.dtype)
-        rewards = step.rewards
+        rewards = step.rewards if fixed is None else fixed.rewards
         if not batch.dense:
             rewards, discounts = torch.where(batch.mask, rewards, 0.0), torch.where(batch.mask, discounts, 1.0)
         loss = impala_step_loss(
@@ -285,8 +303,9 @@ def impala_loss(
             discounts,
             settings,
             mask=None if batch.dense else batch.mask,
-            anchor_log_probs=None if anchor_log_probs is None else anchor_log_probs[key],
+            anchor_log_probs=None if log_probs is None else log_probs[key],
             diagnostics=diagnostics,
+            target_values=None if fixed is None else fixed.values,
         )
         share = 1.0 if shares is None else shares[key]
         total = total + share * config.value_loss_coef * loss.value_loss
