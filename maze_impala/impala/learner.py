@@ -137,8 +137,8 @@ class ImpalaLearner(Learner):
                         )
                 if first:  # the batch as the policy that arrived at it saw it
                     metrics += loss_metrics(self.events, losses, shares, self.critic.critic_key)
-                    pi_0 = {key: loss.log_probs for key, loss in losses.items()}
-                    anchors[index] = anchors[index] or BatchAnchor(pi_0)
+                    if anchors[index] is None:  # one minibatch: pi_0 is this pass's own policy
+                        anchors[index] = BatchAnchor({key: loss.log_probs for key, loss in losses.items()})
                 if last:  # how far the batch moved the policy, what the region held back
                     metrics += last_pass_metrics(self.events, losses, shares, cfg.clip_range is not None)
                 clock.lap("loss")
@@ -226,15 +226,15 @@ class ImpalaLearner(Learner):
         """log pi(a_t|x_t) of the actions taken, per step key, under the current policy, and with ``targets`` the
         whole forward pass (the critic's values and the rewards it bootstraps truncated episodes with), the networks
         computing as in the passes (``algorithm.precision``)."""
-        if targets:
-            with self._precision():
+        forward: dict[StepKey, StepForward] | None = None
+        with self._precision():
+            if targets:
                 forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
-            logits = {key: step.logits for key, step in forward.items()}
-        else:
-            with self._precision():
+                logits = {key: step.logits for key, step in forward.items()}
+            else:
                 logits = {key: self._unroll(key, batch).logits.float() for key, batch in minibatch.items()}
         log_probs = {key: distributions[key].log_prob(logits[key], batch.actions) for key, batch in minibatch.items()}
-        return BatchAnchor(log_probs, forward if targets else None)
+        return BatchAnchor(log_probs, forward)
 
     def _unroll(self, key: StepKey, batch: StepBatch) -> PolicyUnroll:
         """The target policy over the batch: logits on x_0..x_{T-1}, ``[T, N, L]``, and a recurrent policy's memory,
