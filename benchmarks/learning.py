@@ -6,6 +6,7 @@
     python benchmarks/learning.py --envs Pendulum-v1 --set n_sgd_passes=1   # change a setting of every run
     python benchmarks/learning.py --envs Acrobot-v1 --model init=default      # change a (scalar) model setting
     python benchmarks/learning.py --envs memory-lstm memory-mlp stateless-cartpole-lstm scaled-cartpole-normalized
+    python benchmarks/learning.py --envs Acrobot-v1 --reward-scale 100   # every reward x100, judged unscaled
 
 Every run trains with the shipped algorithm settings (``maze-run -cn conf_train algorithm=impala``, the same
 for every env but those whose shipped env config sets its own, as ``env=minigrid`` does), except that an epoch is
@@ -274,6 +275,29 @@ class Watch(StatsWriter):
         return np.array([row.get(name, math.nan) for row in self.rows], dtype=float)
 
 
+def with_reward_scale(task: Task, scale: float) -> Task:
+    """The ``task`` with every reward multiplied by ``scale`` (``env.wrappers``), its threshold and floor too, so that
+    reaching and falling mean what they mean unscaled; :func:`unscaled` takes a run's returns back to the env's
+    units."""
+    if scale == 1.0:
+        return task
+    env = (
+        task.env
+        if isinstance(task.env, dict)
+        else {"_target_": "maze_impala.envs.gym_adapter.make_gym_env", "name": task.env}
+    )
+    parallel = env.get("api") == "parallel"
+    wrapper = "maze_impala.envs.wrappers." + ("scaled_parallel_reward" if parallel else "ScaledReward")
+    wrappers = [*env.get("wrappers", []), {"_target_": wrapper, "scale": scale}]
+    return replace(task, env={**env, "wrappers": wrappers}, threshold=task.threshold * scale, floor=task.floor * scale)
+
+
+def unscaled(row: dict, scale: float) -> dict:
+    """A run's summary (:func:`run_once`) with its returns in the env's own units."""
+    returns = ("final", "final_eval", "judged", "lowest_after")
+    return {k: (v / scale if k in returns and v is not None else v) for k, v in row.items()}
+
+
 def with_model(task: Task, changes: dict[str, str]) -> Task:
     """The ``task`` with its model's settings changed (``changes`` as text, parsed by the fields' defaults)."""
     defaults = ModelConfig()
@@ -437,6 +461,9 @@ def main() -> None:
     parser.add_argument("--model", nargs="*", default=[], metavar="FIELD=VALUE", help="model settings to change")
     parser.add_argument("--json", help="also write every run to this JSON file")
     parser.add_argument(
+        "--reward-scale", type=float, default=1.0, help="multiply every reward by this (the table: unscaled returns)"
+    )
+    parser.add_argument(
         "--final-episodes",
         type=int,
         default=0,
@@ -457,11 +484,13 @@ def main() -> None:
     summaries = []
     for name in args.envs:
         task = with_model(SUITE[name], dict(item.split("=", 1) for item in args.model))
+        task = with_reward_scale(task, args.reward_scale)
         algorithm = algorithm_for(args.epoch_length, changes, task.budget, task.algorithm)
         for runner in args.runners:
             rows = []
             for seed in args.seeds:
-                rows.append(run_once(task, runner, seed, algorithm, args.window, args.stop, args.final_episodes))
+                row = run_once(task, runner, seed, algorithm, args.window, args.stop, args.final_episodes)
+                rows.append(unscaled(row, args.reward_scale))
                 print(f"{name} {runner} seed {seed}: {json.dumps(rows[-1])}", flush=True)
             summaries.append(summarise(name, runner, rows))
     print()

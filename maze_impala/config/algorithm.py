@@ -16,6 +16,10 @@ LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
 VALUE_TARGETS = ("step", "batch")
 """The values of ``algorithm.value_targets``."""
+VALUE_NORMALIZATIONS = ("off", "returns", "popart")
+"""The values of ``algorithm.value_normalization``."""
+KL_STOP_FACTOR = 1.5
+"""A batch's optimizer steps stop once a minibatch's KL(pi_0 || pi) exceeds this many times ``target_kl`` (SB3's)."""
 OPTIMIZERS = ("adam", "rmsprop")
 OPTIMIZER_EPS = {"adam": 1e-5, "rmsprop": 0.01}
 """Each optimizer's epsilon where ``eps`` is None: Adam's as in PPO's implementations (for a loss that is a mean over
@@ -162,6 +166,18 @@ class ImpalaAlgorithmConfig:
     returns), so that the critic does not chase targets it moves itself. step over batch with the shipped 64 steps a
     batch: MPE simple_spread judged -43.9 and -49.7 against -68.9 and -57.3 (seeds 1 and 2); a solved CartPole
     dipped below 400 in 2 of 12 seeds either way (docs/benchmarks.md)."""
+    value_normalization: str = "off"
+    """The scale the critics learn in. off: the env's returns as they are. returns: each critic network predicts its
+    value targets standardised by their running mean and standard deviation (float64, updated once a batch with
+    the batch's V-trace targets; MAPPO's ValueNorm), so that its loss and its gradients have the same size whatever
+    the rewards' scale. popart: the same statistics, and the network's output layer rescaled at each update so
+    that its values in the env's units stay what they were (PopArt, van Hasselt et al. 2016; IMPALA with it:
+    Hessel et al. 2019). V-trace and the advantages always read values in the env's units; the statistics are
+    saved with the critic."""
+    target_kl: float | None = None
+    """Step control: a batch's optimizer steps stop, before the step, at the first minibatch whose KL(pi_0 || pi)
+    on its actions exceeds 1.5 x target_kl (SB3's rule), pi_0 being the policy before the batch; None: every
+    step is taken. Each update records its steps taken (``policy_sgd_steps``)."""
     normalize_advantages: bool = True
     """Scale each step key's policy-gradient advantages to mean 0 and standard deviation 1 over each minibatch (PPO's
     rule), so that the policy's step, and the entropy bonus beside it, keep their size whatever the rewards'
@@ -308,6 +324,18 @@ class ImpalaAlgorithmConfig:
         )
         _check(self.trust_region in TRUST_REGIONS, "trust_region", self.trust_region, f"one of {TRUST_REGIONS}")
         _check(self.value_targets in VALUE_TARGETS, "value_targets", self.value_targets, f"one of {VALUE_TARGETS}")
+        _check(
+            self.value_normalization in VALUE_NORMALIZATIONS,
+            "value_normalization",
+            self.value_normalization,
+            f"one of {', '.join(VALUE_NORMALIZATIONS)}",
+        )
+        _check(
+            self.target_kl is None or (finite(self.target_kl) and self.target_kl > 0),
+            "target_kl",
+            self.target_kl,
+            "None (take every step) or a finite float > 0",
+        )
         _check(
             self.max_policy_lag is None or (isinstance(self.max_policy_lag, int) and self.max_policy_lag >= 0),
             "max_policy_lag",

@@ -39,3 +39,33 @@ class ObservationBounds(gym.ObservationWrapper):
 
     def observation(self, observation: Any) -> Any:
         return observation
+
+
+class ScaledReward(gym.RewardWrapper):
+    """Every reward multiplied by ``scale``: a check that a learner does not depend on the rewards' units
+    (``benchmarks/learning.py --reward-scale``), or a user's change of units."""
+
+    def __init__(self, env: gym.Env, scale: float):
+        super().__init__(env)
+        if not np.isfinite(scale) or scale == 0:
+            raise ValueError(f"ScaledReward's scale must be a finite non-zero number, got {scale!r}")
+        self.scale = float(scale)
+
+    def reward(self, reward: Any) -> Any:
+        return reward * self.scale
+
+
+def scaled_parallel_reward(env: Any, scale: float) -> Any:
+    """A PettingZoo Parallel env whose every agent's reward is multiplied by ``scale`` (:class:`ScaledReward`'s
+    counterpart for ``env.api=parallel``)."""
+    from pettingzoo.utils import BaseParallelWrapper
+
+    if not np.isfinite(scale) or scale == 0:
+        raise ValueError(f"scaled_parallel_reward's scale must be a finite non-zero number, got {scale!r}")
+
+    class _Scaled(BaseParallelWrapper):
+        def step(self, actions: dict) -> tuple:
+            observations, rewards, terminations, truncations, infos = super().step(actions)
+            return observations, {a: r * scale for a, r in rewards.items()}, terminations, truncations, infos
+
+    return _Scaled(env)

@@ -23,7 +23,8 @@ Losses = Callable[..., "tuple[torch.Tensor, dict[StepKey, StepLoss]]"]
 
 
 def compiled_losses(losses: Losses, mode: str) -> Losses | None:
-    """``losses`` (``(minibatch, train_policy, anchor, entropy_scale, shares, diagnostics) -> (total, per step key)``)
+    """``losses`` (``(minibatch, train_policy, anchor, entropy_scale, shares, diagnostics, clock, value_scales) ->
+    (total, per step key)``)
     compiled in ``mode`` (``algorithm.compile``); None for ``off``."""
     if mode == "off":
         return None
@@ -39,6 +40,8 @@ def compiled_losses(losses: Losses, mode: str) -> Losses | None:
         entropy_scale: float,
         shares: dict[StepKey, float] | None,
         diagnostics: bool,
+        clock: None = None,
+        value_scales: dict[StepKey, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
         # Numbers that change between updates go in as tensors: a float would be compiled in as a constant
         device = next(iter(minibatch.values())).mask.device
@@ -46,7 +49,7 @@ def compiled_losses(losses: Losses, mode: str) -> Losses | None:
         parts = None if shares is None else {key: torch.tensor(share, device=device) for key, share in shares.items()}
         if graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        total, losses = compiled(minibatch, train_policy, anchor, scale, parts, diagnostics)
+        total, losses = compiled(minibatch, train_policy, anchor, scale, parts, diagnostics, None, value_scales)
         if graphs:  # a graph's outputs live in its memory pool, which the next replay overwrites: keep copies
             losses = {
                 key: type(loss)(*(None if t is None else t.clone() for t in loss)) for key, loss in losses.items()

@@ -86,6 +86,16 @@ class MultiStepIMPALAEvents(EventInterface):
         """KL(pi_0 || pi) on a batch's actions in its last pass: how far the batch's steps before the last moved the
         policy from pi_0, where it was before the batch (0 with one step per batch). A solved task's drift."""
 
+    @epoch_stats(mean, min_, max_)
+    def policy_sgd_steps(self, value: float):
+        """Optimizer steps an update took: n_sgd_passes x its minibatches, or fewer where algorithm.target_kl stopped
+        the batch early."""
+
+    @epoch_stats(last, group_by="critic_key")
+    def critic_value_scale(self, critic_key: StepKey, mean: float, std: float):
+        """The running mean and standard deviation of one critic network's value targets, the scale it learns in
+        (algorithm.value_normalization; 0 and 1 when off)."""
+
     @epoch_stats(mean, group_by="critic_key")
     def critic_value(self, critic_key: StepKey, value: float):
         """The mean value estimate of one critic."""

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from maze_impala.config import ImpalaAlgorithmConfig
+from maze_impala.config.algorithm import KL_STOP_FACTOR
 from maze_impala.core import ANCESTRAL, OBSERVED, Learner, Rollout, StepKey, Trajectory
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.compiled import compiled_losses
@@ -21,6 +22,7 @@ from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
+from maze_impala.nn.value_norm import preserve_outputs
 
 
 def _grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -119,31 +121,43 @@ class ImpalaLearner(Learner):
             if fixed_targets or len(minibatches) > 1
             else [None]
         )
+        value_scales = None
+        if cfg.value_normalization != "off":
+            self._update_value_statistics(minibatches, distributions, anchors)
+            value_scales = {key: self.critic.normalizer(key).scale() for mb in minibatches for key in mb}
         clock.lap("forward")
 
         metrics: list[Metric] = []
+        steps = 0
         for sgd_pass in range(cfg.n_sgd_passes):
             for index, minibatch in enumerate(minibatches):
                 shares = shard.shares(index)
                 first, last = sgd_pass == 0, sgd_pass == cfg.n_sgd_passes - 1  # the passes whose metrics are read
+                step_args = (minibatch, train_policy, anchors[index], entropy_scale, shares, first or last)
                 if self._compiled is None:  # eager: the forward pass and the losses timed apart
-                    total, losses = self._forward_and_loss(
-                        minibatch, train_policy, anchors[index], entropy_scale, shares, first or last, clock
-                    )
+                    total, losses = self._forward_and_loss(*step_args, clock, value_scales)
                 else:
                     with self._precision():
-                        total, losses = self._compiled(
-                            minibatch, train_policy, anchors[index], entropy_scale, shares, first or last
-                        )
+                        total, losses = self._compiled(*step_args, None, value_scales)
                 if first:  # the batch as the policy that arrived at it saw it
                     metrics += loss_metrics(self.events, losses, shares, self.critic.critic_key)
                     if anchors[index] is None:  # one minibatch: pi_0 is this pass's own policy
                         anchors[index] = BatchAnchor({key: loss.log_probs for key, loss in losses.items()})
+                if steps > 0 and cfg.target_kl is not None:
+                    moved = self._update_kls(minibatch, losses, anchors[index], shares)
+                    if moved.max().item() > KL_STOP_FACTOR * cfg.target_kl:  # stop before this step
+                        metrics += [Metric(ev.policy_update_kl, {"step_key": k}, kl) for k, kl in zip(losses, moved)]
+                        break
                 if last:  # how far the batch moved the policy, what the region held back
                     metrics += last_pass_metrics(self.events, losses, shares, cfg.clip_range is not None)
                 clock.lap("loss")
                 metrics += self._apply(total, list(minibatch), train_policy)
+                steps += 1
                 clock.lap("apply")
+            else:
+                continue
+            break
+        ev.policy_sgd_steps(value=steps)
         ev.learning_rate(value=self.optimizer.lr)
         continuous = any(distribution.continuous for distribution in distributions.values())
         ev.entropy_coef(value=cfg.step_entropy_coef(continuous) * entropy_scale)
@@ -161,6 +175,7 @@ class ImpalaLearner(Learner):
         shares: dict[StepKey, torch.Tensor | float] | None,
         diagnostics: bool,
         clock: PhaseClock | None = None,
+        value_scales: dict[StepKey, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
         """A minibatch's forward pass (under ``algorithm.precision``) and losses in one function, what
         ``algorithm.compile`` compiles (without a ``clock``, which laps the forward pass)."""
@@ -179,7 +194,63 @@ class ImpalaLearner(Learner):
             entropy_scale,
             shares,
             diagnostics=diagnostics,
+            value_scales=value_scales,
         )
+
+    @torch.no_grad()
+    def _update_value_statistics(
+        self,
+        minibatches: list[dict[StepKey, StepBatch]],
+        distributions: dict[StepKey, DictActionDistribution],
+        anchors: list[BatchAnchor | None],
+    ) -> None:
+        """Adds the batch's V-trace targets, as the critic and pi_0 before its first step give them, to each critic
+        network's statistics (summed over data-parallel learners); with ``value_normalization=popart`` rescales
+        the network's output layer so that its values stay as they were."""
+        cfg, critic = self.config, self.critic
+        targets: dict[str, list[torch.Tensor]] = {}
+        keys: dict[str, StepKey] = {}
+        for minibatch, anchor in zip(minibatches, anchors):
+            with self._precision():
+                forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
+            log_probs = None if anchor is None else anchor.log_probs
+            pinned = None if anchor is None else anchor.targets
+            _, losses = impala_loss(
+                minibatch, forward, distributions, cfg, anchor=BatchAnchor(log_probs, pinned), diagnostics=False
+            )
+            for key, loss in losses.items():
+                batch = minibatch[key]
+                own = critic.own_targets(key, loss.value_targets, batch.observations, 2, batch.ancestors)
+                name = critic.critic_key(key)
+                keys.setdefault(name, key)
+                targets.setdefault(name, []).append(own if batch.dense else own[batch.mask])
+        reduce = None if self.group is None else self.group.summed
+        for name, parts in targets.items():
+            key = keys[name]
+            before, after = critic.normalizer(key).update(torch.cat([p.reshape(-1) for p in parts]), reduce)
+            if cfg.value_normalization == "popart":
+                preserve_outputs(critic.head(key), before, after)
+            self.events.critic_value_scale(critic_key=name, mean=float(after.mu), std=float(after.sigma))
+
+    def _update_kls(
+        self,
+        minibatch: dict[StepKey, StepBatch],
+        losses: dict[StepKey, StepLoss],
+        anchor: BatchAnchor | None,
+        shares: dict[StepKey, float] | None,
+    ) -> torch.Tensor:
+        """KL(pi_0 || pi) on each step key's actions of ``minibatch`` (in the order of ``losses``), estimated as
+        mean(r - 1 - log r) with r = pi/pi_0 (over the joint minibatch of data-parallel learners)."""
+        assert anchor is not None and anchor.log_probs is not None
+        kls = []
+        for key, loss in losses.items():
+            moved = loss.log_probs - anchor.log_probs[key]
+            terms = moved.exp() - 1.0 - moved
+            batch = minibatch[key]
+            kl = terms.mean() if batch.dense else terms[batch.mask].mean() if batch.mask.any() else terms.new_zeros(())
+            kls.append(kl * (1.0 if shares is None else shares[key]))
+        stacked = torch.stack(kls).float()
+        return stacked if self.group is None else self.group.summed(stacked)
 
     def _apply(self, total: torch.Tensor, keys: list[StepKey], train_policy: bool) -> list[Metric]:
         """Backward, clip each network's gradient (measuring its norm first) and take an optimizer step."""

@@ -56,6 +56,9 @@ class StepLoss(NamedTuple):
     """mean entropy of pi(.|x_t)."""
     log_probs: torch.Tensor
     """log pi(a_t|x_t) of the actions taken, ``[T, N]``, without gradient (the anchor of later passes)."""
+    value_targets: torch.Tensor
+    """V-trace's value targets v_t, ``[T, N]``, without gradient, in the env's units (what a critic's value
+    normaliser counts)."""
     mean_value: torch.Tensor | None = None
     """mean V(x_t), for monitoring."""
     clipped_rho_fraction: torch.Tensor | None = None
@@ -126,6 +129,7 @@ def impala_step_loss(
     anchor_log_probs: torch.Tensor | None = None,
     diagnostics: bool = True,
     target_values: torch.Tensor | None = None,
+    value_scale: torch.Tensor | float = 1.0,
 ) -> StepLoss:
     """The losses of one step key over ``[T, N]`` data.
 
@@ -165,6 +169,9 @@ def impala_step_loss(
         target_values: the V(x_t), ``t = 0..T``, that V-trace's value targets and advantages bootstrap from: the
             critic's before the batch's first step (``algorithm.value_targets=batch``), so that the targets stay
             those of the batch as the critic fits them. ``None``: ``values``, the current critic's.
+        value_scale: sigma of the critic's value normaliser (:mod:`~maze_impala.nn.value_norm`): the value loss is
+            ``0.5 * mean(((v_t - V(x_t)) / sigma)^2)``, the squared error of the network's own (normalised) output
+            against the normalised target, as ``V = mu + sigma * output``. 1: the loss in the env's units.
     """
     if settings.trust_region not in TRUST_REGIONS:
         raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {settings.trust_region!r}")
@@ -211,9 +218,10 @@ def impala_step_loss(
         policy_loss = -average(torch.minimum(ratios * scaled, clipped * scaled))
     terms = StepLoss(
         policy_loss=policy_loss,
-        value_loss=0.5 * average((returns.vs - values[:-1]).pow(2)),
+        value_loss=0.5 * average(((returns.vs - values[:-1]) / value_scale).pow(2)),
         entropy=average(distribution.entropy(logits)),
         log_probs=target_log_probs.detach(),
+        value_targets=returns.vs.detach(),
     )
     if not diagnostics:
         return terms
@@ -264,6 +272,7 @@ def impala_loss(
     entropy_scale: float | torch.Tensor = 1.0,
     shares: Mapping[StepKey, float] | None = None,
     diagnostics: bool = True,
+    value_scales: Mapping[StepKey, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[StepKey, StepLoss]]:
     """The loss of one update and its parts per step key.
 
@@ -280,7 +289,8 @@ def impala_loss(
     ``shares``: each step key's share of the decisions of the joint batch that ``batches`` is a part of
     (data-parallel learners, :mod:`maze_impala.impala.parallel`): its terms are weighted by it, so that the
     learners' gradients sum to the joint batch's. None: ``batches`` is the whole batch. ``diagnostics``: see
-    :func:`impala_step_loss`.
+    :func:`impala_step_loss`, and for ``value_scales`` (each step key's critic's sigma; None: 1) its
+    ``value_scale``.
     """
     total = torch.zeros((), device=next(iter(forward.values())).values.device)
     losses: dict[StepKey, StepLoss] = {}
@@ -306,6 +316,7 @@ def impala_loss(
             anchor_log_probs=None if log_probs is None else log_probs[key],
             diagnostics=diagnostics,
             target_values=None if fixed is None else fixed.values,
+            value_scale=1.0 if value_scales is None else value_scales[key],
         )
         share = 1.0 if shares is None else shares[key]
         total = total + share * config.value_loss_coef * loss.value_loss

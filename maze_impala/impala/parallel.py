@@ -143,6 +143,12 @@ class ProcessGroup:
             grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
             offset += grad.numel()
 
+    def summed(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the learners (a new tensor; each learner passes one of the same shape)."""
+        total = tensor.clone()
+        self._all_reduce(total, dist.ReduceOp.SUM)
+        return total
+
     def pool(self, metrics: list[Metric]) -> list[torch.Tensor]:
         """Each metric's value over the joint batch (see :data:`MEAN`): two all-reduces for them all."""
         sums: list[torch.Tensor] = []

@@ -9,6 +9,9 @@ the value loss trains the critic only) beside its own encoding. The actors recor
 policy's state only, so the policy's memory is what a critic can be given exactly at
 every row of a rollout, its first included. :meth:`StructuredCritic.networks_by_key` names each network for
 gradient norms and clipping (the ``critic_key`` of the events).
+
+Each network's output is read through its :class:`~maze_impala.nn.value_norm.ValueNormalizer`: ``values`` are
+always in the env's units, and the learner (``algorithm.value_normalization``) keeps the statistics.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from maze_impala.config import ModelConfig
 from maze_impala.core import StepKey
 from maze_impala.nn.names import module_key
 from maze_impala.nn.networks import Observations, StepNet
+from maze_impala.nn.value_norm import ValueNormalizer
 
 
 class StructuredCritic(nn.Module):
@@ -49,6 +53,31 @@ class StructuredCritic(nn.Module):
         """The name of the network that values ``step_key`` (the ``critic_key`` of every critic statistic)."""
         return str(step_key)
 
+    value_norms: nn.ModuleDict
+    """Each network's :class:`ValueNormalizer`, under its ``critic_key`` (escaped as a module name)."""
+
+    def normalizer(self, step_key: StepKey) -> ValueNormalizer:
+        """The statistics the network that values ``step_key`` is read with."""
+        return self.value_norms[module_key(self.critic_key(step_key))]
+
+    def head(self, step_key: StepKey) -> nn.Linear:
+        """The output layer of the network that values ``step_key`` (PopArt rescales it)."""
+        network = self.networks_by_key()[self.critic_key(step_key)]
+        assert isinstance(network, StepNet)
+        return network.output_layer
+
+    def own_targets(
+        self,
+        step_key: StepKey,
+        targets: torch.Tensor,
+        obs: Observations,
+        batch_dims: int,
+        ancestors: Mapping[StepKey, Observations] | None,
+    ) -> torch.Tensor:
+        """``targets`` (of V at ``obs``) in the units of the network's own output, before its normaliser: what its
+        statistics are of. The targets themselves, but for a network that predicts a part of V (the delta critic)."""
+        return targets
+
 
 class StepStateCritic(StructuredCritic):
     """One state-value network per step key, trained on that step key's V-trace targets."""
@@ -61,6 +90,7 @@ class StepStateCritic(StructuredCritic):
         self.networks = nn.ModuleDict(
             {module_key(k): StepNet(observation_spaces[k], 1, config, 1.0, memory_width) for k in self.step_keys}
         )
+        self.value_norms = nn.ModuleDict({module_key(k): ValueNormalizer() for k in self.step_keys})
 
     def values(
         self,
@@ -70,7 +100,8 @@ class StepStateCritic(StructuredCritic):
         ancestors: Mapping[StepKey, Observations] | None = None,
         memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return self.networks[module_key(step_key)](obs, batch_dims, extra=memory).squeeze(-1)
+        output = self.networks[module_key(step_key)](obs, batch_dims, extra=memory).squeeze(-1)
+        return self.value_norms[module_key(step_key)].denormalize(output)
 
     def networks_by_key(self) -> dict[str, nn.Module]:
         return {str(k): self.networks[module_key(k)] for k in self.step_keys}
@@ -103,6 +134,7 @@ class SharedStateCritic(StructuredCritic):
         union[self.STEP_KEY_INPUT] = gym.spaces.Discrete(len(self.step_keys))
         self.space = gym.spaces.Dict(union)
         self.network = StepNet(self.space, 1, config, 1.0, memory_width)
+        self.value_norms = nn.ModuleDict({self.CRITIC_KEY: ValueNormalizer()})
 
     def values(
         self,
@@ -123,7 +155,7 @@ class SharedStateCritic(StructuredCritic):
             else:
                 low = int(getattr(sub, "start", 0)) if isinstance(sub, gym.spaces.Discrete) else 0
                 full[name] = torch.full((*shape, *sub.shape), low, device=sample.device)
-        return self.network(full, batch_dims, extra=memory).squeeze(-1)
+        return self.value_norms[self.CRITIC_KEY].denormalize(self.network(full, batch_dims, extra=memory).squeeze(-1))
 
     def networks_by_key(self) -> dict[str, nn.Module]:
         return {self.CRITIC_KEY: self.network}
@@ -153,14 +185,29 @@ class DeltaStateCritic(StepStateCritic):
         memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
         own = super().values(step_key, obs, batch_dims)
+        return self._previous(step_key, batch_dims, ancestors) + own
+
+    def _previous(
+        self, step_key: StepKey, batch_dims: int, ancestors: Mapping[StepKey, Observations] | None
+    ) -> torch.Tensor | float:
+        """V of the earlier sub-step, the sum of the earlier networks' outputs (0 for the first step key)."""
         position = self.step_keys.index(step_key)
         if position == 0:
-            return own
+            return 0.0
         if ancestors is None or any(k not in ancestors for k in self.step_keys[:position]):
             raise ValueError(f"the delta critic of step key {step_key!r} needs the earlier sub-steps' observations")
         with torch.no_grad():
-            previous = sum(StepStateCritic.values(self, k, ancestors[k], batch_dims) for k in self.step_keys[:position])
-        return previous + own
+            return sum(StepStateCritic.values(self, k, ancestors[k], batch_dims) for k in self.step_keys[:position])
+
+    def own_targets(
+        self,
+        step_key: StepKey,
+        targets: torch.Tensor,
+        obs: Observations,
+        batch_dims: int,
+        ancestors: Mapping[StepKey, Observations] | None,
+    ) -> torch.Tensor:
+        return targets - self._previous(step_key, batch_dims, ancestors)
 
 
 def make_critic(

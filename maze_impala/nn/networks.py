@@ -86,6 +86,11 @@ class StepNet(nn.Module):
             x = self._activation(F.linear(x, layer.weight, layer.bias))
         return x
 
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The last linear layer, whose outputs are the network's."""
+        return self._linears[-1]
+
     def output(self, x: torch.Tensor) -> torch.Tensor:
         head = self._linears[-1]
         return F.linear(x, head.weight, head.bias)

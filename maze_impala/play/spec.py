@@ -90,13 +90,26 @@ def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Modul
     for name, module in modules.items():
         if name not in state:
             raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
-        expected, found = model_signature(module), {k: tuple(v.shape) for k, v in state[name].items()}
+        saved = _with_identity_statistics(module, state[name])
+        expected, found = model_signature(module), {k: tuple(v.shape) for k, v in saved.items()}
         if expected != found:
             raise CheckpointMismatchError(
                 f"{path} was made for another {name}: {_first_difference(found, expected)}. Load it with the env "
                 f"and model config of the run that wrote it{_run_env(state)}."
             )
-        module.load_state_dict(state[name])
+        module.load_state_dict(saved)
+
+
+NEWER_BUFFERS = ("value_norms.",)
+"""State a checkpoint written before it existed lacks, whose fresh value (a critic read in the env's units) is what
+that checkpoint meant."""
+
+
+def _with_identity_statistics(module: nn.Module, saved: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` with the entries of :data:`NEWER_BUFFERS` that it lacks taken from ``module`` as built."""
+    fresh = module.state_dict()
+    missing = {k: v for k, v in fresh.items() if k not in saved and k.startswith(NEWER_BUFFERS)}
+    return {**saved, **missing} if missing else saved
 
 
 def _first_difference(saved: dict[str, tuple[int, ...]], model: dict[str, tuple[int, ...]]) -> str:

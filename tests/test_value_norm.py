@@ -1,0 +1,145 @@
+"""Value normalisation (``algorithm.value_normalization``) and step control (``algorithm.target_kl``): the statistics
+by hand, PopArt's preserved outputs, the two bugs other libraries met, the checkpoint round trip, and the KL stop."""
+
+import numpy as np
+import pytest
+import torch
+from test_learner import PREFIX, _setup
+
+from maze_impala.events.stats import by_column
+from maze_impala.impala.batch import stack_step
+from maze_impala.impala.vtrace import vtrace
+from maze_impala.nn.value_norm import DECAY, ValueNormalizer, preserve_outputs
+from maze_impala.train.checkpoint import read_checkpoint, restore_modules, save_checkpoint
+
+
+def test_statistics_are_a_debiased_moving_average_in_float64():
+    norm = ValueNormalizer()
+    assert norm.mu.dtype == torch.float64 and float(norm.mu) == 0.0 and float(norm.sigma) == 1.0
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(1e6 + 10 * i, 3.0 + i, size=50) for i in range(4)]
+    for batch in batches:
+        norm.update(torch.tensor(batch, dtype=torch.float32))
+    weights = np.array([(1 - DECAY) * DECAY ** (len(batches) - 1 - i) for i in range(len(batches))])
+    mean = sum(w * b.astype(np.float32).astype(np.float64).mean() for w, b in zip(weights, batches)) / weights.sum()
+    mean_sq = sum(w * (b.astype(np.float32).astype(np.float64) ** 2).mean() for w, b in zip(weights, batches))
+    std = np.sqrt(mean_sq / weights.sum() - mean**2)
+    assert float(norm.mu) == pytest.approx(mean, rel=1e-12)
+    assert float(norm.sigma) == pytest.approx(std, rel=1e-6)  # a variance of 1e12-sized squares: float64 keeps it
+
+
+def test_before_any_update_the_output_is_the_value_bit_for_bit():
+    output = torch.randn(7, 3)
+    assert torch.equal(ValueNormalizer().denormalize(output), output)
+
+
+def test_popart_keeps_the_values_it_gives_while_its_statistics_move():
+    torch.manual_seed(0)
+    head, norm = torch.nn.Linear(4, 1), ValueNormalizer()
+    norm.update(torch.tensor([1.0, 2.0, 3.0]))
+    x = torch.randn(10, 4)
+    values = norm.denormalize(head(x)).detach()
+    before, after = norm.update(torch.tensor([100.0, -50.0, 300.0]))
+    assert float(after.sigma) > 10 * float(before.sigma)
+    preserve_outputs(head, before, after)
+    torch.testing.assert_close(norm.denormalize(head(x)).detach(), values, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["returns", "popart"])
+def test_vtrace_reads_values_in_the_envs_units_and_the_value_loss_compares_normalised_ones(mode):
+    """marlbenchmark/on-policy #12 (advantages from normalised values) and instadeepai/Mava #811 (normalised
+    predictions against denormalised targets): V-trace's targets come from the denormalised values, and the value
+    loss is the squared error between the network's own output and the normalised target."""
+    learner, actor, _ = _setup(value_normalization=mode, gamma=0.9, vtrace_lambda=1.0)
+    norm = learner.critic.normalizer(0)
+    norm.update(torch.tensor([40.0, 60.0, 80.0]))  # mu 60, sigma about 16: far from the network's raw outputs
+    rollout = actor.rollout()
+    batch = stack_step([rollout], 0, learner.device)
+    forward = learner._forward(0, batch)
+    raw = learner.critic.networks["0"](batch.observations, 2).squeeze(-1)
+    torch.testing.assert_close(forward.values, raw * norm.sigma.float() + norm.mu.float())
+    from maze_impala.impala.losses import impala_loss
+
+    distributions = {0: learner.policy.distribution(0)}
+    scales = {0: norm.scale()}
+    _, losses = impala_loss({0: batch}, {0: forward}, distributions, learner.config, value_scales=scales)
+    discounts = 0.9 * (~(batch.terminated | batch.truncated)).float()
+    expected = vtrace(
+        log_rhos=torch.zeros_like(batch.rewards),
+        discounts=discounts,
+        rewards=forward.rewards,
+        values=forward.values[:-1].detach(),
+        bootstrap_value=forward.values[-1].detach(),
+        lambda_=1.0,
+    )
+    torch.testing.assert_close(losses[0].value_targets, expected.vs)
+    normalised_targets = (expected.vs - norm.mu.float()) / norm.sigma.float()
+    torch.testing.assert_close(losses[0].value_loss, 0.5 * (normalised_targets - raw[:-1]).pow(2).mean())
+
+
+@pytest.mark.parametrize("mode", ["returns", "popart"])
+def test_an_update_counts_the_batchs_targets_and_popart_keeps_the_critics_values(mode):
+    learner, actor, stats = _setup(value_normalization=mode, n_sgd_passes=1, lr=1e-12)
+    actor.rollout()
+    rollout = actor.rollout()
+    batch = stack_step([rollout], 0, learner.device)
+    before = learner._forward(0, batch).values.detach()
+    learner.step([rollout])
+    norm = learner.critic.normalizer(0)
+    assert float(norm.debias) == pytest.approx(1 - DECAY) and float(norm.sigma) != 1.0
+    after = learner._forward(0, batch).values.detach()
+    if mode == "popart":  # a negligible learning rate: only the rescaling could have moved them, and it keeps them
+        torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)
+    else:  # the network's outputs are read in the new scale
+        assert not torch.allclose(after, before, rtol=1e-2, atol=1e-2)
+    row = by_column(stats.reduce())
+    assert row[PREFIX + "critic_value_scale/std/last/critic_key=0"] == pytest.approx(float(norm.sigma))
+
+
+def test_off_leaves_the_statistics_alone():
+    learner, actor, _ = _setup()
+    learner.step([actor.rollout()])
+    norm = learner.critic.normalizer(0)
+    assert float(norm.mu) == 0.0 and float(norm.sigma) == 1.0 and float(norm.debias) == 0.0
+
+
+def test_the_statistics_are_saved_and_restored_with_the_critic(tmp_path):
+    learner, actor, _ = _setup(value_normalization="popart")
+    for _ in range(3):
+        learner.step([actor.rollout()])
+    save_checkpoint(tmp_path / "ckpt.pt", learner.state_dict())
+    fresh, _, _ = _setup(value_normalization="popart")
+    state = read_checkpoint(tmp_path / "ckpt.pt")
+    restore_modules(state, tmp_path / "ckpt.pt", policy=fresh.policy, critic=fresh.critic)
+    fresh.load_state_dict(state)
+    for name in ("mu", "sigma", "running_mean", "running_mean_sq", "debias"):
+        a, b = getattr(learner.critic.normalizer(0), name), getattr(fresh.critic.normalizer(0), name)
+        assert a.dtype == torch.float64 and torch.equal(a, b)
+    rollout = actor.rollout()
+    learner.step([rollout])
+    fresh.step([rollout])  # the same statistics: the same next update
+    for a, b in zip(learner.critic.parameters(), fresh.critic.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_checkpoint_from_before_the_statistics_loads_with_identity_ones(tmp_path):
+    learner, _, _ = _setup()
+    state = learner.state_dict()
+    state["critic"] = {k: v for k, v in state["critic"].items() if not k.startswith("value_norms.")}
+    save_checkpoint(tmp_path / "old.pt", state)
+    fresh, _, _ = _setup()
+    restore_modules(read_checkpoint(tmp_path / "old.pt"), tmp_path / "old.pt", critic=fresh.critic)
+    assert float(fresh.critic.normalizer(0).sigma) == 1.0
+
+
+def test_target_kl_stops_a_batchs_steps_once_the_policy_moved_past_it():
+    learner, actor, stats = _setup(n_sgd_passes=4, n_sgd_minibatches=3, lr=0.05, clip_range=None, target_kl=1e-6)
+    learner.step([actor.rollout()])
+    taken = learner.optimizer.state_dict()["state"][0]["step"]
+    assert 1 <= taken < 12  # the first step always; then the KL of 1e-6 is passed at once
+    row = by_column(stats.reduce())
+    assert row[PREFIX + "policy_sgd_steps/mean"] == taken
+    assert row[PREFIX + "policy_update_kl/max/step_key=0"] > 1.5e-6
+    unbounded, actor, stats = _setup(n_sgd_passes=4, n_sgd_minibatches=3, lr=0.05, clip_range=None)
+    unbounded.step([actor.rollout()])
+    assert by_column(stats.reduce())[PREFIX + "policy_sgd_steps/mean"] == 12
