@@ -51,7 +51,7 @@ def _play(env: JobShopEnv, choose, seed: int = 0) -> tuple[float, list[np.ndarra
     total, masks = 0.0, []
     while True:
         masks.append(obs["job_mask"].copy())
-        obs, reward, terminated, truncated, _ = env.step({"job": choose(env, obs)})
+        obs, reward, terminated, _, _ = env.step({"job": choose(env, obs)})
         total += reward
         if terminated:
             return total, masks
@@ -124,12 +124,12 @@ def _independent_rule(instance, rule: str) -> int:
         first = min(open_jobs, key=lambda j: (start[j], j))
         conflict = [j for j in open_jobs if op[j][0] == op[first][0] and start[j] == start[first]]
         priority = {
-            "MWKR": lambda j: work[j],
-            "MOR": lambda j: machines - position[j],
-            "SPT": lambda j: -op[j][1],
-            "FIFO": lambda j: -job_free[j],
+            "MWKR": {j: work[j] for j in conflict},
+            "MOR": {j: machines - position[j] for j in conflict},
+            "SPT": {j: -op[j][1] for j in conflict},
+            "FIFO": {j: -job_free[j] for j in conflict},
         }[rule]
-        chosen = max(conflict, key=lambda j: (priority(j), -j))
+        chosen = max(conflict, key=lambda j: (priority[j], -j))
         machine, duration = op[chosen]
         job_free[chosen] = machine_free[machine] = start[chosen] + duration
         work[chosen] -= duration
@@ -172,7 +172,8 @@ def test_the_env_passes_check_env_padded_or_not_and_its_kpis_read_the_schedule()
     makespan = dispatch_by_rule(env.instance, "MWKR").makespan
     assert kpis["makespan"] == makespan and kpis["gap"] == pytest.approx(makespan / 55 - 1)
     idle = (makespan - np.bincount(env.instance.machines.ravel(), env.instance.durations.ravel())) / makespan
-    assert kpis["lb_ratio"] == pytest.approx(makespan / env.instance.lower_bound()) and kpis["idle_share"] == pytest.approx(idle.mean())
+    assert kpis["lb_ratio"] == pytest.approx(makespan / env.instance.lower_bound())
+    assert kpis["idle_share"] == pytest.approx(idle.mean())
 
 
 def test_the_row_network_scores_rows_alike_wherever_they_stand_and_at_any_count():

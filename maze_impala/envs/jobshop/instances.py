@@ -60,7 +60,9 @@ def parse_instance(text: str, name: str = "instance", upper_bound: int | None = 
         n_jobs, n_machines = (int(x) for x in lines[0][:2])
         rows = [[int(x) for x in line] for line in lines[1 : 1 + n_jobs]]
     except (ValueError, IndexError) as error:
-        raise ValueError(f"{name}: not a job-shop instance (first line '<jobs> <machines>', then a line per job)") from error
+        raise ValueError(
+            f"{name}: not a job-shop instance (first line '<jobs> <machines>', then a line per job)"
+        ) from error
     if len(rows) != n_jobs or any(len(row) != 2 * n_machines for row in rows):
         raise ValueError(
             f"{name}: expected {n_jobs} job lines of {n_machines} '<machine> <time>' pairs each, "
