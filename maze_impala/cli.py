@@ -179,10 +179,11 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
 
     try:
         config = to_training_config(cfg, overrides)
+        from maze_impala.train.rundir import given_keys
         from maze_impala.train.setup import build_trainer  # torch: seconds, in which a Ctrl-C is handled below
 
         collect_from_here()  # before any actor process starts: a forked one inherits the collector's state
-        trainer = build_trainer(config, output_dir)
+        trainer = build_trainer(config, output_dir, given_keys(overrides) if config.resume else None)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
         _fail(error, run_dir=output_dir)
     except RunDirInUseError as error:  # another live run's directory: left as it is, its log included

@@ -227,3 +227,60 @@ def test_sigkill_and_resume_continue_the_run_as_if_uninterrupted(tmp_path):
     assert read_checkpoint(out / "model_last.pt")["version"] == algorithm.total_updates
     kpis = pd.read_csv(out / "kpis.csv")
     assert kpis.groupby("epoch").size().tolist() == [EVAL_EPISODES] * algorithm.n_epochs
+
+
+PLAIN = [
+    "-cn",
+    "conf_train",
+    "runner=dev",
+    "algorithm.n_epochs=1",
+    "algorithm.epoch_length=3",
+    "algorithm.envs_per_actor=4",
+    "algorithm.patience=7",
+    "algorithm.rollout_evaluator.n_episodes=2",
+    "output.tensorboard=false",
+    "output.plot=false",
+    "output.console=false",
+]
+"""A one-epoch run whose settings differ from the defaults in keys a resume may change (n_epochs, patience, the
+runner) and in keys it may not (epoch_length, envs_per_actor)."""
+
+
+@pytest.mark.slow
+def test_a_resume_that_names_no_setting_takes_every_one_from_the_run(tmp_path):
+    """A finished run is refused (no epoch left), not trained on to the shipped n_epochs; an interrupted one
+    trains to its own total with its own runner and patience."""
+    import yaml
+
+    from maze_impala.train.checkpoint import save_checkpoint
+
+    out = tmp_path / "run"
+    proc = run_cli([*PLAIN, f"hydra.run.dir={out}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    before = (out / "config.yaml").read_text()
+    proc = run_cli(["-cn", "conf_train", f"resume={out}"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "algorithm.n_epochs=1: the run has trained 1 epoch already" in proc.stderr
+    assert (out / "config.yaml").read_text() == before and pd.read_csv(out / "stats.csv")["epoch"].tolist() == [1]
+    # the same run as if it had been started for 3 epochs and stopped after its first
+    state = read_checkpoint(out / "model_last.pt")
+    state["config"]["algorithm"]["n_epochs"] = 3
+    save_checkpoint(out / "model_last.pt", state)
+    proc = run_cli(["-cn", "conf_train", f"resume={out}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(out / "stats.csv")["epoch"].tolist() == [1, 2, 3]
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["algorithm"]["n_epochs"] == 3 and config["algorithm"]["patience"] == 7
+    assert config["runner"]["type"] == "dev" and config["algorithm"]["epoch_length"] == 3
+    # a value given still wins where a resume may change it, the default included
+    proc = run_cli(["-cn", "conf_train", f"resume={out}", "algorithm.n_epochs=4", "algorithm.patience=0"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["algorithm"]["n_epochs"] == 4 and config["algorithm"]["patience"] == 0
+
+
+def test_the_keys_a_command_line_gives():
+    from maze_impala.train.rundir import given_keys
+
+    overrides = ["algorithm.lr=0.1", "+env.after=3", "env=cutting", "hydra.run.dir=x", "~model.networks", "seed=2"]
+    assert given_keys(overrides) == {"algorithm.lr", "env.after", "env", "model.networks", "seed"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,19 +126,42 @@ BEHAVIOUR_BEFORE = {"algorithm.normalize_advantages": False, "algorithm.continuo
 release, which lacks them."""
 
 
-def run_values(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """What a resumed run keeps of its own config: every key that differs from the run's and that the command line
-    left at today's default, at the run's value (or, for a key the run lacks, :data:`BEHAVIOUR_BEFORE`'s). A run
-    of an earlier release then resumes as it was trained, however the defaults have moved since; a value given
-    that differs from the run's is still refused (:func:`check_resumable`). Flat keys (``algorithm.gamma``)."""
+RUN_OWN = ("resume", "overwrite")
+"""Keys of the command itself, never taken from the run."""
+
+
+def given_keys(overrides: Sequence[str]) -> set[str]:
+    """The config keys a command line's ``overrides`` give (``algorithm.lr=0.1`` -> ``algorithm.lr``; a group
+    choice such as ``env=cutting`` -> ``env``, which gives every key under it); Hydra's own keys left out."""
+    keys = set()
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0].strip()
+        if key and not key.startswith("hydra"):
+            keys.add(key)
+    return keys
+
+
+def _given(key: str, given: set[str]) -> bool:
+    return any(key == g or key.startswith(g + ".") for g in given)
+
+
+def run_values(saved: dict[str, Any], current: dict[str, Any], given: set[str] | None = None) -> dict[str, Any]:
+    """What a resumed run keeps of its own config: every key of ``current`` that the command did not give, at the
+    run's value (or, for a key the run lacks, :data:`BEHAVIOUR_BEFORE`'s) where the two differ. ``given``: the keys
+    the command line gave (:func:`given_keys`); None (``train(resume_from=...)`` from Python): those whose value
+    differs from today's default. A plain resume therefore trains to the run's own ``n_epochs`` with the run's
+    settings, however the defaults have moved since; a value given that differs from the run's is refused
+    (:func:`check_resumable`) unless it is one a resume may change. Flat keys (``algorithm.gamma``)."""
     from maze_impala.config import TrainingConfig
     from maze_impala.config.base import to_record
 
     recorded, now, defaults = flatten(saved), flatten(current), flatten(to_record(TrainingConfig()))
     kept: dict[str, Any] = {}
     for key, value in now.items():
-        if key.startswith(SAFE_TO_CHANGE) or key not in defaults or value != defaults[key] or value == "auto":
-            continue  # "auto": resolved for the run (model.image_encoder), as the run resolved it
+        if key in RUN_OWN or value == "auto":  # "auto": resolved for the run (model.image_encoder), as it was
+            continue
+        if _given(key, given) if given is not None else (key not in defaults or value != defaults[key]):
+            continue
         if key in recorded and recorded[key] != value:
             kept[key] = recorded[key]
         elif key not in recorded and key in BEHAVIOUR_BEFORE and BEHAVIOUR_BEFORE[key] != value:

@@ -45,14 +45,15 @@ from maze_impala.train.state import EVALUATION_PENDING, TrainerState
 from maze_impala.train.trainer import ImpalaTrainer
 
 
-def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
+def build_trainer(config: TrainingConfig, output_dir: Path, given: set[str] | None = None) -> ImpalaTrainer:
     """Wire env, models, weights, actors, learner, evaluator, events and writers; writes ``config.yaml``.
 
     The actors start here, so that their start-up overlaps the rest of the build: call the trainer's ``train``,
     which stops them however it ends (a failure of the build itself stops them before it raises).
 
     With ``config.resume`` (a run directory) the run continues from its ``model_last.pt``:
-    learner, loop state and RNG state restored, tables continued after the checkpoint's epoch.
+    learner, loop state and RNG state restored, tables continued after the checkpoint's epoch; every setting that
+    ``given`` (the command line's keys; None: those that differ from the defaults) leaves out is the run's own.
     Raises :class:`ConfigError` before anything starts if the env cannot be recorded in the
     run's config, the env does not fit the model, ``output_dir`` holds another run, or a
     resume changes what the run learns; :class:`RunDirInUseError` if another run trains there.
@@ -64,7 +65,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path) -> ImpalaTrainer:
     if config.resume:
         check_resumable_dir(output_dir)
         checkpoint = read_checkpoint(output_dir / LAST_MODEL)
-    kept = run_values(checkpoint["config"], to_record(config)) if checkpoint is not None else {}
+    kept = run_values(checkpoint["config"], to_record(config), given) if checkpoint is not None else {}
     config = with_values(config, kept)
     probe = make_env(config.env)  # fails early on a bad env, before any process starts
     try:
