@@ -61,10 +61,16 @@ RUN_NAME_LIMIT = 200
 ``job_<number>``."""
 
 
-def run_name(overrides: str, number: int) -> str:
+def run_name(overrides: str, number: int, sweep_dir: str = "") -> str:
     """A multirun job's folder: its overrides (``seed=2``), or ``job_<number>`` where they are too long for a file
-    name (the job's ``.hydra/overrides.yaml`` keeps them, and ``maze-plot`` labels the runs by them)."""
-    return overrides if len(overrides.encode()) <= RUN_NAME_LIMIT else f"job_{number}"
+    name (the job's ``.hydra/overrides.yaml`` keeps them, and ``maze-plot`` labels the runs by them). In a sweep
+    folder that holds jobs already (a continued Optuna study), the next free number."""
+    if len(overrides.encode()) <= RUN_NAME_LIMIT:
+        return overrides
+    number = int(number)
+    while sweep_dir and (Path(sweep_dir) / f"job_{number}").exists():
+        number += 1
+    return f"job_{number}"
 
 
 def register_schemas() -> None:

@@ -14,11 +14,16 @@ from hydra.experimental.callback import Callback
 
 class Summary(Callback):
     """Writes ``summary.csv``, ``summary.png``, ``comparison.png`` and marl-eval's ``metrics.json`` into the multirun
-    folder after its last job."""
+    folder after its last job, and names the best configuration's folders."""
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        # an Optuna study stored in the sweep's folder (hydra/sweeper=impala_search) needs the folder before any job
+        Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # the study's database set-up, line by line
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from maze_impala.run_files import COMPARISON_PNG, METRICS_JSON
-        from maze_impala.train.compare import plot_comparison, summarise
+        from maze_impala.train.compare import best_row, plot_comparison, summarise
         from maze_impala.train.marl_eval import write_marl_eval
 
         folder = Path(config.hydra.sweep.dir)
@@ -32,5 +37,7 @@ class Summary(Callback):
                     f"{folder / 'comparison.png'}, "
                     f"{folder / METRICS_JSON} (marl-eval)"
                 )
+                if (best := best_row(written)) is not None:
+                    print(f"maze-run: {best} (under {folder})")
         except Exception as error:  # a summary must never turn finished runs into a failure
             logging.getLogger("maze_impala").warning("could not sum up the multirun %s: %r", folder, error)

@@ -141,6 +141,7 @@ def summarise(paths: list[Path], out_dir: Path) -> Path | None:
         rows.append(
             {
                 "configuration": configuration.label,
+                "folders": " ".join(_relative(run.path, out_dir) for run in configuration.runs),
                 "runs": len(finals),
                 "mean": float(finals.mean()),
                 "iqm": iqm(finals),
@@ -154,6 +155,32 @@ def summarise(paths: list[Path], out_dir: Path) -> Path | None:
     atomic_write(out_dir / SUMMARY_CSV, lambda file: file.write(table.to_csv(index=False).encode()))
     _plot_summary(table, out_dir / SUMMARY_PNG)
     return out_dir / SUMMARY_CSV
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def best_row(summary_csv: Path) -> str | None:
+    """The configuration of ``summary.csv`` with the best mean final evaluation and its folders, in words (ties
+    named); None for an empty summary."""
+    import pandas as pd
+
+    table = pd.read_csv(summary_csv)
+    if table.empty:
+        return None
+    best = table["mean"].max()
+    tied = table[table["mean"] == best]
+    folders = " ".join(str(f) for f in tied["folders"])
+    ties = f" (tied: {len(tied)} configurations)" if len(tied) > 1 else ""
+    return f"best mean final evaluation {best:.4g}{ties}: {folders}"
+
+
+SHORT_LABEL = 40
+"""Longer configuration labels are replaced in summary.png by their folders (summary.csv has both)."""
 
 
 def _eval_return() -> str:
@@ -181,7 +208,8 @@ def _plot_summary(table: Any, png: Path) -> None:
         fmt="o",
         capsize=4,
     )
-    ax.set_yticks(y, table["configuration"])
+    labels = [c if len(c) <= SHORT_LABEL else f for c, f in zip(table["configuration"], table["folders"])]
+    ax.set_yticks(y, [label if len(label) <= SHORT_LABEL else label[: SHORT_LABEL - 3] + "..." for label in labels])
     ax.set_xlabel("final evaluation return: IQM over the runs, 95% bootstrap CI")
     ax.grid(alpha=0.3)
     try:
