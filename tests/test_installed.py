@@ -13,7 +13,8 @@ INSTALLED = Path(maze_impala.__file__).resolve().parent
 
 
 def test_the_suite_imports_the_installed_package_not_the_source_tree():
-    assert not INSTALLED.is_relative_to(ROOT), (
+    # a virtual environment inside the clone (.venv/, the usual layout) is an install, not the source tree
+    assert INSTALLED != (ROOT / "maze_impala").resolve(), (
         f"maze_impala was imported from {INSTALLED}, inside the source tree: install it (pip install -c "
         "constraints/cpu.txt '.[dev]', not editable) and run the tests from another directory, e.g. bash .ci/run"
     )
@@ -21,9 +22,10 @@ def test_the_suite_imports_the_installed_package_not_the_source_tree():
 
 def test_every_subpackage_and_config_file_of_the_source_tree_is_installed():
     source = ROOT / "maze_impala"
-    wanted = [p.relative_to(source) for p in source.rglob("*") if p.suffix in (".py", ".yaml")]
+    wanted = [p.relative_to(source) for p in source.rglob("*") if p.suffix in (".py", ".yaml", ".txt", ".json")]
     wanted = [p for p in wanted if "__pycache__" not in p.parts]
     assert any(p.parts[0] == "conf" for p in wanted) and Path("envs/examples/__init__.py") in wanted
+    assert Path("envs/jobshop/data/ta01.txt") in wanted and Path("envs/jobshop/data/bounds.json") in wanted
     missing = [str(p) for p in wanted if not (INSTALLED / p).is_file()]
     assert missing == [], f"the installed package lacks {missing}"
 
