@@ -230,3 +230,31 @@ def test_a_network_with_an_op_onnx_lacks_is_refused_naming_it_and_nothing_is_wri
     with pytest.raises(ExportError, match="no numpy form"):
         export_policy(checkpoint, tmp_path / "export", "numpy")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"], "a refused export leaves nothing"
+
+
+@pytest.mark.slow
+def test_the_documented_install_without_torch_runs_an_exported_policy(tmp_path):
+    """docs/deploying.md's lines, in a fresh virtual environment: the package without its dependencies, then numpy
+    and onnxruntime; an exported CartPole policy acts there."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    folder = tmp_path / "export"
+    export_policy(_trained(tmp_path, "CartPole-v1", {}), folder, "onnx")
+    venv = tmp_path / "deploy-env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    for line in (["--no-deps", str(root)], ["numpy", "onnxruntime"]):
+        proc = subprocess.run(
+            [python, "-m", "pip", "install", "-q", *line], capture_output=True, text=True, timeout=600, cwd=tmp_path
+        )
+        assert proc.returncode == 0, proc.stderr
+    code = (
+        "import sys, numpy as np; from maze_impala.deploy import DeployedPolicy; "
+        f"p = DeployedPolicy.load({str(folder)!r}); "
+        "a, _ = p.act({'observation': np.zeros(4, np.float32)}, 0, None); "
+        "import importlib.util as u; print(a['action'] in (0, 1), u.find_spec('torch') is None)"
+    )
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"], proc.stdout
