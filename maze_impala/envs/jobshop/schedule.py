@@ -115,6 +115,13 @@ class Schedule:
         while not self.done and self.conflict.sum() == 1:
             self.dispatch(int(np.argmax(self.conflict)))
 
+    def estimate(self) -> int:
+        """A lower bound of the final makespan given the schedule so far: the latest of each job's ready time plus
+        its work left, and of each machine's ready time plus its work left (the makespan itself once done)."""
+        jobs = self.job_ready + self.remaining_work
+        machines = self.machine_ready + self.machine_remaining
+        return int(max(jobs.max(), machines.max()))
+
     def machine_idle(self) -> np.ndarray:
         """Each machine's idle time until the makespan."""
         return self.makespan - self.machine_busy
