@@ -311,6 +311,29 @@ def _config_name(argv: Sequence[str]) -> str | None:
     return None
 
 
+VALUED_FLAGS = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "-c", "--cfg", "-p", "--package"}
+"""Hydra's flags that take a value (the next argument)."""
+INFO_TOPICS = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+"""The values ``--info`` may take (it may also stand alone)."""
+
+
+def options_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with Hydra's flags (and their values) before the overrides, in their own order: Hydra's parser
+    refuses a flag after an override (``algorithm.lr=0.01 --cfg job``), which users type in any order."""
+    options, overrides, rest = [], [], list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-"):
+            overrides.append(arg)
+            continue
+        options.append(arg)
+        if arg in VALUED_FLAGS and rest:
+            options.append(rest.pop(0))
+        elif arg in ("-i", "--info") and rest and rest[0] in INFO_TOPICS:
+            options.append(rest.pop(0))
+    return options + overrides
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     with paused_collector():  # until the run's modules are imported: see maze_impala.startup
         _main(argv)
@@ -319,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _main(argv: Sequence[str] | None) -> None:
     import hydra
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = options_first(sys.argv[1:] if argv is None else argv)
     name = _config_name(argv)
     if name is None:
         print(USAGE.format(groups=_groups()), file=sys.stdout if {"-h", "--help"} & set(argv) else sys.stderr)

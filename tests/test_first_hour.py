@@ -297,3 +297,21 @@ def test_train_and_maze_run_name_new_run_folders_alike():
     assert hydra == f"outputs/train/${{now:{RUN_TIME_FORMAT}}}"
     folder = new_run_dir()
     assert folder.parent == Path("outputs", "train") and datetime.strptime(folder.name, RUN_TIME_FORMAT)
+
+
+def test_hydras_flags_may_follow_the_overrides():
+    from maze_impala.cli import options_first
+
+    argv = ["algorithm.lr=0.01", "--cfg", "job", "resume=x", "-cd", "conf", "--info", "searchpath", "-m", "seed=2"]
+    assert options_first(argv) == ["--cfg", "job", "-cd", "conf", "--info", "searchpath", "-m"] + [
+        "algorithm.lr=0.01",
+        "resume=x",
+        "seed=2",
+    ]
+    assert options_first(["-cn", "conf_train", "--info", "seed=2"]) == ["-cn", "conf_train", "--info", "seed=2"]
+
+
+def test_cfg_after_an_override_prints_the_config(tmp_path):
+    proc = run_cli(["-cn", "conf_train", "algorithm.lr=0.0123", "--cfg", "job"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "lr: 0.0123" in proc.stdout and "unrecognized arguments" not in proc.stderr
