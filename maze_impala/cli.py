@@ -30,6 +30,7 @@ from maze_impala.cli_dirs import (
 from maze_impala.cli_env import env_config, own_env, rollout_env
 from maze_impala.cli_messages import (
     ConsoleWarnings,
+    holds,
     hydra_value,
     interrupted,
     plural,
@@ -45,7 +46,7 @@ from maze_impala.config.base import import_hint
 from maze_impala.config.overrides import check_overrides as overrides_check
 from maze_impala.config.workloads import config_dir
 from maze_impala.files import RunDirInUseError, atomic_write_text
-from maze_impala.run_files import FAILED, KPI_CSV, LAST_MODEL
+from maze_impala.run_files import FAILED, KPI_CSV
 from maze_impala.startup import collect_from_here, compose_once, paused_collector
 
 if TYPE_CHECKING:
@@ -208,14 +209,14 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
     try:
         result = trainer.train()  # stops every actor process on success, error and interruption
     except KeyboardInterrupt as interrupt:
-        say(interrupted(output_dir, trainer.saved_epoch, overrides), interrupt=True)
+        say(interrupted(output_dir, trainer.saved_epoch, overrides, trainer.saved_pending), interrupt=True)
         if sweep is not None:
             say(sweep_rest(*sweep, sys.argv[1:]), interrupt=True)
         sys.exit(_exit_code(interrupt))
     except Exception as error:  # an env, actor or learner failure: one line here, the traceback in the log
         if trainer.saved_epoch is not None:  # what was learnt is kept: say how to go on once the cause is fixed
             say(
-                f"maze-run: {output_dir / LAST_MODEL} holds epoch {trainer.saved_epoch}; continue the run "
+                f"maze-run: {holds(output_dir, trainer.saved_epoch, trainer.saved_pending)}; continue the run "
                 f"with\n  {resume_command(output_dir, overrides)}",
                 error=True,
             )

@@ -63,7 +63,18 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[str]) -> str:
+def holds(output_dir: Path, saved_epoch: int, pending: bool = False) -> str:
+    """What the run's ``model_last.pt`` holds, in the epochs its tables show."""
+    if not pending:
+        return f"{output_dir / LAST_MODEL} holds epoch {saved_epoch}"
+    done = f"epoch {saved_epoch - 1} and " if saved_epoch > 1 else ""
+    return (
+        f"{output_dir / LAST_MODEL} holds {done}the training of epoch {saved_epoch}, whose evaluation and table run "
+        "first when the run resumes"
+    )
+
+
+def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[str], pending: bool = False) -> str:
     """What an interrupted training run says: the command that continues it from its checkpoint, or, where no epoch
     ended before the interrupt (so there is no checkpoint), that there is nothing to resume and how to start again."""
     if saved_epoch is None:
@@ -74,7 +85,7 @@ def interrupted(output_dir: Path, saved_epoch: int | None, overrides: Sequence[s
             f"(what the run logged is in {output_dir}). Start it again with\n  {_command(again)}"
         )
     return (
-        f"maze-run: interrupted; {output_dir / LAST_MODEL} holds epoch {saved_epoch}; continue the run "
+        f"maze-run: interrupted; {holds(output_dir, saved_epoch, pending)}; continue the run "
         f"with\n  {resume_command(output_dir, overrides)}"
     )
 

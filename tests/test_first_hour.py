@@ -303,11 +303,8 @@ def test_hydras_flags_may_follow_the_overrides():
     from maze_impala.cli import options_first
 
     argv = ["algorithm.lr=0.01", "--cfg", "job", "resume=x", "-cd", "conf", "--info", "searchpath", "-m", "seed=2"]
-    assert options_first(argv) == ["--cfg", "job", "-cd", "conf", "--info", "searchpath", "-m"] + [
-        "algorithm.lr=0.01",
-        "resume=x",
-        "seed=2",
-    ]
+    flags = ["--cfg", "job", "-cd", "conf", "--info", "searchpath", "-m"]
+    assert options_first(argv) == [*flags, "algorithm.lr=0.01", "resume=x", "seed=2"]
     assert options_first(["-cn", "conf_train", "--info", "seed=2"]) == ["-cn", "conf_train", "--info", "seed=2"]
 
 

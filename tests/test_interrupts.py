@@ -119,7 +119,8 @@ def test_an_interrupt_during_an_evaluation_keeps_the_epoch_it_trained(tmp_path, 
     evaluates it again instead of training it again; the tables have every epoch once."""
     out = tmp_path / "run"
     stderr = interrupted_run(f"evaluate:{epoch}", out)
-    assert f"{out / 'model_last.pt'} holds epoch {epoch}" in stderr, stderr
+    before = f"epoch {epoch - 1} and " if epoch > 1 else ""
+    assert f"{out / 'model_last.pt'} holds {before}the training of epoch {epoch}, whose evaluation" in stderr, stderr
     assert (out / "model_best.pt").is_file() == (epoch > 1), "model_best.pt is written after an evaluation"
     proc = resume(out)
     assert proc.returncode == 0, proc.stderr

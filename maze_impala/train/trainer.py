@@ -103,6 +103,10 @@ class ImpalaTrainer:
         if outputs.progress is not None:
             hub.listeners.append(outputs.progress)
         self.saved_epoch: int | None = self.state.epoch or None
+        """The epochs ``model_last.pt`` holds (the last of them possibly trained but not yet evaluated: see
+        :attr:`saved_pending`); None before the first checkpoint."""
+        self.saved_pending = False
+        """Whether the last epoch ``model_last.pt`` holds was saved before its evaluation and table."""
         """The epoch that ``model_last.pt`` holds (a resumed run's checkpoint at first); None: none written yet."""
         self.watch = EpisodeWatch(
             config.num_actors * config.envs_per_actor, config.n_rollout_steps, evaluator.max_episode_steps
@@ -292,4 +296,5 @@ class ImpalaTrainer:
         }
         save_checkpoint(self.output_dir / name, state)
         if name == LAST_MODEL:
-            self.saved_epoch = self.state.epoch + (self.state.pending is not None)
+            self.saved_pending = self.state.pending is not None
+            self.saved_epoch = self.state.epoch + self.saved_pending

@@ -73,12 +73,13 @@ class JobShopEnv(StructuredEnv):
     conflict set (``mode``, see :mod:`.schedule`), masked by ``job_mask``; forced decisions are taken without asking.
 
     The reward of a decision is minus the growth of a lower bound of the final makespan (:meth:`Schedule.estimate`,
-    as Learning to Dispatch rewards), over the instance's own lower bound (the larger of the longest job and the most
-    loaded machine), the first decision's less 1: the return is ``-makespan / lower_bound``, -1 being a schedule as
-    short as the bound, and every decision learns at once what it cost. Instances of up to ``max_jobs`` jobs (None: the most jobs of its
-    instances, or ``n_jobs``) fit its observation: one row of :data:`FEATURES` per job (``jobs``), so that a network
-    with shared weights per row (:class:`~maze_impala.nn.sets.RowScoringNet`) scores any number of jobs and machines,
-    and a policy trained at one ``max_jobs`` runs at another.
+    as Learning to Dispatch rewards), over the instance's own lower bound (the larger of the longest job and the
+    most loaded machine), the first decision's less 1: the return is ``-makespan / lower_bound``, -1 being a
+    schedule as short as the bound, and every decision learns at once what it cost. Instances of up to
+    ``max_jobs`` jobs (None: the most jobs of its instances, or ``n_jobs``) fit its observation: one row of
+    :data:`FEATURES` per job (``jobs``), so that a network with shared weights per row
+    (:class:`~maze_impala.nn.sets.RowScoringNet`) scores any number of jobs and machines, and a policy trained at
+    one ``max_jobs`` runs at another.
     """
 
     DISPATCH: StepKey = "dispatch"
