@@ -312,3 +312,14 @@ def test_cfg_after_an_override_prints_the_config(tmp_path):
     proc = run_cli(["-cn", "conf_train", "algorithm.lr=0.0123", "--cfg", "job"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "lr: 0.0123" in proc.stdout and "unrecognized arguments" not in proc.stderr
+
+
+def test_the_console_epoch_table_shows_the_envs_kpis_and_each_agents_return(tmp_path, capsys):
+    from maze_impala.envs.examples import CoordinationEnv, CuttingEnv
+
+    console = OutputConfig(console=True, tensorboard=False, progress=False, plot=False)
+    for env, shown in ((CuttingEnv, "train/KpiEvents/kpi/mean/name=fill_rate"), (CoordinationEnv, "agent_return")):
+        train(env, ImpalaAlgorithmConfig(**SMALL), runner=DEV, output=console, output_dir=tmp_path / env.__name__)
+        table = capsys.readouterr().out
+        assert shown in table, table
+    assert "eval/KpiEvents/kpi/mean/name=fill_rate" not in table  # (CoordinationEnv has no KPIs)

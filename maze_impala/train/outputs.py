@@ -14,6 +14,7 @@ from typing import Any
 
 from maze_impala.config import TrainingConfig
 from maze_impala.events.api import EventHub, last, mean
+from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents, RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator
 from maze_impala.events.tables import EventLogWriter
@@ -93,12 +94,14 @@ def make_outputs(
 
 
 def console_columns() -> list[str]:
-    """The statistics the console table shows (and every per-step-key column under them)."""
+    """The statistics the console table shows (and every per-step-key, per-agent and per-KPI column under them)."""
     train, evaluation, ev = "train", "eval", MultiStepIMPALAEvents
     return [
         StatKey.of(EpisodeEvents.episode_return, mean, train).column(),
         StatKey.of(EpisodeEvents.step_key_return, mean, train).column(),
+        StatKey.of(EpisodeEvents.agent_return, mean, train).column(),  # multi-agent envs: each named agent's
         StatKey.of(EpisodeEvents.episode_return, mean, evaluation).column(),
+        *(StatKey.of(KpiEvents.kpi, mean, source).column() + "/" for source in (train, evaluation)),  # the env's KPIs
         StatKey.of(RunEvents.env_steps_per_second, last, train).column(),
         StatKey.of(RunEvents.learner_waiting_percent, last, train).column(),
         StatKey.of(RunEvents.learner_threads, mean, train).column(),
