@@ -264,7 +264,8 @@ def test_the_status_line_says_when_no_episode_finished_and_shows_the_games_rates
     progress.update(2, 200)
     line = stream.getvalue().strip().splitlines()[-1]
     # before an evaluation: the training games' rates, labelled, and no zero-sum "return 0"
-    assert line.endswith("| win/draw/loss in training games player_1 0.50/0.25/0.25, player_2 0.00/0.00/1.00"), line
+    rates = "player_1 0.50/0.25/0.25, player_2 0.00/0.00/1.00"
+    assert line.endswith(f"| win/draw/loss of the last 4 training games a seat: {rates}"), line
     assert "return" not in line
     for seat, result in (("player_1", "win"), ("player_2", "draw")):
         for name in ("win", "draw", "loss"):
@@ -272,7 +273,8 @@ def test_the_status_line_says_when_no_episode_finished_and_shows_the_games_rates
     progress.update(2, 300)
     line = stream.getvalue().strip().splitlines()[-1]
     # then the evaluation's rates against its fixed opponent, what the docs judge a policy by
-    assert line.endswith("| win/draw/loss in evaluation player_1 1.00/0.00/0.00, player_2 0.00/1.00/0.00"), line
+    rates = "player_1 1.00/0.00/0.00, player_2 0.00/1.00/0.00"
+    assert line.endswith(f"| win/draw/loss of the last 3 evaluation games a seat: {rates}"), line  # the window said
 
 
 def test_training_and_evaluation_episodes_publish_the_same_statistics(tmp_path):

@@ -216,7 +216,7 @@ def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour
         for event in (GameEvents.win, GameEvents.draw, GameEvents.loss):
             assert StatKey.of(event, mean, "eval", group=f"seat={seat}").column() in shown, shown
     status = [line for line in shown.splitlines() if line.startswith("epoch 1/1 |")]
-    assert status and "| win/draw/loss in evaluation player_1 " in status[-1] and ", player_2 " in status[-1]
+    assert status and "evaluation games a seat: player_1 " in status[-1] and ", player_2 " in status[-1]
     figure = training_curves(read_columns(tmp_path / "stats.csv"))
     colours: dict[str, set] = {}
     for ax in figure.axes:

@@ -66,8 +66,10 @@ class Progress:
             self.games[source].setdefault(seat, deque(maxlen=RETURN_WINDOW)).append(outcome)
 
     def _games(self) -> str:
-        """`` | win/draw/loss in evaluation player_0 0.60/0.10/0.30, ...``: the evaluations' rates per seat (against
-        their fixed opponent, what the docs and the epoch table judge a policy by); before the first evaluation,
+        """`` | win/draw/loss of the last 100 evaluation games a seat: player_0 0.60/0.10/0.30, ...``: the
+        evaluations' rates per seat over their latest ``RETURN_WINDOW`` games, which may span several evaluations
+        (the epoch table shows the latest one's), against their fixed opponent, what the docs and the epoch table
+        judge a policy by; before the first evaluation,
         the training games', labelled as such (against a pool of the policy's past snapshots, they say little)."""
         source = "eval" if self.games["eval"] else "train"
         seats = self.games[source]
@@ -77,7 +79,9 @@ class Progress:
             f"{seat} " + "/".join(f"{games.count(o) / len(games):.2f}" for o in _OUTCOMES.values())
             for seat, games in sorted(seats.items())
         )
-        return f" | win/draw/loss {'in evaluation' if source == 'eval' else 'in training games'} {rates}"
+        window = max(len(games) for games in seats.values())  # the epoch table: the latest evaluation's alone
+        where = "evaluation" if source == "eval" else "training"
+        return f" | win/draw/loss of the last {window} {where} games a seat: {rates}"
 
     def add_return(self, value: float) -> None:
         self.returns.append(float(value))
