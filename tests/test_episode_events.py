@@ -274,7 +274,7 @@ def test_the_status_line_says_when_no_episode_finished_and_shows_the_games_rates
     line = stream.getvalue().strip().splitlines()[-1]
     # then the evaluation's rates against its fixed opponent, what the docs judge a policy by
     rates = "player_1 1.00/0.00/0.00, player_2 0.00/1.00/0.00"
-    assert line.endswith(f"| win/draw/loss of the last 3 evaluation games a seat: {rates}"), line  # the window said
+    assert line.endswith(f"| win/draw/loss of the last 1 evaluation game a seat: {rates}"), line  # the window said
 
 
 def test_training_and_evaluation_episodes_publish_the_same_statistics(tmp_path):

@@ -81,7 +81,8 @@ class Progress:
         )
         window = max(len(games) for games in seats.values())  # the epoch table: the latest evaluation's alone
         where = "evaluation" if source == "eval" else "training"
-        return f" | win/draw/loss of the last {window} {where} games a seat: {rates}"
+        games = f"{window} {where} game{'s' if window != 1 else ''}"
+        return f" | win/draw/loss of the last {games} a seat: {rates}"
 
     def add_return(self, value: float) -> None:
         self.returns.append(float(value))
