@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHORTER = {"n_epochs=24": "n_epochs=1, epoch_length=2"}
 """The Python examples' full runs, shortened (the code path is the same)."""
-NOT_RUN = ("pip install", ".ci/run", "tensorboard ", "mkdocs ", "ray start", "address=auto", "device=cuda")
+NOT_RUN = ("pip install", "-m venv", ".ci/run", "tensorboard ", "mkdocs ", "ray start", "address=auto", "device=cuda")
 BUDGET = {
     "algorithm.n_epochs": "2",
     "algorithm.epoch_length": "2",
