@@ -190,3 +190,43 @@ def test_the_row_network_scores_rows_alike_wherever_they_stand_and_at_any_count(
     torch.testing.assert_close(net({"jobs": padded})[:, :6], logits, rtol=1e-5, atol=1e-5)  # padding changes nothing
     with pytest.raises(ValueError, match="one logit per row"):
         RowScoringNet(small, 5)
+
+
+@pytest.mark.slow
+def test_the_shipped_network_learns_to_dispatch_better_than_the_best_rule(tmp_path):
+    """On random 8 x 6 instances: after 60 updates (15,360 decisions) the greedy policy's mean makespan over the lower
+    bound, on 50 instances it never saw, beats MWKR's (the usual best rule) on the same instances; untrained it is
+    about 8% worse than MWKR."""
+    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+    from maze_impala.nn.torch_acting import Player
+    from maze_impala.play.spec import PolicySpec
+
+    env = {"_target_": "maze_impala.envs.jobshop.JobShopEnv", "n_jobs": 8, "n_machines": 6}
+    network = {"_target_": "maze_impala.nn.sets.RowScoringNet", "hidden": 32}
+    algorithm = ImpalaAlgorithmConfig(
+        n_epochs=1,
+        epoch_length=60,
+        gamma=1.0,
+        n_sgd_passes=2,
+        envs_per_actor=16,
+        n_rollout_steps=16,
+        value_normalization="popart",
+        rollout_evaluator={"n_episodes": 4},
+    )
+    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
+    model = ModelConfig(normalize_observations=False, networks=network)
+    result = train(env, algorithm, model, RunnerConfig("dev"), output_dir=tmp_path / "run", output=quiet, seed=1)
+    rng = np.random.default_rng(123)
+    instances = [random_instance(rng, 8, 6) for _ in range(50)]
+    judge = JobShopEnv(n_jobs=8, n_machines=6)
+    player = Player(PolicySpec.from_checkpoint(result.output_dir / "model_last.pt").policy(judge))
+    ratios = []
+    for instance in instances:
+        judge.instances = [instance]
+        obs, _ = judge.reset(seed=0)
+        done = False
+        while not done:
+            obs, _, done, _, _ = judge.step(player(obs, ("dispatch", 0)))
+        ratios.append(judge.schedule.makespan / instance.lower_bound())
+    mwkr = [dispatch_by_rule(i, "MWKR").makespan / i.lower_bound() for i in instances]
+    assert np.mean(ratios) < np.mean(mwkr), (np.mean(ratios), np.mean(mwkr))
