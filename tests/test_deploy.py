@@ -78,6 +78,10 @@ KINDS = {
         },
         {},
     ),
+    "jobshop-row-attention": (  # model.networks: a network of the user's kind, attention over padded rows
+        {"_target_": "maze_impala.envs.jobshop.JobShopEnv", "n_jobs": 5, "n_machines": 4, "max_jobs": 7},
+        {"normalize_observations": False, "networks": {"_target_": "maze_impala.nn.sets.RowScoringNet", "hidden": 16}},
+    ),
 }
 
 

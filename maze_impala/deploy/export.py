@@ -101,7 +101,11 @@ def _export_graph(policy: Any, key: Any, path: Path, obs: dict[str, np.ndarray])
     graph = _StepGraph(policy, key, names, state_names).eval()
     net = policy.network(key)
     network = getattr(net, "target", f"{type(net).__module__}.{type(net).__qualname__}")  # a network of yours: its own
+    fastpath = torch.backends.mha.get_fastpath_enabled()
     try:
+        # torch's fused attention kernels (its transformer layers' inference fast path) have no ONNX form; the
+        # same layers' plain ops have
+        torch.backends.mha.set_fastpath_enabled(False)
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
@@ -124,6 +128,8 @@ def _export_graph(policy: Any, key: Any, path: Path, obs: dict[str, np.ndarray])
             f"to ONNX: {what} has no ONNX form at opset {OPSET} ({text[:300]}). Rewrite that part "
             "with ops ONNX has, or keep the policy in torch (load_policy)"
         ) from None
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
 def _sha256(path: Path) -> str:
