@@ -121,7 +121,11 @@ def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, 
     return {k: (old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)}
 
 
-BEHAVIOUR_BEFORE = {"algorithm.normalize_advantages": False, "algorithm.continuous_entropy_coef": None}
+BEHAVIOUR_BEFORE = {
+    "algorithm.normalize_advantages": False,
+    "algorithm.continuous_entropy_coef": None,
+    "algorithm.value_normalization": "off",
+}
 """Keys added with a default that is not the behaviour of the releases before them: their value in a run of such a
 release, which lacks them."""
 
