@@ -145,7 +145,9 @@ def train_policy(seed: int, env_steps: int, out: Path) -> tuple[Path, float]:
     updates = max(1, env_steps // settings.env_steps_per_update)
     epoch_length = min(50, updates)
     settings = ImpalaAlgorithmConfig(**{**algorithm, "epoch_length": epoch_length, "n_epochs": updates // epoch_length})
-    config = TrainingConfig(env, settings, ModelConfig(**shipped_model("jobshop")), RunnerConfig(), output=QUIET, seed=seed)
+    config = TrainingConfig(
+        env, settings, ModelConfig(**shipped_model("jobshop")), RunnerConfig(), output=QUIET, seed=seed
+    )
     start = time.perf_counter()
     build_trainer(config, out).train()
     return out / "model_best.pt", time.perf_counter() - start
