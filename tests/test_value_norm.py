@@ -73,6 +73,9 @@ def test_vtrace_reads_values_in_the_envs_units_and_the_value_loss_compares_norma
         lambda_=1.0,
     )
     torch.testing.assert_close(losses[0].value_targets, expected.vs)
+    from maze_impala.impala.losses import value_targets
+
+    torch.testing.assert_close(value_targets({0: batch}, {0: forward}, distributions, learner.config)[0], expected.vs)
     normalised_targets = (expected.vs - norm.mu.float()) / norm.sigma.float()
     torch.testing.assert_close(losses[0].value_loss, 0.5 * (normalised_targets - raw[:-1]).pow(2).mean())
 
@@ -93,11 +96,12 @@ def test_an_update_counts_the_batchs_targets_and_popart_keeps_the_critics_values
     else:  # the network's outputs are read in the new scale
         assert not torch.allclose(after, before, rtol=1e-2, atol=1e-2)
     row = by_column(stats.reduce())
-    assert row[PREFIX + "critic_value_scale/std/last/critic_key=0"] == pytest.approx(float(norm.sigma))
+    assert row[PREFIX + "critic_value_scale/last/critic_key=0"] == pytest.approx(float(norm.sigma))
+    assert row[PREFIX + "critic_value_shift/last/critic_key=0"] == pytest.approx(float(norm.mu))
 
 
 def test_off_leaves_the_statistics_alone():
-    learner, actor, _ = _setup()
+    learner, actor, _ = _setup(value_normalization="off")
     learner.step([actor.rollout()])
     norm = learner.critic.normalizer(0)
     assert float(norm.mu) == 0.0 and float(norm.sigma) == 1.0 and float(norm.debias) == 0.0
@@ -143,3 +147,13 @@ def test_target_kl_stops_a_batchs_steps_once_the_policy_moved_past_it():
     unbounded, actor, stats = _setup(n_sgd_passes=4, n_sgd_minibatches=3, lr=0.05, clip_range=None)
     unbounded.step([actor.rollout()])
     assert by_column(stats.reduce())[PREFIX + "policy_sgd_steps/mean"] == 12
+
+
+def test_a_batch_without_targets_leaves_the_statistics_as_they_were():
+    norm = ValueNormalizer()
+    norm.update(torch.empty(0))
+    assert float(norm.debias) == 0.0 and float(norm.sigma) == 1.0
+    norm.update(torch.tensor([1.0, 3.0]))
+    before = norm.moments()
+    norm.update(torch.empty(0))
+    assert norm.moments() == before

@@ -92,9 +92,13 @@ class MultiStepIMPALAEvents(EventInterface):
         the batch early."""
 
     @epoch_stats(last, group_by="critic_key")
-    def critic_value_scale(self, critic_key: StepKey, mean: float, std: float):
-        """The running mean and standard deviation of one critic network's value targets, the scale it learns in
-        (algorithm.value_normalization; 0 and 1 when off)."""
+    def critic_value_scale(self, critic_key: StepKey, value: float):
+        """The running standard deviation of one critic network's value targets: the scale it learns in
+        (algorithm.value_normalization; not recorded when off)."""
+
+    @epoch_stats(last, group_by="critic_key")
+    def critic_value_shift(self, critic_key: StepKey, value: float):
+        """The running mean of one critic network's value targets (algorithm.value_normalization)."""
 
     @epoch_stats(mean, group_by="critic_key")
     def critic_value(self, critic_key: StepKey, value: float):

@@ -15,7 +15,7 @@ from maze_impala.core import ANCESTRAL, OBSERVED, Learner, Rollout, StepKey, Tra
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.compiled import compiled_losses
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.losses import BatchAnchor, StepForward, StepLoss, impala_loss
+from maze_impala.impala.losses import BatchAnchor, StepForward, StepLoss, impala_loss, value_targets
 from maze_impala.impala.metrics import PhaseClock, last_pass_metrics, loss_metrics, publish
 from maze_impala.impala.optim import clip_grad_norms, make_optimizer
 from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
@@ -116,18 +116,19 @@ class ImpalaLearner(Learner):
         # minibatch and moving targets, the first pass's own log-probabilities; else a forward pass over them all
         # before any step.
         fixed_targets = cfg.value_targets == "batch" and cfg.n_sgd_passes * len(minibatches) > 1
+        normalize = cfg.value_normalization != "off"
+        whole = fixed_targets or normalize  # the whole forward pass before the first step, not only pi_0's logits
         anchors: list[BatchAnchor | None] = (
-            [self._anchor(mb, distributions, fixed_targets) for mb in minibatches]
-            if fixed_targets or len(minibatches) > 1
-            else [None]
+            [self._anchor(mb, distributions, whole) for mb in minibatches] if whole or len(minibatches) > 1 else [None]
         )
-        value_scales = None
-        if cfg.value_normalization != "off":
-            self._update_value_statistics(minibatches, distributions, anchors)
+        value_scales, metrics = None, list[Metric]()
+        if normalize:
+            metrics = self._update_value_statistics(minibatches, distributions, anchors)
             value_scales = {key: self.critic.normalizer(key).scale() for mb in minibatches for key in mb}
+            if not fixed_targets:  # the forward pass served the statistics; V-trace bootstraps from the current critic
+                anchors = [BatchAnchor(anchor.log_probs) for anchor in anchors if anchor is not None]
         clock.lap("forward")
 
-        metrics: list[Metric] = []
         steps = 0
         for sgd_pass in range(cfg.n_sgd_passes):
             for index, minibatch in enumerate(minibatches):
@@ -203,34 +204,34 @@ class ImpalaLearner(Learner):
         minibatches: list[dict[StepKey, StepBatch]],
         distributions: dict[StepKey, DictActionDistribution],
         anchors: list[BatchAnchor | None],
-    ) -> None:
-        """Adds the batch's V-trace targets, as the critic and pi_0 before its first step give them, to each critic
-        network's statistics (summed over data-parallel learners); with ``value_normalization=popart`` rescales
-        the network's output layer so that its values stay as they were."""
-        cfg, critic = self.config, self.critic
+    ) -> list[Metric]:
+        """Adds the batch's V-trace targets, as the critic and pi_0 before its first step give them (each anchor's
+        forward pass), to each critic network's statistics (summed over data-parallel learners); with
+        ``value_normalization=popart`` rescales the network's output layer so that its values stay as they were.
+        Returns each network's new mean and scale, as metrics."""
+        critic = self.critic
         targets: dict[str, list[torch.Tensor]] = {}
         keys: dict[str, StepKey] = {}
         for minibatch, anchor in zip(minibatches, anchors):
-            with self._precision():
-                forward = {key: self._forward(key, batch) for key, batch in minibatch.items()}
-            log_probs = None if anchor is None else anchor.log_probs
-            pinned = None if anchor is None else anchor.targets
-            _, losses = impala_loss(
-                minibatch, forward, distributions, cfg, anchor=BatchAnchor(log_probs, pinned), diagnostics=False
-            )
-            for key, loss in losses.items():
+            assert anchor is not None and anchor.targets is not None  # (_update: the whole forward pass)
+            for key, found in value_targets(minibatch, anchor.targets, distributions, self.config).items():
                 batch = minibatch[key]
-                own = critic.own_targets(key, loss.value_targets, batch.observations, 2, batch.ancestors)
+                own = critic.own_targets(key, found, batch.observations, 2, batch.ancestors)
                 name = critic.critic_key(key)
                 keys.setdefault(name, key)
                 targets.setdefault(name, []).append(own if batch.dense else own[batch.mask])
         reduce = None if self.group is None else self.group.summed
+        metrics = []
         for name, parts in targets.items():
             key = keys[name]
             before, after = critic.normalizer(key).update(torch.cat([p.reshape(-1) for p in parts]), reduce)
-            if cfg.value_normalization == "popart":
+            if self.config.value_normalization == "popart":
                 preserve_outputs(critic.head(key), before, after)
-            self.events.critic_value_scale(critic_key=name, mean=float(after.mu), std=float(after.sigma))
+            metrics += [
+                Metric(self.events.critic_value_scale, {"critic_key": name}, after.sigma),
+                Metric(self.events.critic_value_shift, {"critic_key": name}, after.mu),
+            ]
+        return metrics
 
     def _update_kls(
         self,

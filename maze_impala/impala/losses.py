@@ -299,10 +299,7 @@ def impala_loss(
     for key, batch in batches.items():
         step = forward[key]
         fixed = None if targets is None else targets[key]
-        discounts = config.gamma * (~(batch.terminated | batch.truncated)).to(step.values.dtype)
-        rewards = step.rewards if fixed is None else fixed.rewards
-        if not batch.dense:
-            rewards, discounts = torch.where(batch.mask, rewards, 0.0), torch.where(batch.mask, discounts, 1.0)
+        rewards, discounts = _rewards_and_discounts(batch, step if fixed is None else fixed, config.gamma)
         loss = impala_step_loss(
             distributions[key],
             step.logits,
@@ -325,3 +322,42 @@ def impala_loss(
             total = total + share * config.policy_loss_coef * loss.policy_loss - share * entropy_coef * loss.entropy
         losses[key] = loss
     return total, losses
+
+
+def _rewards_and_discounts(batch: StepBatch, step: StepForward, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A step key's rewards (truncations bootstrapped, :class:`StepForward`'s) and discounts: gamma, 0 after a
+    decision that ended its actor's episode; padding entries get reward 0 and discount 1."""
+    discounts = gamma * (~(batch.terminated | batch.truncated)).to(step.values.dtype)
+    rewards = step.rewards
+    if not batch.dense:
+        rewards, discounts = torch.where(batch.mask, rewards, 0.0), torch.where(batch.mask, discounts, 1.0)
+    return rewards, discounts
+
+
+def value_targets(
+    batches: Mapping[StepKey, StepBatch],
+    forward: Mapping[StepKey, StepForward],
+    distributions: Mapping[StepKey, DictActionDistribution],
+    config: ImpalaAlgorithmConfig,
+) -> dict[StepKey, torch.Tensor]:
+    """V-trace's value targets v_t, ``[T, N]`` per step key, of ``forward`` (the learner's policy and critic over
+    the batch) as :func:`impala_loss` computes them, without the losses: what a critic's value normaliser counts."""
+    settings, targets = LossSettings.of(config), {}
+    for key, batch in batches.items():
+        step = forward[key]
+        rewards, discounts = _rewards_and_discounts(batch, step, config.gamma)
+        log_rhos = distributions[key].log_prob(step.logits, batch.actions) - batch.behaviour_log_probs
+        if not batch.dense:
+            log_rhos = log_rhos * batch.mask.to(log_rhos.dtype)
+        targets[key] = vtrace(
+            log_rhos=log_rhos if settings.importance_weights else torch.zeros_like(log_rhos),
+            discounts=discounts,
+            rewards=rewards,
+            values=step.values[:-1],
+            bootstrap_value=step.values[-1],
+            clip_rho_threshold=settings.clip_rho_threshold,
+            clip_pg_rho_threshold=settings.clip_pg_rho_threshold,
+            lambda_=settings.lambda_,
+            clip_c_threshold=settings.clip_c_threshold,
+        ).vs
+    return targets

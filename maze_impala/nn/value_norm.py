@@ -64,16 +64,17 @@ class ValueNormalizer(nn.Module):
         if reduce is not None:
             sums = reduce(sums)
         count, total, total_sq = sums.unbind()
-        if float(count) == 0.0:
-            return before, before
-        weight = 1.0 - DECAY
-        self.running_mean.mul_(DECAY).add_(weight * total / count)
-        self.running_mean_sq.mul_(DECAY).add_(weight * total_sq / count)
-        self.debias.mul_(DECAY).add_(weight)
-        mean = self.running_mean / self.debias
-        variance = (self.running_mean_sq / self.debias - mean.square()).clamp(min=0.0)
-        self.mu.copy_(mean)
-        self.sigma.copy_(variance.sqrt().clamp(SIGMA_FLOOR, SIGMA_CEILING))
+        seen = (count > 0).double()  # no targets (no decision of this network in the batch): nothing changes
+        decay = 1.0 - (1.0 - DECAY) * seen
+        weight = (1.0 - DECAY) * seen / count.clamp(min=1.0)
+        self.running_mean.mul_(decay).add_(weight * total)
+        self.running_mean_sq.mul_(decay).add_(weight * total_sq)
+        self.debias.mul_(decay).add_((1.0 - DECAY) * seen)
+        mean = self.running_mean / self.debias.clamp(min=1e-300)
+        variance = (self.running_mean_sq / self.debias.clamp(min=1e-300) - mean.square()).clamp(min=0.0)
+        fresh = self.debias > 0  # before any target: mu 0, sigma 1
+        self.mu.copy_(torch.where(fresh, mean, self.mu))
+        self.sigma.copy_(torch.where(fresh, variance.sqrt().clamp(SIGMA_FLOOR, SIGMA_CEILING), self.sigma))
         return before, self.moments()
 
 

@@ -1,0 +1,155 @@
+"""Where one learner update's time goes: microseconds per optimizer step, phase by phase, beside the arithmetic's floor.
+
+    python benchmarks/profile_update.py                         # CartPole-v1, the shipped settings, 1 and 2 threads
+    python benchmarks/profile_update.py --env LunarLander-v3 --threads 1 --set n_sgd_minibatches=4
+
+The learner's own functions are timed where they are called (wrapped for the measurement, nothing else changed):
+per update, the batch's preparation (stacking, observation statistics), the anchor (pi_0's forward pass) and the
+value normaliser's statistics; per optimizer step, the forward pass, the losses, the backward pass, the gradient
+norms and clipping, the optimizer's step, and the metrics' bookkeeping; what is left of the update is the loop's own.
+The floor is the step's multiply-adds (forward, and twice them backward) at the speed this machine multiplies
+128 x 128 matrices on the same threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from calibration import learner_and_batch
+
+from maze_impala.config import ImpalaAlgorithmConfig
+
+PER_UPDATE = ("prepare", "anchor", "value statistics")
+PER_STEP = ("forward", "loss", "backward and zero", "clip", "optimizer", "metrics")
+
+
+class Timers:
+    """Seconds per phase, summed over the calls while :attr:`on`; what a per-update phase calls (the value
+    statistics' own forward pass and losses) counts to it alone."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.on = False
+        self._inside = 0
+
+    def wrap(self, phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        whole = phase in PER_UPDATE
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._inside:
+                return function(*args, **kwargs)
+            started = time.perf_counter()
+            self._inside += whole
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._inside -= whole
+                if self.on:
+                    self.seconds[phase] += time.perf_counter() - started
+
+        return timed
+
+
+def instrument(learner: Any, timers: Timers) -> None:
+    """Wraps the learner's phases (its module's functions and its own methods) with ``timers``."""
+    from maze_impala.impala import learner as module
+
+    for name, phase in (
+        ("impala_loss", "loss"),
+        ("clip_grad_norms", "clip"),
+        ("loss_metrics", "metrics"),
+        ("last_pass_metrics", "metrics"),
+        ("publish", "metrics"),
+    ):
+        setattr(module, name, timers.wrap(phase, getattr(module, name)))
+    for name, phase in (
+        ("prepare", "prepare"),
+        ("_anchor", "anchor"),
+        ("_update_value_statistics", "value statistics"),
+        ("_forward", "forward"),
+        ("_apply", "apply"),
+    ):
+        setattr(learner, name, timers.wrap(phase, getattr(learner, name)))
+    learner.optimizer.step = timers.wrap("optimizer", learner.optimizer.step)
+
+
+def matmul_gflops(threads: int, seconds: float = 1.0) -> float:
+    """The speed of 128 x 128 float32 matrix products on ``threads`` threads, in GFLOP/s."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(128, 128), torch.randn(128, 128)
+    for _ in range(50):
+        a @ b
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for _ in range(100):
+            a @ b
+        count += 100
+    return 2 * 128**3 * count / (time.perf_counter() - started) / 1e9
+
+
+def multiply_adds(learner: Any) -> int:
+    """Multiply-adds per sample of every linear layer of the policy and the critic (forward)."""
+    from torch import nn
+
+    modules = [*learner.policy.modules(), *learner.critic.modules()]
+    return sum(m.in_features * m.out_features for m in modules if isinstance(m, nn.Linear))
+
+
+def profile(env: str, algorithm: ImpalaAlgorithmConfig, threads: int, updates: int) -> dict[str, float]:
+    """Microseconds per optimizer step of each phase (per-update phases spread over the update's steps)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    learner, batch = learner_and_batch(env, algorithm)
+    timers = Timers()
+    instrument(learner, timers)
+    for _ in range(3):
+        learner.step(batch)
+    timers.on = True
+    started = time.perf_counter()
+    for _ in range(updates):
+        learner.step(batch)
+    whole = time.perf_counter() - started
+    steps = updates * algorithm.n_sgd_passes * algorithm.sgd_minibatches
+    s = timers.seconds
+    result = {phase: s[phase] for phase in PER_UPDATE}
+    result |= {"forward": s["forward"], "loss": s["loss"], "clip": s["clip"]}
+    result["optimizer"] = s["optimizer"]
+    result["backward and zero"] = s["apply"] - s["clip"] - s["optimizer"]
+    result["metrics"] = s["metrics"]
+    result["the loop's own"] = whole - sum(result.values())
+    per_step = {phase: 1e6 * value / steps for phase, value in result.items()}
+    samples = sum(r.env_steps for r in batch) // algorithm.sgd_minibatches
+    flops = 3 * 2 * multiply_adds(learner) * samples
+    per_step["floor"] = 1e6 * flops / (matmul_gflops(threads) * 1e9)
+    per_step["samples per second"] = sum(r.env_steps for r in batch) * updates / whole
+    return per_step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--updates", type=int, default=20)
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
+    args = parser.parse_args()
+    from learning import algorithm_for
+
+    algorithm = algorithm_for(50, dict(item.split("=", 1) for item in args.set))
+    results = {threads: profile(args.env, algorithm, threads, args.updates) for threads in args.threads}
+    print(f"{args.env}, {algorithm.n_sgd_passes} x {algorithm.sgd_minibatches} optimizer steps an update")
+    print("| phase (us per optimizer step) | " + " | ".join(f"{t} thread(s)" for t in results) + " |")
+    print("|---|" + "---|" * len(results))
+    for phase in [*PER_UPDATE, *PER_STEP, "the loop's own", "floor", "samples per second"]:
+        cells = " | ".join(f"{r[phase]:,.0f}" for r in results.values())
+        print(f"| {phase} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()
