@@ -68,6 +68,7 @@ ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 EVAL_EPISODES = 8
 """Greedy episodes of each epoch's evaluation (the table's ``final eval``)."""
 UPDATE_KL = StatKey.of(MultiStepIMPALAEvents.policy_update_kl, mean, "train").column()  # + "/step_key=..."
+VALUE_LOSS = StatKey.of(MultiStepIMPALAEvents.critic_value_loss, mean, "train").column()  # + "/critic_key=..."
 
 
 @dataclass(frozen=True)
@@ -386,6 +387,7 @@ def run_once(
     final_eval = float(watch.column(EVAL)[-1])
     row = {
         "seed": seed,
+        "critic_swing": critic_swing(watch),
         "final": float(np.nanmean(tail)),
         "final_eval": final_eval,
         "judged": judged,
@@ -412,6 +414,18 @@ def run_once(
             drift=solved_drift(watch, after),
         )
     return row
+
+
+def critic_swing(watch: Watch) -> float | None:
+    """The largest epoch's critic value loss over the run's median (its largest critic's): how far the critic swings."""
+    columns = {name for row in watch.rows for name in row if name.startswith(VALUE_LOSS + "/")}
+    ratios = []
+    for name in columns:
+        losses = watch.column(name)
+        losses = losses[~np.isnan(losses)]
+        if len(losses) and np.median(losses) > 0:
+            ratios.append(float(losses.max() / np.median(losses)))
+    return max(ratios) if ratios else None
 
 
 def solved_drift(watch: Watch, epochs: np.ndarray) -> float | None:
