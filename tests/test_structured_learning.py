@@ -69,7 +69,12 @@ def _learner(env_fn, model=MODEL, n_envs=2, n_steps=4, **overrides):
     hub = EventHub()
     stats = StatsAggregator("train", [MultiStepIMPALAEvents])
     hub.listeners.append(stats)
-    hand = {"n_sgd_minibatches": 1, "vtrace_lambda": 1.0, "normalize_advantages": False}  # the hand computations'
+    hand = {  # the hand computations', in the env's units
+        "n_sgd_minibatches": 1,
+        "vtrace_lambda": 1.0,
+        "normalize_advantages": False,
+        "value_normalization": "off",
+    }
     config = ImpalaAlgorithmConfig(**{**hand, **overrides})
     learner = ImpalaLearner(policy, critic, config, hub.publisher(MultiStepIMPALAEvents))
     actor = ActorSpec(env_fn, Lineup.of(model), n_steps, n_envs, seed=0).build(0, SharedWeights(policy))
@@ -241,3 +246,22 @@ def test_credit_discounting_and_bootstrapping_across_the_sub_steps_of_one_step_b
         targets = [sum(gamma**k * r for k, r in enumerate(rewards[t:])) for t in range(len(rewards))]
         value_loss = 0.5 * np.mean(np.square(targets))  # 0.5 mean((v_t - V(x_t))^2) with V = 0
         assert losses[key].value_loss.item() == pytest.approx(value_loss, rel=1e-5), key
+
+
+def test_a_delta_critics_later_network_normalises_the_change_it_predicts():
+    """With value normalisation, each delta network's statistics are of its own targets: the value targets less the
+    earlier sub-steps' values, which it adds to."""
+    from maze_impala.impala.losses import value_targets
+
+    model = ModelConfig(hidden_units=[16], critic="delta", normalize_observations=False)
+    learner, actor, _ = _learner(TwoStepEnv, model, value_normalization="popart")
+    rollouts = [actor.rollout()]
+    batch = stack_step(rollouts, "b", learner.device)
+    forward = learner._forward("b", batch)
+    targets = value_targets({"b": batch}, {"b": forward}, {"b": learner.policy.distribution("b")}, learner.config)["b"]
+    previous = learner.critic.values("a", batch.ancestors["a"], 2)[:-1].detach()
+    own = (targets - previous)[batch.mask].double()
+    learner.step(rollouts)
+    norm = learner.critic.normalizer("b")
+    assert float(norm.mu) == pytest.approx(float(own.mean()), rel=1e-4, abs=1e-6)
+    assert float(norm.sigma) == pytest.approx(float(own.std(unbiased=False)), rel=1e-3)

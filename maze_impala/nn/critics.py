@@ -207,7 +207,10 @@ class DeltaStateCritic(StepStateCritic):
         batch_dims: int,
         ancestors: Mapping[StepKey, Observations] | None,
     ) -> torch.Tensor:
-        return targets - self._previous(step_key, batch_dims, ancestors)
+        previous = self._previous(step_key, batch_dims, ancestors)
+        if isinstance(previous, torch.Tensor):  # the earlier sub-steps' values at x_0..x_T; the targets are of x_0..
+            previous = previous[: targets.shape[0]]
+        return targets - previous
 
 
 def make_critic(
