@@ -608,3 +608,28 @@ def test_the_passes_that_publish_nothing_compute_the_loss_without_diagnostics():
     terms, bare = impala_loss({0: batch}, forward, distributions, learner.config, diagnostics=False)
     torch.testing.assert_close(full, terms)  # the same loss
     assert bare[0].update_kl is None and bare[0].max_abs_logit is None and with_all[0].max_abs_logit is not None
+
+
+def test_an_action_the_anchor_found_nearly_impossible_keeps_every_loss_and_kl_finite():
+    """A saturated softmax gives a taken action a log-probability of about -100 under pi_0 (and mu); once the policy
+    moves to it, pi/pi_0 is e^100, beyond float32: the ratios and KL estimates are cut (LOG_RATIO_LIMIT)."""
+    case = _TwoSteps.make()
+    logits = torch.zeros(2, 2, 2, requires_grad=True)
+    anchor = torch.full((2, 2), -100.0)
+    for region in ("learner", "behaviour"):
+        behaviour = torch.full((2, 2), -100.0)
+        loss = impala_step_loss(
+            case.dist,
+            logits,
+            case.actions,
+            behaviour,
+            case.values,
+            case.rewards,
+            case.discounts,
+            LossSettings(clip_range=0.2, trust_region=region),
+            anchor_log_probs=anchor,
+        )
+        for name in ("policy_loss", "value_loss", "update_kl", "behaviour_kl"):
+            assert torch.isfinite(getattr(loss, name)), (region, name, getattr(loss, name))
+        loss.policy_loss.backward()
+        assert torch.isfinite(logits.grad).all()

@@ -15,7 +15,7 @@ from maze_impala.core import ANCESTRAL, OBSERVED, Learner, Rollout, StepKey, Tra
 from maze_impala.impala.batch import StepBatch, split_columns, stack_step
 from maze_impala.impala.compiled import compiled_losses
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.impala.losses import BatchAnchor, StepForward, StepLoss, impala_loss, value_targets
+from maze_impala.impala.losses import BatchAnchor, StepForward, StepLoss, impala_loss, kl_estimate, value_targets
 from maze_impala.impala.metrics import PhaseClock, last_pass_metrics, loss_metrics, publish
 from maze_impala.impala.optim import clip_grad_norms, make_optimizer
 from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
@@ -246,7 +246,7 @@ class ImpalaLearner(Learner):
         kls = []
         for key, loss in losses.items():
             moved = loss.log_probs - anchor.log_probs[key]
-            terms = moved.exp() - 1.0 - moved
+            terms = kl_estimate(moved)
             batch = minibatch[key]
             kl = terms.mean() if batch.dense else terms[batch.mask].mean() if batch.mask.any() else terms.new_zeros(())
             kls.append(kl * (1.0 if shares is None else shares[key]))

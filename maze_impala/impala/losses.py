@@ -19,6 +19,10 @@ RHO_NOISE = 1e-4
 """A weight counts as clipped when it exceeds rho-bar by more than this share. On-policy data (no policy lag) has
 weights of 1 up to float rounding, as the actors' and the learner's forward passes batch differently; compared
 exactly, about half of them would count as clipped at rho-bar = 1."""
+LOG_RATIO_LIMIT = 20.0
+"""Log-ratios of two policies' probabilities are cut at this (a ratio of about 5e8) where they are exponentiated: an
+action the anchor found nearly impossible (a probability of 1e-30 under a saturated softmax) would otherwise give a
+ratio beyond float32's range, an infinite KL estimate and a NaN loss. Beyond it the surrogate is clipped anyway."""
 ADVANTAGE_EPS = 1e-8
 """Added to the advantages' standard deviation where they are normalised (``normalize_advantages``)."""
 
@@ -200,13 +204,13 @@ def impala_step_loss(
     )
     clip_range, ratios = settings.clip_range, None
     if clip_range is not None and settings.trust_region == "behaviour":  # r = pi/mu, advantages of the targets
-        ratios = log_ratios.exp()
+        ratios = log_ratios.clamp(max=LOG_RATIO_LIMIT).exp()
         vs_tp1 = torch.cat([returns.vs[1:], bootstrap[-1:]], dim=0)
         advantages = rewards + discounts * vs_tp1 - bootstrap[:-1]
     else:  # V-trace's policy-gradient advantages (learner: r = pi/pi_0, weighted by min(rho_bar_pg, pi_0/mu))
         advantages = returns.pg_advantages
         if clip_range is not None:
-            ratios = (log_ratios - log_rhos).exp()
+            ratios = (log_ratios - log_rhos).clamp(max=LOG_RATIO_LIMIT).exp()
     scaled = advantages
     if settings.normalize_advantages:
         centred = advantages - average(advantages)
@@ -257,9 +261,16 @@ def _with_diagnostics(
         advantage_std=average((advantages - mean_advantage).pow(2)).sqrt(),
         advantage_mean=mean_advantage.detach(),
         clipped_ratio_fraction=clipped_ratios,
-        behaviour_kl=average(log_ratios.exp() - 1.0 - log_ratios),
-        update_kl=average(moved.exp() - 1.0 - moved),
+        behaviour_kl=average(kl_estimate(log_ratios)),
+        update_kl=average(kl_estimate(moved)),
     )
+
+
+def kl_estimate(log_ratios: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) per sample of p, ``r - 1 - log r`` with ``r = q/p`` (Schulman's k3: unbiased, never negative), the
+    log-ratios cut at :data:`LOG_RATIO_LIMIT` so that it stays finite."""
+    log_ratios = log_ratios.clamp(max=LOG_RATIO_LIMIT)
+    return log_ratios.exp() - 1.0 - log_ratios
 
 
 def impala_loss(
