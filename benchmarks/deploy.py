@@ -24,13 +24,13 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from maze_impala import ModelConfig
+from maze_impala.checkpoints import save_checkpoint
 from maze_impala.deploy import DeployedPolicy
 from maze_impala.deploy.export import ExportError, export_policy
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.torch_acting import Player
 from maze_impala.play.spec import PolicySpec
-from maze_impala.train.checkpoint import save_checkpoint
 
 KINDS = {
     "cartpole-mlp": ("CartPole-v1", {}),

@@ -337,7 +337,7 @@ def with_model(task: Task, changes: dict[str, str]) -> Task:
 def episode_returns(task: Task, policy: Any, seeds: list[int]) -> np.ndarray:
     """The greedy returns of one episode of ``task`` per seed, in the seeds' order (as the rollout CLI plays them)."""
     from maze_impala.envs.factory import make_env
-    from maze_impala.train.evaluator import episode_player
+    from maze_impala.evaluate.evaluator import episode_player
 
     envs = [make_env(task.env) for _ in range(min(len(seeds), 32))]
     try:

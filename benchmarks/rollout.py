@@ -20,7 +20,7 @@ from harness import QUIET
 
 from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, train
 from maze_impala.config import PolicyConfig, RolloutConfig, RolloutRunnerConfig
-from maze_impala.train.rollout import rollout
+from maze_impala.evaluate.rollout import rollout
 
 
 def trained_cartpole(out: Path) -> Path:

@@ -35,8 +35,8 @@ ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 def random_return(env: dict, episodes: int = 2000) -> float:
     # torch and pandas are imported where used: the actor processes re-import this script, and need neither
     from maze_impala.envs.factory import make_env
+    from maze_impala.evaluate.evaluator import RolloutEvaluator, mean_return
     from maze_impala.nn.models import make_random_policy
-    from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
     evaluator = RolloutEvaluator(env, episodes, False, 0, EventHub())
     return mean_return(evaluator.evaluate(make_random_policy(make_env(env))))

@@ -1,4 +1,4 @@
-"""The Hydra callback that sums up a multirun (``maze-run -m ...``) when it ends: see :mod:`maze_impala.train.compare`.
+"""The Hydra callback that sums up a multirun (``maze-run -m ...``) when it ends: see :mod:`maze_impala.report.compare`.
 
 It lives outside ``maze_impala.train``, a name the package binds to the function ``train``: Hydra finds a callback
 by walking attributes."""
@@ -22,9 +22,9 @@ class Summary(Callback):
         logging.getLogger("alembic").setLevel(logging.WARNING)  # the study's database set-up, line by line
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        from maze_impala.report.compare import best_row, plot_comparison, summarise
+        from maze_impala.report.marl_eval import write_marl_eval
         from maze_impala.run_files import COMPARISON_PNG, METRICS_JSON
-        from maze_impala.train.compare import best_row, plot_comparison, summarise
-        from maze_impala.train.marl_eval import write_marl_eval
 
         folder = Path(config.hydra.sweep.dir)
         try:

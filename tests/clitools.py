@@ -15,13 +15,13 @@ TINY = [
 ]
 
 
-PLOT = (sys.executable, "-m", "maze_impala.train.plots")
+PLOT = (sys.executable, "-m", "maze_impala.report.plots")
 """``maze-plot``, for ``run_cli``'s ``command``."""
 WARM = {
     (sys.executable, "-m", "maze_impala"): "maze_impala",
     ("maze-run",): "maze_impala",
-    PLOT: "maze_impala.train.plots",
-    ("maze-plot",): "maze_impala.train.plots",
+    PLOT: "maze_impala.report.plots",
+    ("maze-plot",): "maze_impala.report.plots",
 }
 """The commands run warm (tests/warm.py), by the module ``python -m`` runs."""
 

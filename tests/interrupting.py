@@ -75,7 +75,7 @@ elif stage == "actors":
 elif stage == "update":
     ImpalaLearner.step = at_call(ImpalaLearner.step, int(number), lambda *args: interrupt())
 elif stage == "evaluate":
-    from maze_impala.train.evaluator import RolloutEvaluator
+    from maze_impala.evaluate.evaluator import RolloutEvaluator
 
     RolloutEvaluator.evaluate = at_call(RolloutEvaluator.evaluate, int(number), lambda *args: interrupt())
 elif stage == "checkpoint":

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from maze_impala.actors.results import EpisodeResult
 from maze_impala.envs.batch import FrameSink
 from maze_impala.envs.structured import StructuredEnv
+from maze_impala.evaluate.evaluator import episode_player
 from maze_impala.nn.models import StructuredPolicy
-from maze_impala.train.evaluator import episode_player
 
 
 def play_episodes(

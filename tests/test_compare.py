@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from clitools import PLOT, TINY, run_cli
 
-from maze_impala.train.compare import bootstrap_ci, configurations, find_runs, iqm
+from maze_impala.report.compare import bootstrap_ci, configurations, find_runs, iqm
 
 
 def test_the_interquartile_mean_and_its_bootstrap_interval():
@@ -38,7 +38,7 @@ def test_runs_are_grouped_by_their_overrides_but_the_seed_and_labelled_by_what_d
 
 def test_single_runs_are_labelled_by_their_seed_too_where_the_seeds_differ(tmp_path):
     """``maze-plot A B`` of two runs that differ in the learning rate and the seed: each curve is one seed."""
-    from maze_impala.train.compare import plot_comparison
+    from maze_impala.report.compare import plot_comparison
 
     _fake_run(tmp_path / "a", ["algorithm.lr=0.003", "seed=1"], [1, 2])
     _fake_run(tmp_path / "b", ["algorithm.lr=0.001", "seed=2"], [1, 3])
@@ -94,7 +94,7 @@ def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path)
 
 
 def test_runs_in_which_no_training_episode_ended_yet_are_drawn_without_that_curve(tmp_path):
-    from maze_impala.train.compare import plot_comparison
+    from maze_impala.report.compare import plot_comparison
 
     _fake_run(tmp_path / "a", ["seed=1"], [1, 2])
     _fake_run(tmp_path / "b", ["seed=2"], [3, 4])

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala.checkpoints import save_checkpoint
 from maze_impala.deploy.export import ExportError, export_policy
 from maze_impala.envs.factory import make_env
 from maze_impala.play.spec import PolicySpec
-from maze_impala.train.checkpoint import save_checkpoint
 
 pytest.importorskip("onnxruntime")
 

@@ -148,7 +148,7 @@ def test_a_slow_evaluation_is_reported_once_with_its_progress():
 def test_an_interrupted_rollout_writes_the_episodes_it_played(tmp_path):
     from maze_impala.config import RolloutRunnerConfig
     from maze_impala.config.run import PolicyConfig
-    from maze_impala.train.rollout import rollout
+    from maze_impala.evaluate.rollout import rollout
 
     env = {"_target_": "maze_impala.testing.InterruptedEnv"}
     config = RolloutConfig(

@@ -27,12 +27,12 @@ from maze_impala.events.api import (
 )
 from maze_impala.events.episodes import reduce_episode
 from maze_impala.events.frames import read_stats_csv, to_dataframe
+from maze_impala.events.progress import Progress
 from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import CsvTable, EventLogWriter, kpi_row, read_event_logs
 from maze_impala.events.writers import CsvWriter
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.play.lineup import Lineup
-from maze_impala.train.progress import Progress
 
 
 class FactoryEvents(EventInterface):
@@ -219,7 +219,7 @@ def test_the_events_and_kpis_tutorial_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_repeated_evaluations_listen_to_each_env_once():
-    from maze_impala.train.evaluator import RolloutEvaluator
+    from maze_impala.evaluate.evaluator import RolloutEvaluator
 
     env = {"_target_": "maze_impala.envs.examples.CoordinationEnv"}
     hub, stats = EventHub(), StatsAggregator("eval")

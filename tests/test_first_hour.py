@@ -14,14 +14,14 @@ import torch
 from clitools import MY_ENV, PLOT, TINY, run_cli
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, load_policy, train
+from maze_impala.checkpoints import UnsafeCheckpointError, read_checkpoint
 from maze_impala.envs.factory import make_env
+from maze_impala.evaluate.evaluator import RolloutEvaluator, mean_return
 from maze_impala.events.api import EventHub, EventInterface, epoch_stats, mean
 from maze_impala.events.interfaces import EpisodeEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.nn.models import make_random_policy
 from maze_impala.testing import CounterEnv
-from maze_impala.train.checkpoint import UnsafeCheckpointError, read_checkpoint
-from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
 SMALL = dict(n_epochs=1, epoch_length=2, envs_per_actor=2, n_rollout_steps=8, num_actors=1)
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)

@@ -16,6 +16,7 @@ from maze_impala.config.algorithm import RolloutEvaluatorConfig
 from maze_impala.core import ActorID, Trajectory
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.layout import select_columns
+from maze_impala.evaluate.games import Games, summary
 from maze_impala.events.api import EventHub, mean
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
@@ -26,7 +27,6 @@ from maze_impala.play.games import outcome
 from maze_impala.play.lineup import OPPONENT_STATE, Lineup, PolicyMapping, RoutedActing, resolve_opponents, seated
 from maze_impala.play.pool import SnapshotPool
 from maze_impala.play.spec import PolicySpec
-from maze_impala.train.games import Games, summary
 
 TICTACTOE = {
     "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
@@ -196,7 +196,7 @@ def test_training_against_an_opponent_reports_rates_per_seat_and_returns_per_age
 def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour(tmp_path, capsys):
     """A zero-sum game's mean return is 0: the epoch table and the status line show win, draw and loss rates per
     seat, and in training_curves.png a seat has one colour in every panel."""
-    from maze_impala.train.plots import training_curves
+    from maze_impala.report.plots import training_curves
 
     evaluation = RolloutEvaluatorConfig(n_episodes=4, opponent="random")
     algorithm = ImpalaAlgorithmConfig(
@@ -358,7 +358,7 @@ def test_training_against_the_random_player_beats_it_in_both_seats(tmp_path):
 
 
 def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor(tmp_path):
-    from maze_impala.train.checkpoint import save_checkpoint
+    from maze_impala.checkpoints import save_checkpoint
 
     env, model = make_env(TICTACTOE), ModelConfig(image_encoder="flatten")
     opponent = make_policy(env, model)

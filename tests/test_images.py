@@ -140,7 +140,7 @@ def test_auto_flattens_small_images_and_picks_the_cnn_by_the_learners_device():
 
 def test_a_run_records_what_auto_became_and_keeps_it_on_resume(tmp_path):
     from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, load_policy, train
-    from maze_impala.train.checkpoint import read_checkpoint
+    from maze_impala.checkpoints import read_checkpoint
 
     quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
     small = dict(epoch_length=1, envs_per_actor=2, n_rollout_steps=4, num_actors=1, n_sgd_passes=1)

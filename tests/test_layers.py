@@ -13,13 +13,14 @@ ROOT = Path(maze_impala.__file__).parent
 FLOORS = [
     {"core", "run_files", "masking", "machine", "startup", "children", "conf"},
     {"config", "files"},
-    {"events"},
+    {"events", "checkpoints"},
     {"envs"},
     {"nn"},
     {"play"},
     {"actors", "impala", "deploy", "testing"},
+    {"evaluate", "report"},
     {"train"},
-    {"api", "multirun", "cli_checks", "cli_dirs", "cli_env", "cli_messages"},
+    {"api", "multirun"},
     {"cli", "__init__"},
     {"__main__"},
 ]

@@ -9,6 +9,7 @@ import torch
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.checkpoints import CheckpointMismatchError, read_checkpoint, restore_modules, save_checkpoint
 from maze_impala.config import ImpalaAlgorithmConfig, ModelConfig
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.gym_adapter import GymStructuredEnv
@@ -24,7 +25,6 @@ from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import StructuredPolicy, make_policy
 from maze_impala.play.lineup import Lineup
 from maze_impala.testing import CounterEnv
-from maze_impala.train.checkpoint import CheckpointMismatchError, read_checkpoint, restore_modules, save_checkpoint
 
 MODEL = ModelConfig(hidden_units=[16], normalize_observations=False)
 PREFIX = "train/MultiStepIMPALAEvents/"

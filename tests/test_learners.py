@@ -208,7 +208,7 @@ def test_a_hung_learner_fails_the_update_after_the_timeout():
 @pytest.mark.slow
 def test_a_run_whose_learner_dies_stops_with_its_checkpoint_intact_and_resumes_with_two_learners(tmp_path, monkeypatch):
     from maze_impala import OutputConfig, RunnerConfig, train
-    from maze_impala.train.checkpoint import read_checkpoint
+    from maze_impala.checkpoints import read_checkpoint
     from maze_impala.train.trainer import TrainingError
 
     updates, real_step = [], DataParallelLearner.step

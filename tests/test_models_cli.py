@@ -9,10 +9,10 @@ from playing import play_episodes
 
 from maze_impala import ModelConfig, Player, load_policy
 from maze_impala.actors.actor import seed_for
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config import TrainingConfig
 from maze_impala.envs.examples import MemoryEnv
 from maze_impala.envs.factory import make_env
-from maze_impala.train.checkpoint import read_checkpoint
 
 pytestmark = pytest.mark.slow
 MODEL = ["env=memory", "model.recurrent=lstm", "model.recurrent_units=16", "model.normalize_observations=true"]

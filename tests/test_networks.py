@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, load_policy, train
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config import ConfigError
 from maze_impala.envs.examples import CuttingEnv
 from maze_impala.envs.factory import make_env
@@ -14,7 +15,6 @@ from maze_impala.nn.custom import ExternalNet
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.networks import StepNet
 from maze_impala.nn.torch_acting import TorchActing, make_acting
-from maze_impala.train.checkpoint import read_checkpoint
 
 QUIET = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
 

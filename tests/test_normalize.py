@@ -8,8 +8,10 @@ import torch
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.envs.factory import make_env
 from maze_impala.envs.spaces import normalizable_keys
+from maze_impala.evaluate.evaluator import RolloutEvaluator
 from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
@@ -20,8 +22,6 @@ from maze_impala.nn.models import make_policy
 from maze_impala.nn.normalize import CLIP, RunningMeanStd
 from maze_impala.nn.torch_acting import TorchActing, numpy_form_of
 from maze_impala.play.lineup import Lineup
-from maze_impala.train.checkpoint import read_checkpoint
-from maze_impala.train.evaluator import RolloutEvaluator
 
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 NORMALIZED = ModelConfig(hidden_units=[16], normalize_observations=True)

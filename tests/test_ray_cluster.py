@@ -84,8 +84,8 @@ def test_two_learners_train_with_the_second_in_a_placement_group_on_the_cluster(
 
 
 def test_a_ray_learner_that_dies_fails_the_run_by_name_with_its_checkpoint_kept(cluster, tmp_path, monkeypatch):
+    from maze_impala.checkpoints import read_checkpoint
     from maze_impala.impala.replicas import DataParallelLearner
-    from maze_impala.train.checkpoint import read_checkpoint
     from maze_impala.train.trainer import TrainingError
 
     cluster, _ = cluster

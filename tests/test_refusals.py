@@ -157,7 +157,7 @@ def test_cfg_job_shows_your_own_env_as_the_run_builds_it(tmp_path, extra):
 def test_a_checkpoint_of_another_model_names_the_first_differing_layer_and_each_side():
     import torch
 
-    from maze_impala.play.spec import CheckpointMismatchError, restore_modules
+    from maze_impala.checkpoints import CheckpointMismatchError, restore_modules
 
     state = {"policy": torch.nn.Linear(3, 2).state_dict(), "config": {"env": "CartPole-v1"}}
     with pytest.raises(CheckpointMismatchError) as info:

@@ -13,12 +13,12 @@ import pytest
 from clitools import run_cli
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.api import last
 from maze_impala.events.stats import StatKey
 from maze_impala.files import RunDirInUseError, RunDirLock
 from maze_impala.impala.events import MultiStepIMPALAEvents
-from maze_impala.train.checkpoint import read_checkpoint
 
 EVAL_EPISODES = RolloutEvaluatorConfig().n_episodes  # the shipped evaluation's episodes
 
@@ -252,7 +252,7 @@ def test_a_resume_that_names_no_setting_takes_every_one_from_the_run(tmp_path):
     trains to its own total with its own runner and patience."""
     import yaml
 
-    from maze_impala.train.checkpoint import save_checkpoint
+    from maze_impala.checkpoints import save_checkpoint
 
     out = tmp_path / "run"
     proc = run_cli([*PLAIN, f"hydra.run.dir={out}"], cwd=tmp_path)

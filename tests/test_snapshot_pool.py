@@ -15,6 +15,7 @@ from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.subprocess import SubprocessActors
 from maze_impala.actors.weights import SharedWeights
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config import OpponentPoolConfig
 from maze_impala.envs.factory import make_env
 from maze_impala.events.api import EventHub, event_name
@@ -25,7 +26,6 @@ from maze_impala.nn.models import make_policy
 from maze_impala.play.lineup import Lineup
 from maze_impala.play.pool import SNAPSHOT_STATE, PooledPublisher, PoolEvents, PoolOpponent, SnapshotPool
 from maze_impala.testing import pool_a_new_actor_plays
-from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.state import SNAPSHOT_POOL
 
 TICTACTOE = {
@@ -338,7 +338,7 @@ def test_a_run_of_a_release_without_a_saved_pool_resumes_with_a_pool_of_its_weig
 def test_a_resumed_run_plays_the_fixed_opponent_its_checkpoint_saved_even_if_its_file_is_gone(tmp_path):
     import shutil
 
-    from maze_impala.train.checkpoint import OPPONENTS
+    from maze_impala.checkpoints import OPPONENTS
 
     _train(tmp_path / "opponent", n_epochs=1)
     opponent = str(tmp_path / "opponent")

@@ -45,7 +45,7 @@ def test_maze_plot_never_imports_torch(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "stats.csv").write_text("epoch,env_steps,train/EpisodeEvents/episode_return/mean\n1,100,1.0\n2,200,2.0\n")
-    torch, output = _imports_torch("train.plots", "main", "maze-plot", [str(run)], tmp_path)
+    torch, output = _imports_torch("report.plots", "main", "maze-plot", [str(run)], tmp_path)
     assert (run / "training_curves.png").is_file(), output
     assert not torch, f"maze-plot imported torch:\n{output}"
 

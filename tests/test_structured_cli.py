@@ -6,9 +6,9 @@ from clitools import TINY, run_cli
 from columns import EVAL
 
 from maze_impala.envs.factory import make_env
+from maze_impala.evaluate.evaluator import RolloutEvaluator, mean_return
 from maze_impala.events.api import EventHub
 from maze_impala.nn.models import make_random_policy
-from maze_impala.train.evaluator import RolloutEvaluator, mean_return
 
 pytestmark = pytest.mark.slow
 

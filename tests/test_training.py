@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, train
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config import TrainingConfig
 from maze_impala.config.evaluation import RolloutEvaluatorConfig
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey
-from maze_impala.train.checkpoint import read_checkpoint
 from maze_impala.train.setup import build_trainer
 from maze_impala.train.state import TrainerState
 

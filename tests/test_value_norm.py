@@ -6,11 +6,11 @@ import pytest
 import torch
 from test_learner import PREFIX, _setup
 
+from maze_impala.checkpoints import read_checkpoint, restore_modules, save_checkpoint
 from maze_impala.events.stats import by_column
 from maze_impala.impala.batch import stack_step
 from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.value_norm import DECAY, ValueNormalizer, preserve_outputs
-from maze_impala.train.checkpoint import read_checkpoint, restore_modules, save_checkpoint
 
 
 def test_statistics_are_a_debiased_moving_average_in_float64():

@@ -143,7 +143,7 @@ def test_connect_fours_odd_sized_frames_make_an_mp4_that_decodes(tmp_path):
 def test_a_video_that_cannot_be_written_is_reported_and_the_episode_goes_on(tmp_path, caplog):
     import numpy as np
 
-    from maze_impala.train.video import VideoFile
+    from maze_impala.evaluate.video import VideoFile
 
     video = VideoFile(tmp_path / "episode_0.mp4", fps=30)
 

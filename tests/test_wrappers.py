@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, load_policy, train
+from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config import ConfigError
 from maze_impala.envs.factory import make_env
-from maze_impala.train.checkpoint import read_checkpoint
 
 PIXELS = {"_target_": "maze_impala.envs.examples.PixelGoalEnv", "dict_observation": True}
 WRAPPERS = [

@@ -26,7 +26,7 @@ PRELOAD = [
     "pettingzoo.classic",
     "maze_impala.cli",
     "maze_impala.train.setup",
-    "maze_impala.train.plots",
+    "maze_impala.report.plots",
     "maze_impala.api",
     "torch.utils.tensorboard",
     "matplotlib.pyplot",

@@ -187,3 +187,14 @@ def to_yaml(record: Mapping[str, Any]) -> str:
     from omegaconf import OmegaConf  # here, not above: every actor process imports the config package
 
     return OmegaConf.to_yaml(OmegaConf.create(dict(record)))
+
+
+def flat_record(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algorithm": {"lr": 0.002}}`` -> ``{"algorithm.lr": 0.002}``."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update(flat_record(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

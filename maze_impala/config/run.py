@@ -87,7 +87,7 @@ class PolicyConfig:
 
 @dataclass
 class RolloutConfig:
-    """A rollout: ``maze-run -cn conf_rollout``, or :func:`maze_impala.train.rollout.rollout`."""
+    """A rollout: ``maze-run -cn conf_rollout``, or :func:`maze_impala.evaluate.rollout.rollout`."""
 
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     runner: RolloutRunnerConfig = field(default_factory=RolloutRunnerConfig)

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from maze_impala.checkpoints import Checkpoint
 from maze_impala.deploy.numpy_form import FORM, WEIGHTS, form_to_json
 from maze_impala.deploy.runtime import FORMAT, MANIFEST, DeployedPolicy
 from maze_impala.deploy.spaces import dtype_of, space_to_json
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.distributions import BernoulliHead, CategoricalHead
 from maze_impala.nn.flat import flatten
-from maze_impala.play.spec import PolicySpec, read_checkpoint
+from maze_impala.play.spec import PolicySpec
 
 FORMATS = ("onnx", "numpy")
 OPSET = 17
@@ -149,8 +150,9 @@ def export_policy(checkpoint: str | Path, out_dir: str | Path, fmt: str = "onnx"
     checkpoint, out_dir = Path(checkpoint), Path(out_dir)
     if out_dir.exists() and any(p.suffix != ".log" for p in out_dir.iterdir()):  # maze-run's own log may be there
         raise ExportError(f"{out_dir} is not empty: export into a new directory")
-    spec = PolicySpec.from_checkpoint(checkpoint)
-    config = read_checkpoint(checkpoint).get("config", {})
+    read = Checkpoint.read(checkpoint)  # once, for the policy and the run's record
+    spec = PolicySpec.from_checkpoint(read)
+    config = read.state.get("config", {})
     env = make_env(spec.env)
     try:
         policy = spec.policy(env)

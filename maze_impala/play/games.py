@@ -2,7 +2,7 @@
 
 Nothing here acts or imports torch: the actors' games against an opponent (:mod:`maze_impala.play.lineup`), the
 snapshot pool's statistics (:mod:`maze_impala.play.pool`) and the evaluation's games
-(:mod:`maze_impala.train.games`) read it.
+(:mod:`maze_impala.evaluate.games`) read it.
 """
 
 from __future__ import annotations

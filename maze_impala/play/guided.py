@@ -134,12 +134,14 @@ def searching_player(checkpoint: str | Path, simulations: int, seed: int = 0) ->
         obs, _ = env.reset(seed=0)
         action = player(obs, env.actor_id())
     """
+    from maze_impala.checkpoints import Checkpoint
     from maze_impala.nn.torch_acting import Player
     from maze_impala.play.spec import load_critic, load_policy
 
-    policy, env = load_policy(checkpoint)
+    read = Checkpoint.read(checkpoint)  # once, for the policy and the critic
+    policy, env = load_policy(read)
     try:
-        search = GuidedSearch(env, policy, load_critic(checkpoint, env), simulations, seed)
+        search = GuidedSearch(env, policy, load_critic(read, env), simulations, seed)
     except BaseException:
         env.close()
         raise

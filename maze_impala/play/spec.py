@@ -10,25 +10,22 @@ checkpoint themselves.
 An opponent is named in a config (``random``, a checkpoint, a run dir; ``pool`` for training against past
 selves): :func:`opponent_spec` resolves a name to a spec once, where the run is built.
 
-Checkpoints are read here too, without unpickling code (``torch.load(weights_only=True)``), and checked against
-the module they are loaded into.
+Checkpoints are read by :mod:`maze_impala.checkpoints`, once per file.
 """
 
 from __future__ import annotations
 
-import pickle
-import zipfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from maze_impala.checkpoints import Checkpoint, restore_modules
 from maze_impala.config import ConfigError, ModelConfig
 from maze_impala.config.base import from_mapping
-from maze_impala.run_files import BEST_MODEL, LAST_MODEL
+from maze_impala.run_files import BEST_MODEL
 
 if TYPE_CHECKING:  # torch is imported where it is used: an actor that acts in numpy imports this module, not torch
     import torch
-    from torch import nn
 
     from maze_impala.envs.structured import StructuredEnv
     from maze_impala.nn.acting import Acting
@@ -41,104 +38,6 @@ RANDOM = "random"
 """The opponent (or rollout policy) that plays uniformly at random over the legal actions."""
 POOL = "pool"
 """``algorithm.train_opponent=pool``: past snapshots of the trained policy (training only)."""
-
-
-class CheckpointMismatchError(ValueError):
-    """A checkpoint was made for another model (other step keys, layers or sizes)."""
-
-
-class UnsafeCheckpointError(ValueError):
-    """A checkpoint holds more than tensors and plain data: loading it could run code, so it is refused."""
-
-
-class CorruptCheckpointError(ValueError):
-    """A checkpoint file that cannot be read: truncated (a copy cut short, a full disk) or not a checkpoint."""
-
-
-def model_signature(module: nn.Module) -> dict[str, tuple[int, ...]]:
-    """Parameter names and shapes: what a checkpoint must match to load."""
-    return {name: tuple(t.shape) for name, t in module.state_dict().items()}
-
-
-def read_checkpoint(path: Path | str) -> dict[str, Any]:
-    """The saved state, on the CPU; a clear error if there is no checkpoint at ``path`` or it is unsafe."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    import torch
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, OSError, EOFError, zipfile.BadZipFile) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        size = Path(path).stat().st_size
-        raise CorruptCheckpointError(
-            f"cannot read the checkpoint {path} ({size:,} bytes): it is truncated or corrupt ({reason}). Use another "
-            f"checkpoint of the run ({LAST_MODEL}, {BEST_MODEL}) or train again; maze_impala writes its checkpoints "
-            "atomically, so a torn one comes from a copy or another program"
-        ) from None
-    except pickle.UnpicklingError as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UnsafeCheckpointError(
-            f"refused to load {path}: it holds objects other than tensors and plain data, and unpickling them "
-            f"could run code ({reason}). maze_impala checkpoints never do; load only checkpoints you trust, and "
-            "re-save this one with plain data if it is yours"
-        ) from None
-
-
-def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Module) -> None:
-    """Load the named modules from ``state``, checking that it was made for them."""
-    for name, module in modules.items():
-        if name not in state:
-            raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
-        saved = _with_identity_statistics(module, state[name])
-        expected, found = model_signature(module), {k: tuple(v.shape) for k, v in saved.items()}
-        if expected != found:
-            raise CheckpointMismatchError(
-                f"{path} was made for another {name}: {_first_difference(found, expected)}. Load it with the env "
-                f"and model config of the run that wrote it{_run_env(state)}."
-            )
-        module.load_state_dict(saved)
-
-
-NEWER_BUFFERS = ("value_norms.",)
-"""State a checkpoint written before it existed lacks, whose fresh value (a critic read in the env's units) is what
-that checkpoint meant."""
-
-
-def _with_identity_statistics(module: nn.Module, saved: dict[str, Any]) -> dict[str, Any]:
-    """``saved`` with the entries of :data:`NEWER_BUFFERS` that it lacks taken from ``module`` as built."""
-    fresh = module.state_dict()
-    missing = {k: v for k, v in fresh.items() if k not in saved and k.startswith(NEWER_BUFFERS)}
-    return {**saved, **missing} if missing else saved
-
-
-def _first_difference(saved: dict[str, tuple[int, ...]], model: dict[str, tuple[int, ...]]) -> str:
-    """The first layer where a checkpoint's parameters and a model's differ, in words, each side named."""
-    for name in [*saved, *(n for n in model if n not in saved)]:
-        if name not in model:
-            return f"the checkpoint has a parameter {name} {list(saved[name])} that this model lacks"
-        if name not in saved:
-            return f"this model has a parameter {name} {list(model[name])} that the checkpoint lacks"
-        if saved[name] != model[name]:
-            return (
-                f"the first differing layer is {name}: {list(saved[name])} in the checkpoint, "
-                f"{list(model[name])} in this model"
-            )
-    return "their parameters differ"
-
-
-def _run_env(state: dict[str, Any]) -> str:
-    """`` (its env: ...)`` where the checkpoint recorded its run's env."""
-    env = (state.get("config") or {}).get("env")
-    return f" (its env: {env})" if env else ""
-
-
-def run_record(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
-    """The run config a checkpoint recorded (env, model, ...), or a clear error."""
-    record = state.get("config")
-    if record is None:
-        raise ConfigError(f"{path} holds no run config; was it written by maze_impala training?")
-    return record
 
 
 @dataclass(frozen=True)
@@ -174,13 +73,12 @@ class PolicySpec:
         return cls(source=f"mcts:{simulations}", search=simulations)
 
     @classmethod
-    def from_checkpoint(cls, path: Path | str) -> PolicySpec:
-        """The policy a training checkpoint holds (read here, once)."""
-        state = read_checkpoint(path)
-        record = run_record(state, path)
-        if "policy" not in state:
-            raise CheckpointMismatchError(f"{path} holds no 'policy' weights (it has {sorted(state)})")
-        return cls(dict(record["model"]), dict(state["policy"]), str(path), record["env"])
+    def from_checkpoint(cls, checkpoint: Checkpoint | Path | str) -> PolicySpec:
+        """The policy a training checkpoint holds (a path: read here, once)."""
+        if not isinstance(checkpoint, Checkpoint):
+            checkpoint = Checkpoint.read(checkpoint)
+        record = checkpoint.record
+        return cls(dict(record["model"]), checkpoint.weights("policy"), str(checkpoint.path), record["env"])
 
     @classmethod
     def learned(
@@ -254,8 +152,9 @@ def load_acting(spec: PolicySpec, env: StructuredEnv, seed: int = 0) -> Acting:
     return TorchActing(policy.to(spec.device or "cpu")) if spec.is_learned else make_acting(policy)
 
 
-def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
-    """The policy of a checkpoint written by training, and a fresh env of the run's config."""
+def load_policy(checkpoint: Checkpoint | str | Path) -> tuple[StructuredPolicy, StructuredEnv]:
+    """The policy of a checkpoint written by training (a path: read here, once), and a fresh env of the run's
+    config."""
     from maze_impala.envs.factory import make_env
 
     spec = PolicySpec.from_checkpoint(checkpoint)
@@ -267,17 +166,15 @@ def load_policy(checkpoint: str | Path) -> tuple[StructuredPolicy, StructuredEnv
         raise
 
 
-def load_critic(checkpoint: str | Path, env: StructuredEnv) -> StructuredCritic:
-    """The critic of a checkpoint written by training, for ``env`` (the run's env), frozen in eval mode."""
+def load_critic(checkpoint: Checkpoint, env: StructuredEnv) -> StructuredCritic:
+    """The critic of a checkpoint written by training (read already: its policy is read from the same state), for
+    ``env`` (the run's env), frozen in eval mode."""
     from maze_impala.nn.critics import make_critic
 
-    state = read_checkpoint(checkpoint)
-    record = run_record(state, checkpoint)
-    if "critic" not in state:
-        raise CheckpointMismatchError(f"{checkpoint} holds no 'critic' weights (it has {sorted(state)})")
-    model = from_mapping(ModelConfig, dict(record["model"]), "model")
+    weights = checkpoint.weights("critic")
+    model = from_mapping(ModelConfig, dict(checkpoint.record["model"]), "model")
     critic = make_critic(env.observation_spaces_dict, env.agent_counts_dict, model)
-    restore_modules({"critic": state["critic"]}, checkpoint, critic=critic)
+    restore_modules({"critic": weights}, checkpoint.path, critic=critic)
     return critic.eval().requires_grad_(False)
 
 

@@ -16,13 +16,13 @@ from maze_impala.config import TrainingConfig
 from maze_impala.events.api import EventHub, last, mean
 from maze_impala.events.episodes import KpiEvents
 from maze_impala.events.interfaces import EpisodeEvents, GameEvents, RunEvents
+from maze_impala.events.progress import Progress
 from maze_impala.events.stats import StatKey, StatsAggregator
 from maze_impala.events.tables import EventLogWriter
 from maze_impala.events.trackers import MlflowWriter, WandbWriter
 from maze_impala.events.writers import ConsoleWriter, CsvWriter, StatsWriter, TensorBoardWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.run_files import EVENT_LOG_DIR, STATS_CSV, TENSORBOARD_DIR
-from maze_impala.train.progress import Progress
 from maze_impala.train.rundir import scalar_config
 from maze_impala.train.state import TrainerState
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from maze_impala.config import ConfigError
+from maze_impala.config.base import flat_record
 from maze_impala.events.tables import CsvTable
 from maze_impala.run_files import (
     BEST_MODEL,
@@ -98,26 +99,15 @@ algorithm's other fields, the seed). ``n_epochs`` stretches or shrinks the learn
 the current update on."""
 
 
-def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"algorithm": {"lr": 0.002}}`` -> ``{"algorithm.lr": 0.002}``."""
-    flat: dict[str, Any] = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def scalar_config(record: dict[str, Any]) -> dict[str, int | float | str | bool]:
     """A config record flattened (``algorithm.lr``) with every value a scalar (lists and others as text): what
     TensorBoard's hparams and the experiment trackers take."""
-    return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flatten(record).items()}
+    return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flat_record(record).items()}
 
 
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The keys whose values differ: ``{key: (saved, current)}``."""
-    old, new = flatten(saved), flatten(current)
+    old, new = flat_record(saved), flat_record(current)
     return {k: (old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)}
 
 
@@ -159,7 +149,7 @@ def run_values(saved: dict[str, Any], current: dict[str, Any], given: set[str] |
     from maze_impala.config import TrainingConfig
     from maze_impala.config.base import to_record
 
-    recorded, now, defaults = flatten(saved), flatten(current), flatten(to_record(TrainingConfig()))
+    recorded, now, defaults = flat_record(saved), flat_record(current), flat_record(to_record(TrainingConfig()))
     kept: dict[str, Any] = {}
     for key, value in now.items():
         if key in RUN_OWN or value == "auto":  # "auto": resolved for the run (model.image_encoder), as it was
@@ -182,7 +172,7 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any], run_dir: Pat
     from maze_impala.config.base import to_record
 
     changes = config_changes(saved, current)
-    recorded, defaults = flatten(saved), flatten(to_record(TrainingConfig()))
+    recorded, defaults = flat_record(saved), flat_record(to_record(TrainingConfig()))
     added = {k for k, (_, new) in changes.items()
              if k not in recorded and k in defaults and new == BEHAVIOUR_BEFORE.get(k, defaults[k])}  # fmt: skip
     unsafe = {k: v for k, v in changes.items() if not k.startswith(SAFE_TO_CHANGE) and k not in added}

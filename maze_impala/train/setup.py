@@ -11,11 +11,13 @@ import torch
 
 from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.backends import check_actor_device, check_device, make_actors
+from maze_impala.checkpoints import OPPONENTS, read_checkpoint, restore_modules
 from maze_impala.config import TrainingConfig
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import Learner
 from maze_impala.envs.factory import env_record, make_env
 from maze_impala.envs.structured import StructuredEnv
+from maze_impala.evaluate.evaluator import make_evaluator
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
@@ -29,8 +31,6 @@ from maze_impala.play.pool import SnapshotPool
 from maze_impala.play.spec import POOL, PolicySpec
 from maze_impala.run_files import CONFIG_YAML, LAST_MODEL
 from maze_impala.startup import fast_cuda_math
-from maze_impala.train.checkpoint import OPPONENTS, read_checkpoint, restore_modules
-from maze_impala.train.evaluator import make_evaluator
 from maze_impala.train.outputs import RunStats, make_outputs
 from maze_impala.train.resolve import resolved, with_values
 from maze_impala.train.rundir import (

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 
 from maze_impala.actors.actor import PlayProgress
 from maze_impala.actors.results import EpisodeResult
+from maze_impala.checkpoints import model_signature, save_checkpoint
 from maze_impala.config import ImpalaAlgorithmConfig
 from maze_impala.core import ActorPool, Learner, WeightPublisher
+from maze_impala.evaluate.evaluator import RolloutEvaluator
 from maze_impala.events.api import mean
 from maze_impala.events.frames import StatsRow, to_dataframe
 from maze_impala.events.interfaces import ActorEvents, EpisodeEvents, RunEvents
@@ -21,8 +23,6 @@ from maze_impala.events.tables import CsvTable, kpi_summary, write_csv
 from maze_impala.events.writers import StatsWriter
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.run_files import BEST_MODEL, CURVES_PNG, KPI_CSV, KPI_SUMMARY_CSV, LAST_MODEL, STATS_CSV
-from maze_impala.train.checkpoint import model_signature, save_checkpoint
-from maze_impala.train.evaluator import RolloutEvaluator
 from maze_impala.train.outputs import RunOutputs, RunStats
 from maze_impala.train.pace import PaceWatch
 from maze_impala.train.rundir import scalar_config
@@ -251,7 +251,7 @@ class ImpalaTrainer:
         for writer in self.outputs.writers:
             writer.hparams(config, metrics)
         if self.outputs.plot and history and (self.output_dir / STATS_CSV).is_file():
-            from maze_impala.train.plots import plot_training_curves  # matplotlib only when drawing
+            from maze_impala.report.plots import plot_training_curves  # matplotlib only when drawing
 
             plot_training_curves(self.output_dir / STATS_CSV, self.output_dir / CURVES_PNG)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from maze_impala.files import atomic_write_text
+from maze_impala.report.compare import STATS, Run, configurations, find_runs
 from maze_impala.run_files import CONFIG_YAML, KPI_CSV
-from maze_impala.train.compare import STATS, Run, configurations, find_runs
 
 
 def env_names(record: Any) -> tuple[str, str]:

@@ -126,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = [Path(run) for run in args.runs]
     if args.marl_eval:
-        from maze_impala.train.marl_eval import write_marl_eval
+        from maze_impala.report.marl_eval import write_marl_eval
 
         written = write_marl_eval(paths, Path(args.marl_eval))
         if written is None:
@@ -140,7 +140,7 @@ def main() -> None:
         except NothingToPlot as error:
             parser.exit(1, f"maze-plot: nothing to plot: {error}\n")
         return
-    from maze_impala.train.compare import plot_comparison, summarise
+    from maze_impala.report.compare import plot_comparison, summarise
 
     for path in paths:
         if not path.is_dir():

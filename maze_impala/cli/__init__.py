@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from maze_impala.cli_checks import check_groups, check_output_dir
-from maze_impala.cli_dirs import (
+from maze_impala.cli.checks import check_groups, check_output_dir
+from maze_impala.cli.dirs import (
     RESULTS,
     detach_log,
     discard_started_run,
@@ -27,8 +27,8 @@ from maze_impala.cli_dirs import (
     override_value,
     owned,
 )
-from maze_impala.cli_env import env_config, own_env, rollout_env
-from maze_impala.cli_messages import (
+from maze_impala.cli.env import env_config, own_env, rollout_env
+from maze_impala.cli.messages import (
     ConsoleWarnings,
     holds,
     hydra_value,
@@ -164,7 +164,7 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
     )
     say(f"maze-run: rollout of {what}; outputs go to {output_dir}")
     try:
-        from maze_impala.train.rollout import rollout  # torch: seconds, in which a Ctrl-C is handled below
+        from maze_impala.evaluate.rollout import rollout  # torch: seconds, in which a Ctrl-C is handled below
 
         collect_from_here()
         rollout(config, output_dir)

@@ -57,9 +57,9 @@ def _overrides(path: Path) -> dict[str, str]:
         return {str(o).split("=", 1)[0].lstrip("+~"): str(o).split("=", 1)[-1] for o in items}
     config = path / CONFIG_YAML
     if config.is_file():  # a run started from Python: its config's values
-        from maze_impala.train.rundir import flatten
+        from maze_impala.config.base import flat_record
 
-        return {k: str(v) for k, v in flatten(OmegaConf.to_container(OmegaConf.load(config))).items()}
+        return {k: str(v) for k, v in flat_record(OmegaConf.to_container(OmegaConf.load(config))).items()}
     return {}
 
 

@@ -10,12 +10,12 @@ from maze_impala.actors.actor import PLAY_CHUNK, PlayProgress, RolloutActor, see
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult
 from maze_impala.actors.weights import ModuleWeights
 from maze_impala.envs.factory import EnvSpec, make_env, rendering
+from maze_impala.evaluate.games import Games
+from maze_impala.evaluate.video import Videos, check_renders
 from maze_impala.events.api import EventHub
 from maze_impala.events.stats import StatsAggregator
 from maze_impala.play.games import SCORES
 from maze_impala.run_files import VIDEO_DIR
-from maze_impala.train.games import Games
-from maze_impala.train.video import Videos, check_renders
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from maze_impala.config import TrainingConfig
     from maze_impala.core import WeightSource
     from maze_impala.envs.structured import StructuredEnv
+    from maze_impala.evaluate.games import GameResult
+    from maze_impala.events.progress import Progress
     from maze_impala.nn.acting import Acting
     from maze_impala.nn.models import StructuredPolicy
     from maze_impala.play.spec import PolicySpec
-    from maze_impala.train.games import GameResult
-    from maze_impala.train.progress import Progress
 
 
 def episode_player(

@@ -23,10 +23,16 @@ import pandas as pd
 
 from maze_impala.actors.actor import seed_for
 from maze_impala.actors.results import EpisodePublisher, EpisodeResult
+from maze_impala.checkpoints import Checkpoint, CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError
 from maze_impala.config import ConfigError, RolloutConfig, VideoConfig
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.envs.factory import EnvSpec, env_record, make_env, rendering
+from maze_impala.evaluate.evaluator import spec_player
+from maze_impala.evaluate.games import GameResult, Games
+from maze_impala.evaluate.games import summary as games_summary
+from maze_impala.evaluate.video import Videos, check_renders
 from maze_impala.events.api import EventHub
+from maze_impala.events.progress import Progress
 from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import EventLogWriter, kpi_summary, write_csv
 from maze_impala.events.writers import CsvWriter
@@ -34,14 +40,7 @@ from maze_impala.files import atomic_write_text
 from maze_impala.machine import set_torch_threads, usable_cores
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.play.lineup import resolve_opponents
-from maze_impala.play.spec import (
-    RANDOM,
-    CheckpointMismatchError,
-    CorruptCheckpointError,
-    PolicySpec,
-    UnsafeCheckpointError,
-    load_acting,
-)
+from maze_impala.play.spec import RANDOM, PolicySpec, load_acting
 from maze_impala.run_files import (
     CONFIG_YAML,
     EVENT_LOG_DIR,
@@ -52,11 +51,6 @@ from maze_impala.run_files import (
     STATS_CSV,
     VIDEO_DIR,
 )
-from maze_impala.train.evaluator import spec_player
-from maze_impala.train.games import GameResult, Games
-from maze_impala.train.games import summary as games_summary
-from maze_impala.train.progress import Progress
-from maze_impala.train.video import Videos, check_renders
 
 
 @dataclass
@@ -74,6 +68,8 @@ class _Job:
     """Where the first ``video.episodes`` episodes' videos go."""
     max_episode_steps: int | None = None
     """An episode of an env without a time limit of its own ends as truncated after this many structured steps."""
+    searched: Checkpoint | None = None
+    """The checkpoint, as read for the policy, where the moves are searched (its critic guides the search)."""
 
 
 def _policy(job: _Job, env: Any) -> StructuredPolicy:
@@ -118,11 +114,15 @@ def _job(config: RolloutConfig, output_dir: Path) -> _Job:
         return job
     checkpoint = Path(config.input_dir) / config.policy.checkpoint
     try:
-        spec = PolicySpec.from_checkpoint(checkpoint)  # read here, once: the workers get the weights with the job
+        read = Checkpoint.read(checkpoint)  # here, once: the workers get the weights with the job
+        spec = PolicySpec.from_checkpoint(read)
     except (FileNotFoundError, CorruptCheckpointError, UnsafeCheckpointError) as error:  # a refusal: nothing ran
         raise ConfigError(str(error)) from error
     env = config.env if config.env is not None else spec.env
-    job = _Job(env, spec, config.deterministic, keep_raw, n_envs, config.video, videos, config.max_episode_steps)
+    searched = read if config.search else None
+    job = _Job(
+        env, spec, config.deterministic, keep_raw, n_envs, config.video, videos, config.max_episode_steps, searched
+    )
     probe = make_env(env)
     try:
         load_acting(job.policy, probe)  # a mismatched env or checkpoint fails here, before any worker starts
@@ -217,11 +217,11 @@ def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeRe
     try:
         policy = _policy(job, games.envs[0])
         acting = None
-        if config.search:  # the policy's moves searched, guided by it and its run's critic
+        if job.searched is not None:  # the policy's moves searched, guided by it and its run's critic
             from maze_impala.play.guided import GuidedSearch
             from maze_impala.play.spec import load_critic
 
-            critic = load_critic(Path(config.input_dir) / config.policy.checkpoint, games.envs[0])
+            critic = load_critic(job.searched, games.envs[0])
             acting = GuidedSearch(games.envs[0], policy, critic, config.search, config.seed)
         games.play(policy, report, acting)
     finally:

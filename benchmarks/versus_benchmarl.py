@@ -1,0 +1,345 @@
+"""maze_impala beside BenchMARL's MAPPO and IPPO on PettingZoo MPE: the same tasks, episode length, action kind and
+frame budget, on the same machine, runs alternating.
+
+    python benchmarks/versus_benchmarl.py --check-envs                 # mpe2 (ours) against pettingzoo.mpe (theirs)
+    python benchmarks/versus_benchmarl.py                              # both tasks, 3 seeds, 600k frames, all tools
+    python benchmarks/versus_benchmarl.py --tasks simple_spread --seeds 1 --tools maze_impala mappo
+    python benchmarks/versus_benchmarl.py --json runs.json             # runs recorded there as they end; a rerun
+                                                                       # with the same file skips the runs it holds
+    python benchmarks/versus_benchmarl.py --frames 0 --minutes 15      # equal wall-clock instead of equal frames
+    python benchmarks/versus_benchmarl.py --load 1                     # beside a program busy on a core
+
+BenchMARL is never a dependency of maze_impala: this script installs ``benchmarl==1.5.2`` with
+``pettingzoo[mpe]==1.24.3`` (it resolves torchrl 0.11.1 and tensordict 0.11.0) into a virtual environment of its
+own (``--venv``, default ``~/.cache/maze_impala/benchmarl-venv``), on this Python's torch version.
+
+The protocol:
+
+* **Tasks**: ``simple_spread`` (3 agents, one shared reward) and ``simple_speaker_listener`` (two roles with
+  different spaces, so two policies), 25-step episodes (BenchMARL's ``task.max_cycles`` is 100 by default) and
+  discrete actions (``experiment.prefer_continuous_actions=False``). Our MPE comes from ``mpe2``, BenchMARL's from
+  ``pettingzoo.mpe``; ``--check-envs`` plays both with the same seeds and the same actions and compares every
+  observation and reward.
+* **A frame** is one step of every agent, for both: BenchMARL counts the steps of its batched env, maze_impala
+  the steps of the Parallel env (``env_steps``).
+* **BenchMARL** runs its own defaults for the algorithm (``algorithm=mappo`` or ``ippo``) except those above, with
+  10 minibatch passes a 6,000-frame batch (``--benchmarl-set`` changes it; its default of 45 takes about 2.5 times
+  as long a batch here), an evaluation of 10 greedy episodes every 6,000 frames, and the CSV logger. Its figure is
+  ``eval/reward/episode_reward_mean``: each agent's episode return averaged over the agents (per agent); the team's
+  return is that times the agents.
+* **maze_impala** runs the shipped settings of ``env=pettingzoo`` (``env.api=parallel``), epochs of 6 updates
+  (6,144 frames), each with a greedy evaluation, and the learning-rate schedule over the run's updates. Its final
+  figure is its last model judged on 100 greedy episodes by the rollout CLI (``maze-run -cn conf_rollout``), in
+  the team's convention (the agents' returns summed); per agent is that over the agents.
+* **Threads**: ``--threads`` (default 1) sets ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` of BenchMARL's process:
+  with torch's default of a thread per core, one 6,000-frame batch took 6 s on the idle 2-core machine and 100-120
+  s with other programs on it. maze_impala chooses its own threads.
+
+Per run it records the evaluations (frames, seconds from the process start, per-agent return), the wall-clock,
+the frames per second, and, per task, the frames and seconds at which each run first reaches MAPPO's median final
+evaluation. A run's ``steadiness`` is its largest fall, in the second half of the run, below the best evaluation
+before it, as a share of that best's magnitude.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from harness import maze_run, round_order
+from load import Load
+
+from maze_impala.events.api import mean
+from maze_impala.events.interfaces import EpisodeEvents, RunEvents
+from maze_impala.events.stats import StatKey
+
+BENCHMARL = ("benchmarl==1.5.2", "pettingzoo[mpe]==1.24.3")
+DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "benchmarl-venv"
+BENCHMARL_BATCH = 6_000
+"""BenchMARL's frames a batch (``on_policy_collected_frames_per_batch``), and its evaluation interval here."""
+OUR_EPOCH = 6
+"""maze_impala's updates an epoch (6 x 1,024 = 6,144 frames): an evaluation as often as BenchMARL's."""
+JUDGE_EPISODES = 100
+
+EVAL = StatKey.of(EpisodeEvents.episode_return, mean, "eval").column()
+STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
+ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
+
+
+@dataclass(frozen=True)
+class Task:
+    benchmarl: str
+    """BenchMARL's task (``task=pettingzoo/<name>``)."""
+    module: str
+    """The env's module in mpe2 and in ``pettingzoo.mpe``."""
+    agents: int
+
+
+TASKS = {
+    "simple_spread": Task("pettingzoo/simple_spread", "simple_spread_v3", 3),
+    "simple_speaker_listener": Task("pettingzoo/simple_speaker_listener", "simple_speaker_listener_v4", 2),
+}
+TOOLS = ("maze_impala", "mappo", "ippo")
+
+
+# ------------------------------------------------------------------------------------------------ BenchMARL's venv
+def benchmarl_python(venv_dir: Path, torch_index: str | None) -> Path:
+    """The Python of a virtual environment of its own with BenchMARL (made and filled on first use): it does not see
+    this Python's packages, whose PettingZoo is another release, but has this Python's torch version."""
+    python = venv_dir / "bin" / "python"
+    check = subprocess.run([str(python), "-c", "import benchmarl, pettingzoo.mpe"], capture_output=True)
+    if check.returncode == 0:
+        return python
+    if not python.exists():
+        venv.EnvBuilder(system_site_packages=False, with_pip=True).create(venv_dir)
+    import torch
+
+    pins = [f"torch=={torch.__version__.split('+')[0]}", *BENCHMARL]
+    index = ["--extra-index-url", torch_index] if torch_index else []
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *index, *pins], check=True)
+    return python
+
+
+# -------------------------------------------------------------------------------------------- the envs, side by side
+PLAY = """
+import importlib, json, sys
+import numpy as np
+package, module, seeds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+env = importlib.import_module(f"{package}.{module}").parallel_env(max_cycles=25, continuous_actions=False)
+trace = []
+for seed in seeds:
+    rng = np.random.default_rng(seed)
+    observations, _ = env.reset(seed=seed)
+    trace.append([[observations[a].tolist() for a in sorted(observations)]])
+    while env.agents:
+        actions = {a: int(rng.integers(env.action_space(a).n)) for a in sorted(env.agents)}
+        observations, rewards, *_ = env.step(actions)
+        trace[-1].append([[observations[a].tolist() for a in sorted(observations)],
+                          [rewards[a] for a in sorted(rewards)]])
+print(json.dumps(trace))
+"""
+
+
+def play_trace(python: str, package: str, module: str, seeds: list[int]) -> list:
+    """Every observation and reward of one episode per seed, with actions drawn from the seed."""
+    args = [python, "-c", PLAY, package, module, json.dumps(seeds)]
+    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+
+def flatten(nested: list | float) -> list[float]:
+    """Every number of a nested list, in order."""
+    return [v for item in nested for v in flatten(item)] if isinstance(nested, list) else [nested]
+
+
+def check_envs(python: Path, seeds: list[int]) -> None:
+    """mpe2 (maze_impala's MPE) and pettingzoo.mpe (BenchMARL's) played with the same seeds and actions."""
+    for name, task in TASKS.items():
+        ours = play_trace(sys.executable, "mpe2", task.module, seeds)
+        theirs = play_trace(str(python), "pettingzoo.mpe", task.module, seeds)
+        a, b = np.array(flatten(ours)), np.array(flatten(theirs))
+        same = a.shape == b.shape and bool(np.allclose(a, b, atol=1e-6))
+        returns = [sum(sum(step[1]) for step in ep[1:]) for ep in ours]
+        verdict = "identical" if same else "DIFFERENT"
+        print(
+            f"{name}: {len(seeds)} episodes, {a.size:,} numbers (observations and rewards): {verdict}; "
+            f"random play's team return {statistics.mean(returns):.2f} (mpe2)",
+            flush=True,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------- the runs
+def supervised(
+    command: list[str], cwd: Path, minutes: float, first: str, env: dict | None = None
+) -> tuple[float, float]:
+    """Run ``command`` in a process group of its own, interrupted (SIGINT, as Ctrl-C) after ``minutes`` if it runs
+    that long, and killed with its group if this script ends first. Returns the wall-clock seconds and the second
+    at which a file matching the glob ``first`` (the run's first record) appeared under ``cwd``."""
+    started, seen = time.time(), math.nan
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+        )
+        try:
+            while process.poll() is None:
+                time.sleep(0.5)
+                if math.isnan(seen) and next(cwd.rglob(first), None) is not None:
+                    seen = time.time() - started
+                if minutes and time.time() - started > minutes * 60:
+                    os.killpg(process.pid, signal.SIGINT)
+                    process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        errors.seek(0)
+        if process.returncode != 0 and not minutes:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{errors.read()[-3000:]}")
+    return time.time() - started, seen
+
+
+def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse.Namespace) -> dict:
+    """One BenchMARL run in a fresh process: its evaluations, per agent, with their frames and seconds."""
+    threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    with tempfile.TemporaryDirectory() as out:
+        command = [
+            str(python), "-m", "benchmarl.run", f"algorithm={tool}", f"task={task.benchmarl}", f"seed={seed}",
+            "task.max_cycles=25", "experiment.prefer_continuous_actions=False",
+            f"experiment.evaluation_interval={BENCHMARL_BATCH}", "experiment.loggers=[csv]", "experiment.render=False",
+            "experiment.create_json=False", f"experiment.max_n_frames={args.frames}", f"hydra.run.dir={out}",
+            *args.benchmarl_set,
+        ]  # fmt: skip
+        wall, seen = supervised(command, Path(out), args.minutes, "timers_total_time.csv", {**os.environ, **threads})
+        scalars = next(Path(out).rglob("scalars"))
+        read = lambda name: pd.read_csv(scalars / f"{name}.csv", header=None, index_col=0)[1]  # noqa: E731
+        evals, total_frames, total_time = (read(n) for n in ("eval_reward_episode_reward_mean", "counters_total_frames",
+                                                              "timers_total_time"))  # fmt: skip
+    start_up = seen - float(total_time.iloc[0])  # before its first batch: imports, env and collector set-up
+    return {
+        "frames": [int(total_frames[i]) for i in evals.index],
+        "seconds": [round(start_up + float(total_time[i]), 2) for i in evals.index],
+        "per_agent": [float(v) for v in evals],
+        "wall": round(wall, 1),
+        "total_frames": int(total_frames.iloc[-1]),
+    }
+
+
+def maze_impala_run(task: Task, seed: int, args: argparse.Namespace, work: Path) -> dict:
+    """One maze_impala run (``maze-run -cn conf_train``) and its last model judged on 100 greedy episodes."""
+    run = work / f"{task.module}_{seed}"
+    updates = math.ceil(args.frames / 1024)
+    command = [
+        sys.executable, "-m", "maze_impala", "-cn", "conf_train", "env=pettingzoo", f"env.name=mpe2.{task.module}",
+        "env.api=parallel", f"seed={seed}", f"algorithm.epoch_length={OUR_EPOCH}",
+        f"algorithm.n_epochs={math.ceil(updates / OUR_EPOCH)}", "output.progress=false", "output.console=false",
+        "output.tensorboard=false", "output.plot=false", f"hydra.run.dir={run}",
+    ]  # fmt: skip
+    wall, seen = supervised(command, work, args.minutes, f"{run.name}/stats.csv")
+    stats = pd.read_csv(run / "stats.csv")
+    rollout = work / f"rollout_{task.module}_{seed}"
+    maze_run(
+        ["-cn", "conf_rollout", f"input_dir={run}", "policy.checkpoint=model_last.pt", f"n_episodes={JUDGE_EPISODES}",
+         "deterministic=true", "progress=false", f"hydra.run.dir={rollout}"],
+        work,
+    )  # fmt: skip
+    judged = float(pd.read_csv(rollout / "kpis_summary.csv").set_index("kpi").loc["return", "mean"])
+    start_up = seen - float(stats[ELAPSED].iloc[0])  # imports and set-up before the run's clock starts
+    return {
+        "frames": [int(v) for v in stats[STEPS]],
+        "seconds": [round(start_up + float(v), 2) for v in stats[ELAPSED]],
+        "per_agent": [float(v) / task.agents for v in stats[EVAL]],
+        "judged_per_agent": judged / task.agents,
+        "wall": round(wall, 1),
+        "total_frames": int(stats[STEPS].iloc[-1]),
+    }
+
+
+# ------------------------------------------------------------------------------------------------------- the table
+def final(run: dict) -> float:
+    """A run's final figure, per agent: our judged last model; BenchMARL's last evaluation."""
+    return run.get("judged_per_agent", run["per_agent"][-1])
+
+
+def steadiness(run: dict) -> float:
+    """The largest fall in the run's second half below the best evaluation before it, as a share of its magnitude."""
+    values, half = run["per_agent"], len(run["per_agent"]) // 2
+    falls = [(max(values[: i + 1]) - values[i]) / abs(max(values[: i + 1])) for i in range(half, len(values))]
+    return max(falls, default=0.0)
+
+
+def reach(run: dict, threshold: float) -> tuple[int | None, float | None]:
+    """The frames and seconds of the run's first evaluation at or above ``threshold``."""
+    for frames, seconds, value in zip(run["frames"], run["seconds"], run["per_agent"]):
+        if value >= threshold:
+            return frames, seconds
+    return None, None
+
+
+def print_table(runs: list[dict]) -> None:
+    print(
+        "\n| task | tool | seeds | final per agent (team) | best eval per agent | frames to MAPPO's final "
+        "| seconds to it | wall s | frames/s | largest late fall |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
+    for name, task in TASKS.items():
+        mappo = [final(r) for r in runs if r["task"] == name and r["tool"] == "mappo"]
+        threshold = statistics.median(mappo) if mappo else None
+        for tool in TOOLS:
+            mine = [r for r in runs if r["task"] == name and r["tool"] == tool]
+            if not mine:
+                continue
+            finals = [final(r) for r in mine]
+            bests = ", ".join(f"{max(r['per_agent']):.1f}" for r in mine)
+            hits = [reach(r, threshold) for r in mine] if threshold is not None else []
+            frames = [f for f, _ in hits if f is not None]
+            seconds = [s for _, s in hits if s is not None]
+            med = lambda xs: f"{statistics.median(xs):,.0f}" if xs else "-"  # noqa: E731
+            print(
+                f"| {name} | {tool} | {len(mine)} | {', '.join(f'{v:.1f}' for v in finals)} "
+                f"({', '.join(f'{v * task.agents:.1f}' for v in finals)}) "
+                f"| {bests} "
+                f"| {med(frames)} ({len(frames)}/{len(mine)}) | {med(seconds)} "
+                f"| {med([r['wall'] for r in mine])} | {med([r['total_frames'] / r['wall'] for r in mine])} "
+                f"| {max(steadiness(r) for r in mine):.0%} |"
+            )
+    if any(r["task"] == n and r["tool"] == "mappo" for r in runs for n in TASKS):
+        print("\nfinal: maze_impala's last model judged on 100 greedy episodes; BenchMARL's last evaluation (10).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--frames", type=int, default=600_000, help="frames a run (0: --minutes only)")
+    parser.add_argument("--minutes", type=float, default=0.0, help="wall-clock a run (0: --frames only)")
+    parser.add_argument("--threads", type=int, default=1, help="BenchMARL's OMP_NUM_THREADS")
+    parser.add_argument("--benchmarl-set", nargs="*", default=["experiment.on_policy_n_minibatch_iters=10"])
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--torch-index", help="a pip index for torch (e.g. https://download.pytorch.org/whl/cpu)")
+    parser.add_argument("--check-envs", action="store_true", help="compare the two MPE releases, then stop")
+    parser.add_argument("--load", type=int, default=0, help="programs busy on a core beside every run")
+    parser.add_argument("--json", type=Path, help="record every run there as it ends; runs it holds are skipped")
+    args = parser.parse_args()
+    python = benchmarl_python(args.venv, args.torch_index)
+    if args.check_envs:
+        check_envs(python, list(range(20)))
+        return
+    if args.minutes:  # both stop by frames alone: a budget neither reaches in the minutes, then interrupted
+        args.frames = args.frames or 100_000_000
+    runs = json.loads(args.json.read_text()) if args.json and args.json.exists() else []
+    done = {(r["task"], r["tool"], r["seed"]) for r in runs}
+    with Load(args.load), tempfile.TemporaryDirectory() as tmp:
+        for index, seed in enumerate(args.seeds):
+            for name in args.tasks:
+                for tool in round_order(list(args.tools), index):
+                    if (name, tool, seed) in done:
+                        continue
+                    task = TASKS[name]
+                    if tool == "maze_impala":
+                        run = maze_impala_run(task, seed, args, Path(tmp))
+                    else:
+                        run = benchmarl_run(python, tool, task, seed, args)
+                    setting = {"frames_budget": args.frames, "minutes": args.minutes, "load": args.load}
+                    runs.append({"task": name, "tool": tool, "seed": seed, **setting, **run})
+                    print(f"{name} {tool} seed {seed}: final {final(run):.2f} per agent, {run['wall']} s", flush=True)
+                    if args.json:
+                        part = args.json.with_suffix(".part")
+                        part.write_text(json.dumps(runs, indent=1))
+                        part.replace(args.json)
+    print_table(runs)
+
+
+if __name__ == "__main__":
+    main()
