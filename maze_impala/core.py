@@ -189,8 +189,6 @@ class Learner(ABC):
     """The policy the actors act with (what the :class:`WeightPublisher` publishes)."""
     version: int
     """The number of updates made so far: the version of :attr:`policy`."""
-    threads: int | None = None
-    """The CPU threads it computes with now, where it chooses them (a tuned CPU learner); None: torch's."""
 
     @abstractmethod
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:

@@ -1,22 +1,21 @@
-"""Facts about the host this process runs on, and the one place that sets torch's thread count.
+"""Facts about the host this process runs on: its usable cores, the threads a user pinned, and the machine's load.
 
-The ground floor: nothing of the package is imported here, and torch only where a caller asks for it, so that an
-actor whose policy acts in numpy never loads it. The learner's thread rule (:mod:`maze_impala.impala.threads`), the
-pace watch (:mod:`maze_impala.train.pace`) and the rollout CLI's worker count all read the host through these.
+The ground floor: nothing of the package is imported here, nor torch. The learner's thread rule
+(:mod:`maze_impala.impala.threads`), the pace watch (:mod:`maze_impala.train.pace`) and the rollout CLI's worker count
+read the host through these; torch's thread count is set at the door (:mod:`maze_impala.startup`).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-PIN_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-"""Environment variables whose value pins a learner's threads (a user's setting is kept)."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The environment variables that set a process's math threads: an actor process gets 1 in each; the first two, the
+ones torch reads, set by a user pin a learner's threads."""
 
 
 def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
@@ -47,52 +46,33 @@ def cgroup_quota(root: Path) -> float | None:
 
 
 def pinned_by_environment() -> tuple[int, str] | None:
-    """``(threads, "OMP_NUM_THREADS=1")`` when the environment pins the threads; None otherwise."""
-    for name in PIN_VARIABLES:
+    """``(threads, "OMP_NUM_THREADS=1")`` when the environment pins torch's threads; None otherwise."""
+    for name in THREAD_VARIABLES[:2]:
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) >= 1:
             return int(value), f"{name}={value}"
     return None
 
 
-def machine_load(since: IdleMark | None = None) -> float | None:
-    """The machine's load: its one-minute load average (runnable processes), or, if larger, the cores busy with other
-    work since ``since`` (:meth:`IdleMeter.busy_since`: a program started a moment ago shows there at once, in the
-    average only a minute later); None where the system says neither."""
-    try:
-        average: float | None = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        average = None
-    busy = since.meter.busy_since(since) if since is not None else None
-    known = [value for value in (average, busy) if value is not None]
-    return max(known) if known else None
-
-
-def runnable() -> int | None:
-    """The threads of the machine running or waiting for a core now (``/proc/loadavg``), this one included; None
-    where there is no such file. The load average would say the same a minute late."""
-    try:
-        with open("/proc/loadavg") as file:
-            return int(file.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 @dataclass(frozen=True)
-class IdleMark:
-    """A reading of :class:`IdleMeter` to measure from: when, and the idle core-seconds then."""
+class LoadSample:
+    """One reading of the machine's load (:meth:`LoadMeter.sample`); None where the system does not say."""
 
-    meter: IdleMeter
     seconds: float
-    idle: float
+    """When (``time.perf_counter``)."""
+    average: float | None
+    """The one-minute load average: runnable processes, a minute late."""
+    runnable: int | None
+    """The threads running or waiting for a core now, the reader's included."""
+    idle: float | None
+    """Idle core-seconds of this process's cores since boot (idle and waiting on I/O)."""
 
 
-class IdleMeter:
-    """The idle time of the cores this process may use, from ``/proc/stat``: :meth:`read` gives their idle
-    core-seconds so far, the difference of two reads those idle between them (a core a busy program has just left
-    shows here at once, where the load average follows in a minute). Unavailable (:attr:`available` false) where
-    there is no such file, or where a cgroup's CPU quota shares the cores with others (their idle time is not this
-    process's to take)."""
+class LoadMeter:
+    """Reads the machine's load from ``/proc``: the load average and runnable threads (``loadavg``), and the idle
+    time of this process's cores (``stat``: a core a busy program has just left shows there at once). The idle time
+    is :attr:`available` only where the file is readable and no cgroup quota shares the cores with others (their idle
+    time is not this process's to take)."""
 
     def __init__(self, stat: Path = Path("/proc/stat"), cgroup: Path = Path("/sys/fs/cgroup")):
         self.stat = stat
@@ -104,19 +84,37 @@ class IdleMeter:
         quota = cgroup_quota(cgroup)
         self.available = bool(self.cpus) and (quota is None or quota >= len(self.cpus)) and self.read() is not None
 
-    def mark(self) -> IdleMark | None:
-        """Now and the idle core-seconds so far, for :meth:`busy_since`; None where unavailable."""
-        idle = self.read() if self.available else None
-        return IdleMark(self, time.perf_counter(), idle) if idle is not None else None
+    def sample(self) -> LoadSample:
+        """The load now, in one reading of each file."""
+        average: float | None
+        runnable: int | None
+        try:
+            with open("/proc/loadavg") as file:
+                fields = file.read().split()
+            average, runnable = float(fields[0]), int(fields[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            runnable = None
+            try:
+                average = os.getloadavg()[0]
+            except (AttributeError, OSError):
+                average = None
+        return LoadSample(time.perf_counter(), average, runnable, self.read() if self.available else None)
 
-    def busy_since(self, mark: IdleMark, own: float = 1.0, shortest: float = 0.2) -> float | None:
-        """The cores busy with other work since ``mark``: this process's cores less those idle and less ``own``
-        (the cores this process kept busy meanwhile: its one thread building a run); None where less than
-        ``shortest`` seconds have passed (``/proc/stat`` counts in 10 ms ticks) or the file cannot be read."""
-        idle, seconds = self.read(), time.perf_counter() - mark.seconds
-        if idle is None or seconds < shortest:
+    def busy_since(self, then: LoadSample, own: float = 1.0, shortest: float = 0.2) -> float | None:
+        """The cores busy with other work since ``then``: this process's cores less those idle and less ``own`` (the
+        cores this process kept busy meanwhile: its one thread building a run); None where less than ``shortest``
+        seconds have passed (``/proc/stat`` counts in 10 ms ticks) or the idle time is unknown."""
+        idle, seconds = self.read(), time.perf_counter() - then.seconds
+        if idle is None or then.idle is None or seconds < shortest:
             return None
-        return max(0.0, len(self.cpus) - (idle - mark.idle) / seconds - own)
+        return max(0.0, len(self.cpus) - (idle - then.idle) / seconds - own)
+
+    def load(self, since: LoadSample | None = None) -> float | None:
+        """The machine's load: its load average, or, if larger, the cores busy with other work since ``since`` (a
+        program started a moment ago shows there at once, in the average only a minute later); None if neither."""
+        busy = self.busy_since(since) if since is not None else None
+        known = [value for value in (self.sample().average, busy) if value is not None]
+        return max(known) if known else None
 
     def read(self) -> float | None:
         """Idle core-seconds of this process's cores since boot (idle and waiting on I/O); None if unreadable."""
@@ -130,38 +128,3 @@ class IdleMeter:
         except (OSError, ValueError, IndexError):
             return None
         return idle / self.tick
-
-
-def set_torch_threads(threads: int, load: bool = False) -> None:
-    """Set torch's intra-op threads in this process to ``threads``: where torch is loaded already, or, with
-    ``load``, after loading it (an actor acting in numpy leaves it unloaded)."""
-    torch = importlib.import_module("torch") if load else sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(threads)
-
-
-def torch_threads() -> int | None:
-    """torch's intra-op threads in this process; None where torch is not loaded."""
-    torch = sys.modules.get("torch")
-    return torch.get_num_threads() if torch is not None else None
-
-
-def missing_device(key: str, device: str | None, device_count: int | None = None) -> str | None:
-    """What is wrong with a GPU ``device`` that torch does not see here, for ``key`` (``algorithm.device``,
-    ``runner.actor_device``), named as given; None where the device is fine (``device_count``: the GPUs torch
-    sees; torch is asked only for a ``cuda`` device)."""
-    if device is None or not device.startswith("cuda"):
-        return None
-    if device_count is None:
-        import torch
-
-        device_count = torch.cuda.device_count()
-    if (int(device[5:]) if device.startswith("cuda:") else 0) < device_count:
-        return None
-    seen = "no GPU" if device_count == 0 else f"{device_count} GPU(s)"
-    instead = (
-        "learn on the CPU (algorithm.device=cpu)"
-        if key == "algorithm.device"
-        else ("act on the CPU (drop runner.actor_device)")
-    )
-    return f"{key}={device}, and torch sees {seen} here: {instead} or name a GPU that torch sees"

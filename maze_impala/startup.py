@@ -1,9 +1,10 @@
 """The door: every switch that changes the whole process, in one place, each with why it is set.
 
 Nothing deeper in the package flips process-wide state: the CLI (:mod:`maze_impala.cli`) calls these as a command
-starts, the run's set-up (:func:`~maze_impala.train.setup.build_trainer`) and each learner process call
-:func:`fast_cuda_math` for a CUDA learner. Measured with torch 2.13, Hydra 1.3 and CPython 3.12 (docs/benchmarks.md,
-"a run's start and end", and docs/models.md for the GPU):
+starts, the run's set-up (:func:`~maze_impala.train.setup.build_trainer`) calls :func:`fast_cuda_math` for a CUDA
+learner, every process the package starts (actor workers, Ray actors, learner replicas, rollout workers) enters
+through :func:`enter_process`, and the tuned learner sets its threads with :func:`set_torch_threads`. Measured with
+torch 2.13, Hydra 1.3 and CPython 3.12 (docs/benchmarks.md, "a run's start and end", and docs/models.md for the GPU):
 
 - the garbage collector is paused while a command imports torch, Hydra and the package, and what they built is then
   frozen (:func:`paused_collector`, :func:`collect_from_here`): 0.3-0.4 s of a short run's start-up;
@@ -12,7 +13,7 @@ starts, the run's set-up (:func:`~maze_impala.train.setup.build_trainer`) and ea
 - a CUDA learner computes in TF32 and lets cuDNN pick its fastest algorithms (:func:`fast_cuda_math`): about 1.65x
   the IMPALA CNN learner's samples per second on an H200.
 
-torch's thread count is the learner's to choose as the load changes (:mod:`maze_impala.machine`).
+torch's thread count is the learner's to choose as the load changes (:mod:`maze_impala.impala.threads`).
 Nothing of the package is imported here.
 """
 
@@ -20,6 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -85,13 +89,73 @@ def compose_once(argv: Sequence[str]) -> bool:
     return True
 
 
-def fast_cuda_math(device: str) -> None:
+CUDA_MATH = ("backends.cuda.matmul.allow_tf32", "backends.cudnn.allow_tf32", "backends.cudnn.benchmark")
+"""torch's switches that :func:`fast_cuda_math` turns on."""
+
+
+def fast_cuda_math(device: str) -> dict[str, bool]:
     """For a learner on ``device`` a CUDA GPU: TF32 matrix products and convolutions (10 bits of mantissa) and
-    cuDNN's choice of the fastest algorithm for the update's fixed shapes. A CPU learner leaves them as they are."""
+    cuDNN's choice of the fastest algorithm for the update's fixed shapes. A CPU learner leaves them as they are.
+    Returns the switches as they were, for :func:`restore_cuda_math` (empty: none changed)."""
     if not device.startswith("cuda"):
-        return
+        return {}
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cudnn.benchmark = True
+    before = {}
+    for name in CUDA_MATH:
+        owner, attribute = _switch(torch, name)
+        before[name] = getattr(owner, attribute)
+        setattr(owner, attribute, True)
+    return before
+
+
+def restore_cuda_math(before: dict[str, bool]) -> None:
+    """The switches :func:`fast_cuda_math` changed put back (a run started from Python leaves the process as it was)."""
+    if before:
+        import torch
+
+        for name, value in before.items():
+            owner, attribute = _switch(torch, name)
+            setattr(owner, attribute, value)
+
+
+def _switch(torch: Any, name: str) -> tuple[Any, str]:
+    path, _, attribute = name.rpartition(".")
+    owner = torch
+    for part in path.split("."):
+        owner = getattr(owner, part)
+    return owner, attribute
+
+
+def set_torch_threads(threads: int, load: bool = False) -> None:
+    """Set torch's intra-op threads in this process to ``threads``: where torch is loaded already, or, with
+    ``load``, after loading it (an actor acting in numpy leaves it unloaded)."""
+    torch = importlib.import_module("torch") if load else sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+def torch_threads() -> int | None:
+    """torch's intra-op threads in this process; None where torch is not loaded."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def enter_process(threads: int = 1, device: str = "cpu", load: bool = False) -> None:
+    """The door of every process the package starts (as Sample Factory's ``init_torch_runtime``): torch's threads
+    (one core per actor or rollout worker; a learner replica's share), where torch is loaded or ``load`` says to load
+    it, and a CUDA learner's math (:func:`fast_cuda_math`)."""
+    set_torch_threads(threads, load)
+    fast_cuda_math(device)
+
+
+def headless_rendering() -> None:
+    """Where there is no display, SDL (pygame, which many envs draw with) draws off-screen (``SDL_VIDEODRIVER=dummy``,
+    unless set): the same frames, without its error lines about a missing display server."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
+def mlflow_file_store() -> None:
+    """MLflow accepts a local directory as its tracking store (``MLFLOW_ALLOW_FILE_STORE=true``, unless set)."""
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")

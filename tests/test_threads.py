@@ -21,7 +21,7 @@ from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.events.stats import StatKey, StatsAggregator, by_column
 from maze_impala.impala.threads import ThreadPlan, ThreadTuner, TunedLearner, plan_threads
-from maze_impala.machine import IdleMark, IdleMeter, machine_load, usable_cores
+from maze_impala.machine import LoadMeter, LoadSample, usable_cores
 from maze_impala.train.pace import PaceWatch
 
 
@@ -62,7 +62,7 @@ def test_usable_cores_follow_the_affinity_and_a_cgroup_quota(tmp_path):
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert usable_cores(tmp_path) == len(os.sched_getaffinity(0))
     if len(os.sched_getaffinity(0)) > 1:
-        child = "import os; from maze_impala.machine import IdleMeter, usable_cores; print(usable_cores())"
+        child = "import os; from maze_impala.machine import usable_cores; print(usable_cores())"
         out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", child], capture_output=True, text=True)
         assert out.stdout.strip() == "1", out.stderr
 
@@ -72,27 +72,28 @@ def test_the_idle_meter_counts_the_idle_ticks_of_this_process_s_cores_and_steps_
     stat = tmp_path / "stat"
     lines = [f"cpu{n} 10 0 5 {100 * (i + 1)} 3 0 0 0 0 0" for i, n in enumerate(cpus)]
     stat.write_text("cpu  1 2 3 4 5 6 7 8 9 10\n" + "\n".join(lines) + f"\ncpu{max(cpus) + 1} 0 0 0 999 0 0 0 0 0\n")
-    meter = IdleMeter(stat, cgroup=tmp_path)
+    meter = LoadMeter(stat, cgroup=tmp_path)
     ticks = sum(100 * (i + 1) + 3 for i in range(len(cpus)))  # idle and I/O wait, this process's cores only
     assert meter.available and meter.read() == pytest.approx(ticks / os.sysconf("SC_CLK_TCK"))
     (tmp_path / "cpu.max").write_text(f"{50000 * len(cpus)} 100000\n")  # a quota of half the cores
-    assert not IdleMeter(stat, cgroup=tmp_path).available, "shared cores: their idle time is not this run's"
-    assert not IdleMeter(tmp_path / "missing", cgroup=tmp_path / "none").available
+    assert not LoadMeter(stat, cgroup=tmp_path).available, "shared cores: their idle time is not this run's"
+    assert not LoadMeter(tmp_path / "missing", cgroup=tmp_path / "none").available
 
 
 def test_the_cores_busy_elsewhere_since_a_mark_show_a_program_the_load_average_has_not_counted_yet(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))
     stat = tmp_path / "stat"
     stat.write_text("\n".join(f"cpu{n} 10 0 5 1000 0 0 0 0 0 0" for n in cpus) + "\n")
-    meter = IdleMeter(stat, cgroup=tmp_path)
+    meter = LoadMeter(stat, cgroup=tmp_path)
     now = meter.read()
-    assert meter.busy_since(IdleMark(meter, time.perf_counter() - 2.0, now)) == pytest.approx(len(cpus) - 1, abs=0.01)
-    spare = IdleMark(meter, time.perf_counter() - 2.0, now - 2.0 * (len(cpus) - 1))  # all idle but this process's
+    ago = lambda seconds, idle: LoadSample(time.perf_counter() - seconds, None, None, idle)  # noqa: E731
+    assert meter.busy_since(ago(2.0, now)) == pytest.approx(len(cpus) - 1, abs=0.01)
+    spare = ago(2.0, now - 2.0 * (len(cpus) - 1))  # all idle but this process's
     assert meter.busy_since(spare) == pytest.approx(0.0, abs=0.01)
-    assert meter.busy_since(IdleMark(meter, time.perf_counter(), now)) is None, "too short a span to tell"
-    busy = IdleMark(meter, time.perf_counter() - 2.0, now)
-    assert machine_load(since=busy) >= len(cpus) - 1.01, "the larger of the load average and the busy cores"
-    assert IdleMeter(tmp_path / "missing", cgroup=tmp_path).mark() is None
+    assert meter.busy_since(ago(0.0, now)) is None, "too short a span to tell"
+    busy = ago(2.0, now)
+    assert meter.load(since=busy) >= len(cpus) - 1.01, "the larger of the load average and the busy cores"
+    assert LoadMeter(tmp_path / "missing", cgroup=tmp_path).sample().idle is None
 
 
 class Machine:
@@ -165,15 +166,22 @@ def test_a_fixed_plan_sets_its_threads_once_and_never_probes():
 
 
 def test_the_console_says_once_when_training_starves():
-    watch = PaceWatch(own=3, cores=2)
-    assert watch.epoch(1, 100.0, 2, load=9.0) is None, "the first epoch holds the start-up"
-    assert watch.epoch(2, 800.0, 2, load=2.5) is None
-    slow = watch.epoch(3, 300.0, 1, load=2.8)
+    watch = PaceWatch(actor_cores=1, cores=2)
+    hub = EventHub()
+    hub.listeners.append(watch)  # it hears the tuned learner's threads
+    threads = hub.publisher(RunEvents).learner_threads
+    threads(value=2)
+    assert watch.epoch(1, 100.0, load=9.0) is None, "the first epoch holds the start-up"
+    assert watch.epoch(2, 800.0, load=2.5) is None
+    threads(value=1)
+    slow = watch.epoch(3, 300.0, load=2.8)
     assert slow is not None and "under half its best (800)" in slow and "now 1" in slow
-    assert watch.epoch(4, 100.0, 1, load=9.0) is None, "said once"
-    crowded = PaceWatch(own=3, cores=2).epoch(2, 800.0, None, load=4.2)
+    assert watch.own == 3, "its own cores: the actors' and the learner's first threads"
+    assert watch.epoch(4, 100.0, load=9.0) is None, "said once"
+    crowded = PaceWatch(actor_cores=2, cores=2).epoch(2, 800.0, load=4.2)
     assert crowded is not None and "ran 4.2 threads at a time on 2 cores" in crowded and "num_actors" in crowded
-    sampled = PaceWatch(own=1, cores=2)
+    assert "The learner's threads" not in crowded, "no tuned learner heard: nothing said of its threads"
+    sampled = PaceWatch(actor_cores=0, cores=2)
     sampled.sample()  # this process's own thread at least: a count of the machine's runnable threads
     assert sampled._runnable and sampled._runnable[0] >= 1
 
@@ -343,7 +351,7 @@ def test_a_tuned_learner_sets_its_threads_around_the_learner_and_gives_the_proce
     rollout = types.SimpleNamespace(env_steps=8)
     for _ in range(3):
         tuned.step([rollout])
-    assert inner.seen == [other] * 3 and tuned.version == 3 and tuned.threads == other
+    assert inner.seen == [other] * 3 and tuned.version == 3 and tuned.tuner.chosen == other
     assert by_column(stats.reduce())[StatKey.of(RunEvents.learner_threads, "mean", "train").column()] == other
     tuned.load_state_dict({"version": 7})
     assert tuned.state_dict() == {"version": 7}
@@ -352,11 +360,11 @@ def test_a_tuned_learner_sets_its_threads_around_the_learner_and_gives_the_proce
 
 
 def test_torch_threads_are_set_in_one_module_of_the_package():
-    """Host facts and torch's thread count have one home (maze_impala.machine): no other module sets them."""
+    """torch's thread count is set at the door (maze_impala.startup): no other module sets it."""
     package = Path(maze_impala.__file__).parent
     setting = sorted(
         str(path.relative_to(package))
         for path in package.rglob("*.py")
-        if "set_num_threads" in path.read_text() and path.name != "machine.py"
+        if "set_num_threads" in path.read_text() and path.name != "startup.py"
     )
     assert setting == [], setting

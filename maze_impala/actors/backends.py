@@ -14,7 +14,6 @@ from maze_impala.config import ConfigError, TrainingConfig
 from maze_impala.core import ActorPool, WeightPublisher
 from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import ActorEvents
-from maze_impala.machine import missing_device
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.torch_acting import numpy_form_of
 from maze_impala.play.pool import PooledPublisher, SnapshotPool
@@ -23,9 +22,18 @@ from maze_impala.play.pool import PooledPublisher, SnapshotPool
 def check_device(key: str, device: str | None, device_count: int | None = None) -> None:
     """Refuse, before anything starts or is written, a GPU that torch does not see for ``key`` (``algorithm.device``,
     ``runner.actor_device``), named as given (``device_count``: the GPUs torch sees)."""
-    problem = missing_device(key, device, device_count)
-    if problem is not None:
-        raise ConfigError(problem)
+    if device is None or not device.startswith("cuda"):
+        return
+    device_count = torch.cuda.device_count() if device_count is None else device_count
+    if (int(device[5:]) if device.startswith("cuda:") else 0) < device_count:
+        return
+    seen = "no GPU" if device_count == 0 else f"{device_count} GPU(s)"
+    instead = (
+        "learn on the CPU (algorithm.device=cpu)"
+        if key == "algorithm.device"
+        else "act on the CPU (drop runner.actor_device)"
+    )
+    raise ConfigError(f"{key}={device}, and torch sees {seen} here: {instead} or name a GPU that torch sees")
 
 
 def check_actor_device(device: str | None, device_count: int | None = None) -> None:

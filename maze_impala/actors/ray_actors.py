@@ -44,9 +44,9 @@ from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolic
 from maze_impala.children import how_a_ray_call_ended, kill_ray_actors
 from maze_impala.core import ActorPool, Rollout, Snapshots
 from maze_impala.events.interfaces import ActorEvents
-from maze_impala.machine import set_torch_threads
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
 from maze_impala.play.pool import PoolPublisher, PoolSource
+from maze_impala.startup import enter_process
 
 if TYPE_CHECKING:
     from torch import nn
@@ -159,7 +159,7 @@ class ActorHost:
         if self.actor is None:
             self._blas = threadpool_limits(limits=1, user_api="blas")
             self.actor = self.spec.build(self.index, self.weights)
-            set_torch_threads(1)  # a policy that acts through torch: one core per actor, as in actor processes
+            enter_process(1)  # a policy that acts through torch: one core per actor, as in actor processes
         return self.actor.rollout()
 
 

@@ -35,8 +35,9 @@ from maze_impala.children import how_it_ended, stop_children
 from maze_impala.core import ActorPool, Rollout, WeightSource
 from maze_impala.envs.factory import make_env
 from maze_impala.events.interfaces import ActorEvents
+from maze_impala.machine import THREAD_VARIABLES
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ONE_THREAD = dict.fromkeys(THREAD_VARIABLES, "1")
 """The environment actor processes start with: one core each, for numpy's BLAS as for torch. A BLAS
 that threads its (small) matrix products across cores other actors are using runs several times slower."""
 __all__ = ["RestartPolicy", "SubprocessActors"]

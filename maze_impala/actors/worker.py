@@ -20,7 +20,7 @@ from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.transport import RolloutSlots
 from maze_impala.children import die_with_parent, failure_report, run_child
 from maze_impala.core import WeightSource
-from maze_impala.machine import set_torch_threads
+from maze_impala.startup import enter_process
 
 POLL_SECONDS = 0.1
 """How often a waiting actor looks at the stop flag and at its parent."""
@@ -43,7 +43,7 @@ def actor_main(
     actor, warned = None, False
     try:
         actor = spec.build(index, weights)
-        set_torch_threads(1)  # a policy that acts through torch: one core per actor, as for numpy's BLAS
+        enter_process(1)  # a policy that acts through torch: one core per actor, as for numpy's BLAS
         while not stopping():
             slot = _wait_for_grant(conn, stopping)  # before the rollout: it starts with the newest weights
             if slot is None:

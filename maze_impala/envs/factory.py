@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from maze_impala.envs.gym_adapter import GymStructuredEnv
 from maze_impala.envs.spaces import storage_dtype
 from maze_impala.envs.structured import StructuredEnv
 from maze_impala.run_files import CONFIG_YAML
+from maze_impala.startup import headless_rendering
 
 EnvSpec = str | Mapping[str, Any] | Callable[[], Any]
 """A Gymnasium id, a Hydra-style config with ``_target_``, or a picklable callable."""
@@ -109,13 +109,9 @@ def _pettingzoo(env: Any) -> StructuredEnv | None:
 def rendering(spec: EnvSpec) -> EnvSpec:
     """``spec`` made with ``render_mode="rgb_array"`` (for videos): an id becomes the config of
     :func:`~maze_impala.envs.gym_adapter.make_gym_env` with it, a ``_target_`` config gets it unless it sets one;
-    a factory is taken as it is (it must render by itself).
-
-    Where there is no display, SDL (pygame, which many envs draw with) is told to draw off-screen
-    (``SDL_VIDEODRIVER=dummy``, unless set): it renders the same frames, without its error lines about a missing
-    display server."""
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    a factory is taken as it is (it must render by itself). Without a display, SDL draws off-screen
+    (:func:`~maze_impala.startup.headless_rendering`)."""
+    headless_rendering()
     if isinstance(spec, str):
         return {"_target_": "maze_impala.envs.gym_adapter.make_gym_env", "name": spec, "render_mode": "rgb_array"}
     if isinstance(spec, Mapping) and "render_mode" not in spec and _takes(spec["_target_"], "render_mode"):

@@ -37,7 +37,7 @@ from maze_impala.events.stats import StatsAggregator, by_column
 from maze_impala.events.tables import EventLogWriter, kpi_summary, write_csv
 from maze_impala.events.writers import CsvWriter
 from maze_impala.files import atomic_write_text
-from maze_impala.machine import set_torch_threads, usable_cores
+from maze_impala.machine import usable_cores
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.play.lineup import resolve_opponents
 from maze_impala.play.spec import RANDOM, PolicySpec, load_acting
@@ -51,6 +51,7 @@ from maze_impala.run_files import (
     STATS_CSV,
     VIDEO_DIR,
 )
+from maze_impala.startup import enter_process
 
 
 @dataclass
@@ -100,7 +101,7 @@ def _play(
 
 
 def _worker_init() -> None:
-    set_torch_threads(1, load=True)  # one core per worker process
+    enter_process(1, load=True)  # one core per worker process
 
 
 def _job(config: RolloutConfig, output_dir: Path) -> _Job:

@@ -16,6 +16,7 @@ from typing import Any
 
 from maze_impala.config import ConfigError
 from maze_impala.events.writers import StatsWriter
+from maze_impala.startup import mlflow_file_store
 
 WANDB_PROJECT = "maze_impala"
 """The W&B project of a run, unless ``WANDB_PROJECT`` names another."""
@@ -68,7 +69,7 @@ class MlflowWriter(StatsWriter):
     def __init__(self, run_dir: Path, config: dict[str, Any]):
         mlflow = _import("mlflow", "mlflow")
         if "MLFLOW_TRACKING_URI" not in os.environ:  # the run's own local file store
-            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            mlflow_file_store()
             mlflow.set_tracking_uri((run_dir / "mlruns").resolve().as_uri())
         self.mlflow = mlflow
         self.run = mlflow.start_run(run_name=run_dir.name)

@@ -16,7 +16,7 @@ from maze_impala.impala.learner import ImpalaLearner
 from maze_impala.impala.replica_processes import ReplicaProcesses
 from maze_impala.impala.replicas import DataParallelLearner, Replicas
 from maze_impala.impala.threads import ThreadPlan, TunedLearner, plan_threads
-from maze_impala.machine import machine_load
+from maze_impala.machine import LoadMeter
 
 
 def make_learner(
@@ -31,7 +31,7 @@ def make_learner(
     """The learner of ``policy`` and ``critic`` for ``config``: restored from ``checkpoint`` (a resumed run's),
     with learners 1..``num_learners - 1`` beside it (which start from its state), and on a CPU on the threads the
     actors leave it (``actor_cores``: those they take on this machine), tuned as the load changes, starting from
-    ``load`` (the machine's before the run's actors started, :func:`~maze_impala.machine.machine_load`). Its events
+    ``load`` (the machine's before the run's actors started, :meth:`~maze_impala.machine.LoadMeter.load`). Its events
     go to ``hub``."""
     algorithm = config.algorithm
     if algorithm.compile != "off":  # the compiler's work falls in the first updates: say so, not 70 silent s
@@ -63,7 +63,7 @@ def learner_threads(
         actor_cores,
         algorithm.num_learners,
         deterministic=runner.type == "dev",
-        load=load if load is not None else machine_load(),
+        load=load if load is not None else LoadMeter().load(),
     )
 
 

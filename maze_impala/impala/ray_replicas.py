@@ -28,14 +28,14 @@ from maze_impala.impala.replicas import (
     build_replica,
     timed_out,
 )
-from maze_impala.machine import set_torch_threads
+from maze_impala.startup import enter_process
 
 
 class _Replica:
     """One learner in a Ray actor: joined to learner 0's group, then updates in the order they are submitted."""
 
     def __init__(self, threads: int):
-        set_torch_threads(threads)
+        enter_process(threads)
         self.learner: Any = None
 
     def join(self, parts: LearnerParts, rank: int, size: int, address: str, port: int, timeout_s: float) -> str:

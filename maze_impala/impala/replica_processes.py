@@ -30,7 +30,7 @@ from maze_impala.impala.replicas import (
     build_replica,
     timed_out,
 )
-from maze_impala.machine import set_torch_threads
+from maze_impala.startup import enter_process
 
 POLL_SECONDS = 0.1
 """How often a waiting learner process looks at its parent, and learner 0 at a starting one."""
@@ -48,7 +48,7 @@ def replica_main(
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is learner 0's to handle; it stops us
     if threads is not None:
-        set_torch_threads(threads)
+        enter_process(threads)
     try:
         parts = pickle.loads(conn.recv_bytes())
         _send(conn, ("ready", os.getpid()))

@@ -4,34 +4,50 @@ from __future__ import annotations
 
 import os
 
-from maze_impala.machine import runnable
+from maze_impala.events.api import EventRecord, event_name
+from maze_impala.events.interfaces import RunEvents
+from maze_impala.machine import LoadMeter
 
 SLOW_SHARE = 0.5
 """An epoch under this share of the run's best training rate counts as starved."""
+THREADS = event_name(RunEvents.learner_threads)
 
 
 class PaceWatch:
     """Watches the training rate epoch by epoch and says, once, when it starves: an epoch far below the run's best
-    rate, or a machine that runs more than it has cores beyond what this run itself can keep busy (``own``: its
-    actor processes on this machine and the learner's threads)."""
+    rate, or a machine that runs more than it has cores beyond what this run itself can keep busy (its actor processes
+    on this machine, ``actor_cores``, and the learner's threads). It hears the learner's threads from the events of a
+    tuned learner (``RunEvents.learner_threads``): its own cores count with the first it heard, 1 if none."""
 
-    def __init__(self, own: float, cores: int | None = None):
-        self.own = own
+    def __init__(self, actor_cores: float, cores: int | None = None):
+        self.actor_cores = actor_cores
         self.cores = cores or os.cpu_count() or 1
         self.best = 0.0
         self.said = False
+        self.threads: int | None = None
+        """The learner's threads now (None: not tuned, no event heard)."""
+        self._first_threads: int | None = None
+        self._meter = LoadMeter()
         self._runnable: list[int] = []
+
+    @property
+    def own(self) -> float:
+        return self.actor_cores + (self._first_threads or 1)
+
+    def __call__(self, record: EventRecord) -> None:
+        if (record.interface, record.event) == THREADS:
+            self.threads = int(record.values["value"])
+            self._first_threads = self._first_threads or self.threads
 
     def sample(self) -> None:
         """Count the machine's runnable threads now (once an update): the epoch's mean is its load."""
-        count = runnable()
+        count = self._meter.sample().runnable
         if count is not None:
             self._runnable.append(count)
 
-    def epoch(self, epoch: int, rate: float, threads: int | None, load: float | None = None) -> str | None:
-        """The notice for ``epoch``'s training rate (env steps/s), if it is the first starved one; ``threads``: the
-        learner's now (None: not tuned); ``load``: the machine's runnable threads over the epoch (default: the mean
-        of the samples taken in it)."""
+    def epoch(self, epoch: int, rate: float, load: float | None = None) -> str | None:
+        """The notice for ``epoch``'s training rate (env steps/s), if it is the first starved one; ``load``: the
+        machine's runnable threads over the epoch (default: the mean of the samples taken in it)."""
         samples, self._runnable = self._runnable, []
         if epoch == 1:  # the actors' start-up is in the first epoch's rate
             return None
@@ -53,7 +69,7 @@ class PaceWatch:
                 f"the machine ran {load:.1f} threads at a time on {self.cores} cores, more than this run "
                 f"keeps busy (about {self.own:g})"
             )
-        learner = f" The learner's threads follow the load (now {threads})." if threads is not None else ""
+        learner = f" The learner's threads follow the load (now {self.threads})." if self.threads is not None else ""
         return (
             f"{'; '.join(parts)}: another program may be taking cores from the actors and the learner.{learner} "
             "Closing it gives training its speed back; fewer actors (algorithm.num_actors) leave it room."

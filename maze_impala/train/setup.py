@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
@@ -23,14 +24,14 @@ from maze_impala.events.stats import StatsAggregator
 from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_files
 from maze_impala.impala.build import make_learner
 from maze_impala.impala.replicas import check_devices
-from maze_impala.machine import IdleMark, IdleMeter, machine_load
+from maze_impala.machine import LoadMeter, LoadSample
 from maze_impala.nn.critics import make_critic
 from maze_impala.nn.models import make_policy
 from maze_impala.play.lineup import Lineup, resolve_opponents
 from maze_impala.play.pool import SnapshotPool
 from maze_impala.play.spec import POOL, PolicySpec
 from maze_impala.run_files import CONFIG_YAML, LAST_MODEL
-from maze_impala.startup import fast_cuda_math
+from maze_impala.startup import fast_cuda_math, restore_cuda_math
 from maze_impala.train.outputs import RunStats, make_outputs
 from maze_impala.train.resolve import resolved, with_values
 from maze_impala.train.rundir import (
@@ -59,7 +60,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path, given: set[str] | No
     resume changes what the run learns; :class:`RunDirInUseError` if another run trains there.
     """
     started = time.perf_counter()  # elapsed_seconds count from here: the actors' start-up is part of a run's time
-    idle = IdleMeter().mark()  # the machine's load as the set-up finds it, for the learner's first thread count
+    idle = LoadMeter().sample()  # the machine's load as the set-up finds it, for the learner's first thread count
     output_dir = Path(config.resume) if config.resume else Path(output_dir)
     checkpoint = None
     if config.resume:
@@ -75,7 +76,7 @@ def build_trainer(config: TrainingConfig, output_dir: Path, given: set[str] | No
         )
         check_device("algorithm.device", config.algorithm.device)
         check_actor_device(config.runner.actor_device)
-        fast_cuda_math(config.algorithm.device)  # a CUDA learner's process-wide math settings (maze_impala.startup)
+        math_before = fast_cuda_math(config.algorithm.device)  # a CUDA learner's math (maze_impala.startup)
         record = describe(config)  # an env factory that cannot be rebuilt from config.yaml fails here
         lock = RunDirLock(output_dir).acquire()
         try:
@@ -84,9 +85,12 @@ def build_trainer(config: TrainingConfig, output_dir: Path, given: set[str] | No
             else:
                 claim_output_dir(output_dir, config.overwrite)
             remove_stray_temp_files(output_dir)  # after the checks: a refused directory is left as it was
-            return _wire(config, record, checkpoint, lock, probe, started, idle)
+            trainer = _wire(config, record, checkpoint, lock, probe, started, idle)
+            trainer.outputs.on_close.append(functools.partial(restore_cuda_math, math_before))
+            return trainer
         except BaseException:
             lock.release()
+            restore_cuda_math(math_before)
             raise
     finally:
         probe.close()
@@ -118,7 +122,7 @@ def _wire(
     lock: RunDirLock,
     probe: StructuredEnv,
     started: float,
-    idle: IdleMark | None = None,
+    idle: LoadSample | None = None,
 ) -> ImpalaTrainer:
     """The run's parts, each built by its wing, connected, in the run directory that ``lock`` holds; ``probe``:
     one instance of the env (the caller closes it); ``started``: when the run's set-up began, and ``idle`` the
@@ -134,7 +138,7 @@ def _wire(
     state = _state(config, checkpoint, output_dir, policy, version)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     spec = _actor_spec(config, opponents, state)
-    load = machine_load(since=idle)  # before the actors start: their start-up is this run's own work
+    load = LoadMeter().load(since=idle)  # before the actors start: their start-up is this run's own work
     pool, weights = make_actors(spec, policy, version, config, hub, state.snapshots)
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
     # the learner's and the writers'. The trainer stops them; a failure before it exists stops them here.

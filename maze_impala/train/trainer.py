@@ -98,7 +98,8 @@ class ImpalaTrainer:
         self._updates, self._waited = 0, 0.0
         """Updates tried in the running epoch (the status line's progress within it), and the seconds it waited
         for rollouts."""
-        self.pace = PaceWatch(pool.actor_cores() + (learner.threads or 1))
+        self.pace = PaceWatch(pool.actor_cores())
+        hub.listeners.append(self.pace)  # it hears the learner's threads
         self.kpis = CsvTable(self.output_dir / KPI_CSV, ["epoch", "episode_id", "seed", "steps", "return", "truncated"])
         if outputs.progress is not None:
             hub.listeners.append(outputs.progress)
@@ -199,7 +200,7 @@ class ImpalaTrainer:
         self.run_events.env_steps_per_second(value=rate)
         self.run_events.learner_waiting_percent(value=100.0 * self._waited / seconds)
         self.run_events.updates_per_second(value=cfg.epoch_length / seconds)
-        notice = self.pace.epoch(epoch, rate, self.learner.threads)
+        notice = self.pace.epoch(epoch, rate)
         if notice is not None:
             logging.getLogger("maze_impala").warning("%s", notice)
         return TrainedEpoch(self.train_stats.reduce(), seconds)
