@@ -170,10 +170,6 @@ class WeightSource(ABC):
         :func:`~maze_impala.nn.flat.flatten` makes it: parameters and buffers), and their version."""
 
 
-Snapshots = dict[int, tuple[int, np.ndarray]]
-"""A snapshot pool as the learner keeps it: snapshot number (counted from 1) -> (version, flat weights)."""
-
-
 class WeightPublisher(ABC):
     """The learner's side of the weights: makes a module's weights the newest, for every actor."""
 

@@ -1,6 +1,7 @@
 """Multi-agent runs a user can judge: games against a fixed opponent per seat, per-agent returns."""
 
 import json
+import types
 
 import numpy as np
 import pandas as pd
@@ -70,14 +71,16 @@ def test_seated_acting_routes_each_agent_to_its_policy_and_keeps_both_states_apa
 def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_state_and_games():
     learner, ally, rival = Constant(1), Constant(2), Constant(3)
     games = []
-    rival.game_over = lambda key, state, agent_ids, result, events: games.append((agent_ids.tolist(), state, result))
+    hears = types.SimpleNamespace(
+        game_over=lambda key, state, ids, result, events: games.append((ids.tolist(), state, result))
+    )
     mapping = PolicyMapping(
         {ActorID("p", 0): "learner", ActorID("p", 2): "learner", ActorID("p", 1): "ally"},
         default="rival",
         learned="learner",
     )
     assert mapping.learned_agents() == {ActorID("p", 0), ActorID("p", 2)}  # a group of two agents
-    acting = RoutedActing({"learner": learner, "ally": ally, "rival": rival}, mapping)
+    acting = RoutedActing({"learner": learner, "ally": ally, "rival": rival}, mapping, listeners={"rival": hears})
     assert acting.state_shapes("p") == {"calls": (1,), "ally.calls": (1,), "rival.calls": (1,)}
     assert acting.learned_state("p") == ("calls",)  # only the learned policy's state goes to the learner
     agents = np.array([3, 2, 1, 0, 4])
@@ -90,7 +93,7 @@ def test_a_policy_mapping_routes_groups_of_agents_and_hands_each_policy_its_own_
         [1, 0, 0, 0, 1],
     ]
     acting.game_over("p", state, agents, "win", EventHub())
-    ((ids, own, result),) = games  # the rival's agents, with its own state under its own names
+    ((ids, own, result),) = games  # the rival's agents (the one listener), with its own state under its own names
     assert ids == [3, 4] and list(own) == ["calls"] and own["calls"][:, 0].tolist() == [1, 1] and result == "win"
     with pytest.raises(ValueError, match=r"policies \['coach'\]"):
         RoutedActing({"learner": learner}, PolicyMapping({ActorID("p", 0): "coach"}, "learner", "learner"))

@@ -22,7 +22,7 @@ from maze_impala.envs.structured import StructuredEnv
 from maze_impala.events.api import EventCollector, EventHub
 from maze_impala.events.interfaces import GameEvents
 from maze_impala.nn.acting import Acting, Noise, RowNoise, StreamNoise
-from maze_impala.play.games import outcome, publish_game
+from maze_impala.play.games import GameListener, outcome, publish_game
 
 if TYPE_CHECKING:
     from maze_impala.nn.numpy_forms import NumpyPolicyForm
@@ -58,7 +58,7 @@ class ActorSpec:
 
     def build(self, index: int, weights: WeightSource) -> RolloutActor:
         envs = [make_env(self.env) for _ in range(self.envs_per_actor)]
-        acting, learned = self.lineup.acting(envs[0], index, seed_for(self.seed, index, 1), weights)
+        acting, learned, games = self.lineup.acting(envs[0], index, seed_for(self.seed, index, 1), weights)
         return RolloutActor(
             envs,
             weights,
@@ -69,6 +69,7 @@ class ActorSpec:
             record_ancestors=self.lineup.records_ancestors,
             learned=learned,
             max_episode_steps=self.max_episode_steps,
+            games=games,
         )
 
 
@@ -177,6 +178,7 @@ class RolloutActor(Actor):
         keep_raw_events: bool = False,
         learned: frozenset[ActorID] | None = None,
         max_episode_steps: int | None = None,
+        games: GameListener | None = None,
     ):
         """``weights`` and ``acting``: the weights to act with and how (see :mod:`maze_impala.nn.acting`); no
         ``weights``: the acting keeps its own (a fixed policy, as :func:`~maze_impala.play.spec.load_acting` builds it);
@@ -186,10 +188,11 @@ class RolloutActor(Actor):
         sub-steps' observations of each decision (the delta critic); ``keep_raw_events``: keep every event of a
         played episode; ``learned``: the actors whose decisions go into the rollouts (None: every one), where the
         others are a fixed opponent's, part of the env for the learner; ``max_episode_steps``: the structured steps
-        after which an episode of an env without a time limit of its own ends as truncated (None: never)."""
+        after which an episode of an env without a time limit of its own ends as truncated (None: never); ``games``:
+        what hears each game's end against an opponent (:class:`~maze_impala.play.games.GameListener`)."""
         self.batch = EnvBatch(envs, keep_raw_events, max_episode_steps)
         self.learned = learned
-        self.weights, self.acting = weights, acting
+        self.weights, self.acting, self.games = weights, acting, games
         self.noise: Noise | None = None if deterministic else StreamNoise(seed)
         self.version = self._load_weights()
         self.n_steps = n_rollout_steps
@@ -340,7 +343,8 @@ class RolloutActor(Actor):
             for key, recorder in self.recorders.items():  # the game's end, to every policy that played it
                 cols = recorder.columns_of(episode.env)
                 state = recorder.take_closing_state(cols)
-                self.acting.game_over(key, state, recorder.agent_ids[cols], result, self.hub)
+                if self.games is not None:
+                    self.games.game_over(key, state, recorder.agent_ids[cols], result, self.hub)
 
     def close(self) -> None:
         self.batch.close()

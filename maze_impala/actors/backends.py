@@ -16,7 +16,7 @@ from maze_impala.events.api import EventHub
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.nn.torch_acting import numpy_form_of
-from maze_impala.play.pool import PooledPublisher, SnapshotPool
+from maze_impala.play.pool import SnapshotPool, pooled
 
 
 def check_device(key: str, device: str | None, device_count: int | None = None) -> None:
@@ -68,9 +68,7 @@ def make_actors(
     if snapshots is not None:
         if hub is None:
             raise ValueError("make_actors: a snapshot pool hears its games on the learner's hub; pass hub")
-        snapshots.publish(weights)  # before any actor starts: its first game against the pool finds the pool
-        hub.listeners.append(snapshots.hear)
-        publisher = PooledPublisher(weights, snapshots)
+        publisher = pooled(snapshots, weights, hub)
     events = hub.publisher(ActorEvents) if hub is not None else None
     if runner.type == "dev":
         return SequentialActors(spec, weights, algorithm.num_actors), publisher

@@ -42,10 +42,10 @@ from maze_impala.actors.flow import FinishedRollouts, InFlightLimit
 from maze_impala.actors.reaper import start_reaper, stop_reaper
 from maze_impala.actors.restarts import ActorRecord, RestartBudget, RestartPolicy
 from maze_impala.children import how_a_ray_call_ended, kill_ray_actors
-from maze_impala.core import ActorPool, Rollout, Snapshots
+from maze_impala.core import ActorPool, Rollout
 from maze_impala.events.interfaces import ActorEvents
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
-from maze_impala.play.pool import PoolPublisher, PoolSource
+from maze_impala.play.pool import PoolPublisher, PoolSource, Snapshots
 from maze_impala.startup import enter_process
 
 if TYPE_CHECKING:

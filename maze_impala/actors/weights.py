@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from maze_impala.core import Snapshots, WeightSource
+from maze_impala.core import WeightSource
 from maze_impala.nn.flat import flat_layout, flat_size, flatten
-from maze_impala.play.pool import PoolPublisher, PoolSource
+from maze_impala.play.pool import PoolPublisher, PoolSource, Snapshots
 
 if TYPE_CHECKING:
     from torch import nn

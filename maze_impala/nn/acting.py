@@ -21,14 +21,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from maze_impala.core import NestedArrays, StepKey
-
-if TYPE_CHECKING:
-    from maze_impala.events.api import EventHub
 
 State = dict[str, np.ndarray]
 """A recurrent state: per name, one row per acting env or column, ``[B, ...]`` float32 (empty: feed-forward)."""
@@ -106,12 +102,6 @@ class Acting(ABC):
     ) -> Actions:
         """Actions for a ``[B, ...]`` batch of ``step_key`` observations of agents ``agent_ids``, taken with the
         recurrent ``state`` (``[B, ...]`` per name); sampled with ``noise``, the most likely ones without."""
-
-    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str, events: EventHub) -> None:  # noqa: B027 (a hook)
-        """A game in which agents ``agent_ids`` of ``step_key`` acted ended in ``result`` (win, draw or loss, seen
-        from the trained policy's seat); ``state`` is where their last decisions left their state. An acting may
-        publish what it learnt of the game on ``events``, the actor's hub, whose events go to the learner with the
-        rollout (:class:`~maze_impala.play.pool.PoolOpponent` does); nothing by default."""
 
     @abstractmethod
     def load(self, flat: np.ndarray) -> None:

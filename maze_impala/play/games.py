@@ -7,17 +7,31 @@ snapshot pool's statistics (:mod:`maze_impala.play.pool`) and the evaluation's g
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from maze_impala.core import ActorID
+import numpy as np
+
+from maze_impala.core import ActorID, StepKey
 
 if TYPE_CHECKING:
+    from maze_impala.events.api import EventHub
     from maze_impala.events.interfaces import GameEvents
+    from maze_impala.nn.acting import State
 
 OUTCOMES = ("win", "draw", "loss")
 """A game's outcome for a seat (see :func:`outcome`)."""
 SCORES = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 """The trained policy's score for a game's result."""
+
+
+class GameListener(Protocol):
+    """What hears a game's end in an actor: the routed acting of a game against an opponent, which passes it on to the
+    policies that played it and listen (the snapshot pool's opponent, :class:`~maze_impala.play.pool.PoolOpponent`)."""
+
+    def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str, events: EventHub) -> None:
+        """A game in which agents ``agent_ids`` of ``step_key`` acted ended in ``result`` (win, draw or loss, seen
+        from the trained policy's seat); ``state`` is where their last decisions left their state; ``events``: the
+        actor's hub, whose events go to the learner with the rollout."""
 
 
 def publish_game(events: GameEvents, seat: str, result: str, seat_return: float) -> None:

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from maze_impala.config import ConfigError, ModelConfig
+from maze_impala.config import ConfigError, ModelConfig, TrainingConfig
 from maze_impala.core import ActorID, NestedArrays, StepKey, WeightSource
 from maze_impala.events.api import EventHub
 from maze_impala.nn.acting import Acting, Actions, Noise, State, act_in_parts
+from maze_impala.play.games import GameListener
 from maze_impala.play.pool import PoolOpponent
 from maze_impala.play.spec import POOL, PolicySpec, load_acting, opponent_spec
 
@@ -60,16 +61,22 @@ class RoutedActing(Acting):
     key is split by policy and the results put back in row order. The learned policy keeps its state names, every
     other policy ``name`` keeps its own under ``name + "."`` (so that a fixed opponent's recurrent state and which
     snapshot plays stay with it); weights loaded by the actor (:meth:`load`) are the learned policy's, the others
-    keep their own; a game's end (:meth:`game_over`) reaches every policy with its agents' rows."""
+    keep their own; a game's end (:meth:`game_over`) reaches each of ``listeners`` (policies that hear games' ends,
+    by name) with its agents' rows."""
 
-    def __init__(self, policies: Mapping[str, Acting], mapping: PolicyMapping):
+    def __init__(
+        self,
+        policies: Mapping[str, Acting],
+        mapping: PolicyMapping,
+        listeners: Mapping[str, GameListener] | None = None,
+    ):
         names = {mapping.default, mapping.learned, *mapping.agents.values()}
         if missing := names - set(policies):
             raise ValueError(
                 f"the policy mapping names policies {sorted(missing)} that are not among the policies "
                 f"{sorted(policies)}"
             )
-        self.policies, self.mapping = dict(policies), mapping
+        self.policies, self.mapping, self.listeners = dict(policies), mapping, dict(listeners or {})
         self.names = list(self.policies)
         self._owns = {name: self._own(name) for name in self.names}
         """Per policy, which state names are its own, and under which name it knows each."""
@@ -124,18 +131,19 @@ class RoutedActing(Acting):
 
     def game_over(self, step_key: StepKey, state: State, agent_ids: np.ndarray, result: str, events: EventHub) -> None:
         for name, rows in self._parts(step_key, agent_ids):
-            if len(rows):
+            if len(rows) and name in self.listeners:
                 own = self._owns[name]
                 mine = {m: state[k][rows] for k in state if (m := own(k)) is not None}
-                self.policies[name].game_over(step_key, mine, agent_ids[rows], result, events)
+                self.listeners[name].game_over(step_key, mine, agent_ids[rows], result, events)
 
 
-def seated(trained: Acting, opponent: Acting, seat: frozenset[ActorID]) -> RoutedActing:
+def seated(
+    trained: Acting, opponent: Acting, seat: frozenset[ActorID], listener: GameListener | None = None
+) -> RoutedActing:
     """``trained`` (the learned policy) acts for the agents in ``seat``, ``opponent`` for every other agent, its
-    state under :data:`OPPONENT_STATE`."""
-    return RoutedActing(
-        {TRAINED: trained, OPPONENT: opponent}, PolicyMapping(dict.fromkeys(seat, TRAINED), OPPONENT, TRAINED)
-    )
+    state under :data:`OPPONENT_STATE`; ``listener``: the opponent's ear for each game's end (the pool's)."""
+    mapping = PolicyMapping(dict.fromkeys(seat, TRAINED), OPPONENT, TRAINED)
+    return RoutedActing({TRAINED: trained, OPPONENT: opponent}, mapping, {OPPONENT: listener} if listener else None)
 
 
 def resolve_opponents(
@@ -230,11 +238,12 @@ class Lineup:
 
     def acting(
         self, env: StructuredEnv, index: int, seed: int, weights: WeightSource
-    ) -> tuple[Acting, frozenset[ActorID] | None]:
-        """Actor ``index``'s acting in ``env`` and the agents whose decisions are learned (None: all of them)."""
+    ) -> tuple[Acting, frozenset[ActorID] | None, GameListener | None]:
+        """Actor ``index``'s acting in ``env``, the agents whose decisions are learned (None: all of them), and what
+        hears each game's end (None: no game against an opponent)."""
         acting = load_acting(self.learned, env)
         if self.opponent is None or index >= self.actors:
-            return acting, None
+            return acting, None, None
         return against_opponent(
             acting, lambda: load_acting(self.learned, env), env, self.opponent, index, seed, weights, self.draw
         )
@@ -249,7 +258,7 @@ def against_opponent(
     seed: int,
     weights: WeightSource,
     draw: str = "uniform",
-) -> tuple[Acting, frozenset[ActorID]]:
+) -> tuple[Acting, frozenset[ActorID], GameListener]:
     """The acting of actor ``index`` that trains against opponent ``spec``: the trained policy plays seat
     ``index % seats``, the opponent every other seat; and that seat, whose decisions are learned. A fixed opponent
     (a :class:`~maze_impala.play.spec.PolicySpec`) acts as :func:`~maze_impala.play.spec.load_acting` builds it;
@@ -258,8 +267,22 @@ def against_opponent(
     all_seats = list(seats(spec, env).values())
     seat = frozenset({all_seats[index % len(all_seats)]})
     if isinstance(spec, str):
-        opponent: Acting = PoolOpponent(make, weights, seed, draw)
+        pool = PoolOpponent(make, weights, seed, draw)
+        routed = seated(acting, pool, seat, listener=pool)
     else:
-        opponent = load_acting(spec, env, seed)
-    routed = seated(acting, opponent, seat)
-    return routed, routed.mapping.learned_agents()
+        routed = seated(acting, load_acting(spec, env, seed), seat)
+    return routed, routed.mapping.learned_agents(), routed
+
+
+def run_lineup(config: TrainingConfig, opponents: Mapping[str, PolicySpec]) -> Lineup:
+    """A training run's lineup: its trained policy (acting on ``runner.actor_device``, if set), and the opponent it
+    trains against (``algorithm.train_opponent``: ``pool``, or one of the ``opponents`` resolved by name), played by
+    ``algorithm.opponent_actors`` of the actors, the pool's snapshots drawn by ``opponent_pool.draw``."""
+    algorithm, opponent = config.algorithm, config.algorithm.train_opponent
+    return Lineup.of(
+        config.model,
+        opponents.get(opponent, opponent) if opponent else None,
+        algorithm.opponent_actors,
+        algorithm.opponent_pool.draw,
+        device=config.runner.actor_device,
+    )

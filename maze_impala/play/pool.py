@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from maze_impala.config import OpponentPoolConfig
-from maze_impala.core import NestedArrays, Snapshots, StepKey, WeightPublisher, WeightSource
+from maze_impala.core import NestedArrays, StepKey, WeightPublisher, WeightSource
 from maze_impala.events.api import EventHub, EventInterface, EventRecord, event_name, record_only
 from maze_impala.nn.acting import Acting, Actions, Noise, State, act_in_parts
 from maze_impala.play.games import SCORES
@@ -37,6 +37,12 @@ SNAPSHOT_STATE = "snapshot"
 PFSP_WINDOW = 100
 """The pool estimates the trained policy's score against a snapshot over about its last this many games against it
 (each older game's weight decays by ``1 - 1/PFSP_WINDOW`` per newer one)."""
+
+
+SNAPSHOT_POOL = "snapshot_pool"
+"""The checkpoint key of a run's snapshot pool (:meth:`SnapshotPool.state_dict`)."""
+Snapshots = dict[int, tuple[int, np.ndarray]]
+"""A snapshot pool as the learner keeps it: snapshot number (counted from 1) -> (version, flat weights)."""
 
 
 class PoolEvents(EventInterface):
@@ -308,3 +314,25 @@ class PoolOpponent(Acting):
 
 def _snapshot_state(name: str) -> str | None:
     return None if name == SNAPSHOT_STATE else name
+
+
+def make_snapshot_pool(
+    config: OpponentPoolConfig, policy: nn.Module, version: int, saved: dict[str, Any] | None = None
+) -> SnapshotPool:
+    """A run's snapshot pool: the one a resumed run's checkpoint ``saved`` (its state), holding at least ``policy``
+    at ``version`` (a new run's first snapshot; or a run of a release that saved no pool)."""
+    pool = SnapshotPool(config)
+    if saved is not None and SNAPSHOT_POOL in saved:
+        pool.load_state_dict(saved[SNAPSHOT_POOL])
+    if not pool.snapshots:
+        pool.offer(policy, version)
+    return pool
+
+
+def pooled(pool: SnapshotPool, weights: PoolPublisher, hub: EventHub) -> WeightPublisher:
+    """``pool`` wired into a run: published to the actors' ``weights`` before any actor starts (its first game
+    against the pool finds it), hearing the games against it on the learner's ``hub``; returns the publisher that
+    keeps it after each update."""
+    pool.publish(weights)
+    hub.listeners.append(pool.hear)
+    return PooledPublisher(weights, pool)

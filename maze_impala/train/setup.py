@@ -12,7 +12,7 @@ import torch
 
 from maze_impala.actors.actor import ActorSpec, seed_for
 from maze_impala.actors.backends import check_actor_device, check_device, make_actors
-from maze_impala.checkpoints import OPPONENTS, read_checkpoint, restore_modules
+from maze_impala.checkpoints import OPPONENTS, read_checkpoint
 from maze_impala.config import TrainingConfig
 from maze_impala.config.base import to_record, to_yaml
 from maze_impala.core import Learner
@@ -25,11 +25,10 @@ from maze_impala.files import RunDirLock, atomic_write_text, remove_stray_temp_f
 from maze_impala.impala.build import make_learner
 from maze_impala.impala.replicas import check_devices
 from maze_impala.machine import LoadMeter, LoadSample
-from maze_impala.nn.critics import make_critic
-from maze_impala.nn.models import make_policy
-from maze_impala.play.lineup import Lineup, resolve_opponents
-from maze_impala.play.pool import SnapshotPool
-from maze_impala.play.spec import POOL, PolicySpec
+from maze_impala.nn.build import make_models
+from maze_impala.play.lineup import Lineup, resolve_opponents, run_lineup
+from maze_impala.play.pool import make_snapshot_pool
+from maze_impala.play.spec import POOL
 from maze_impala.run_files import CONFIG_YAML, LAST_MODEL
 from maze_impala.startup import fast_cuda_math, restore_cuda_math
 from maze_impala.train.outputs import RunStats, make_outputs
@@ -130,14 +129,14 @@ def _wire(
     output_dir = lock.directory
     algorithm, saved = config.algorithm, (checkpoint or {}).get(OPPONENTS, {})
     torch.manual_seed(config.seed)
-    policy, critic = _models(probe, config, checkpoint, output_dir / LAST_MODEL)
+    policy, critic = make_models(probe, config.model, checkpoint, output_dir / LAST_MODEL)
     opponents = resolve_opponents(probe, algorithm.train_opponent, algorithm.rollout_evaluator.opponent, saved)
     hub, train_stats = EventHub(), StatsAggregator("train")  # every interface: the learner's, the actors', the env's
     hub.listeners.append(train_stats)
     version = int((checkpoint or {}).get("version", 0))
     state = _state(config, checkpoint, output_dir, policy, version)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
-    spec = _actor_spec(config, opponents, state)
+    spec = _actor_spec(config, run_lineup(config, opponents), state)
     load = LoadMeter().load(since=idle)  # before the actors start: their start-up is this run's own work
     pool, weights = make_actors(spec, policy, version, config, hub, state.snapshots)
     # The actors start before the rest is built, so that their start-up (each actor process imports torch) overlaps
@@ -163,17 +162,6 @@ def _wire(
         raise
 
 
-def _models(
-    probe: StructuredEnv, config: TrainingConfig, checkpoint: dict[str, Any] | None, path: Path
-) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """The policy and the critic for the env (``probe``), restored from a resumed run's ``checkpoint`` (``path``)."""
-    policy = make_policy(probe, config.model)
-    critic = make_critic(probe.observation_spaces_dict, probe.agent_counts_dict, config.model)
-    if checkpoint is not None:
-        restore_modules(checkpoint, path, policy=policy, critic=critic)
-    return policy, critic
-
-
 def _state(
     config: TrainingConfig, checkpoint: dict[str, Any] | None, output_dir: Path, policy: torch.nn.Module, version: int
 ) -> TrainerState:
@@ -181,28 +169,20 @@ def _state(
     the snapshot pool of a run that trains against it, holding at least the ``policy`` it starts from (at
     ``version``)."""
     algorithm = config.algorithm
-    snapshots = SnapshotPool(algorithm.opponent_pool) if algorithm.train_opponent == POOL else None
+    snapshots = None
+    if algorithm.train_opponent == POOL:
+        snapshots = make_snapshot_pool(algorithm.opponent_pool, policy, version, checkpoint)
     if checkpoint is None:
-        state = TrainerState(snapshots=snapshots)
-    else:
-        state = TrainerState.from_checkpoint(checkpoint, snapshots)
-        state.history = continue_tables(output_dir, state.epoch)
-    if snapshots is not None and not snapshots.snapshots:  # a new run; or a run of a release that saved no pool
-        snapshots.offer(policy, version)
+        return TrainerState(snapshots=snapshots)
+    state = TrainerState.from_checkpoint(checkpoint, snapshots)
+    state.history = continue_tables(output_dir, state.epoch)
     return state
 
 
-def _actor_spec(config: TrainingConfig, opponents: dict[str, PolicySpec], state: TrainerState) -> ActorSpec:
-    """What every actor runs: the env, the lineup (the trained policy, and whom it trains against) and its rollouts.
-    A resumed run's actors start from seeds of their own: their envs do not replay the first epochs."""
-    algorithm, opponent = config.algorithm, config.algorithm.train_opponent
-    lineup = Lineup.of(
-        config.model,
-        opponents.get(opponent, opponent) if opponent else None,
-        algorithm.opponent_actors,
-        algorithm.opponent_pool.draw,
-        device=config.runner.actor_device,
-    )
+def _actor_spec(config: TrainingConfig, lineup: Lineup, state: TrainerState) -> ActorSpec:
+    """What every actor runs: the env, the ``lineup`` (the trained policy, and whom it trains against) and its
+    rollouts. A resumed run's actors start from seeds of their own: their envs do not replay the first epochs."""
+    algorithm = config.algorithm
     seed = seed_for(config.seed, state.epoch) if state.epoch else config.seed
     return ActorSpec(
         config.env, lineup, algorithm.n_rollout_steps, algorithm.envs_per_actor, seed, config.max_episode_steps

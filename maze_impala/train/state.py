@@ -9,10 +9,8 @@ from typing import Any
 import torch
 
 from maze_impala.events.stats import StatKey
-from maze_impala.play.pool import SnapshotPool
+from maze_impala.play.pool import SNAPSHOT_POOL, SnapshotPool
 
-SNAPSHOT_POOL = "snapshot_pool"
-"""The checkpoint key of the snapshot pool."""
 EVALUATION_PENDING = "evaluation_pending"
 """The checkpoint key of an epoch trained whose evaluation had not ended (see :attr:`TrainerState.pending`)."""
 
@@ -85,13 +83,10 @@ class TrainerState:
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any], snapshots: SnapshotPool | None = None) -> TrainerState:
-        """The state a checkpoint saved; restores the torch RNG state too, and into ``snapshots`` (the run's pool,
-        if it has one) the pool the checkpoint saved. A checkpoint of an earlier release, or of a run without a
-        pool, leaves ``snapshots`` empty."""
+        """The state a checkpoint saved, with the run's pool (if it has one; restored from the same checkpoint by
+        :func:`~maze_impala.play.pool.make_snapshot_pool`); restores the torch RNG state too."""
         if "torch_rng_state" in state:
             torch.set_rng_state(state["torch_rng_state"])
-        if snapshots is not None and SNAPSHOT_POOL in state:
-            snapshots.load_state_dict(state[SNAPSHOT_POOL])
         return cls(
             epoch=int(state["epoch"]),
             env_steps=int(state["env_steps"]),
