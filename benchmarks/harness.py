@@ -1,4 +1,4 @@
-"""What the benchmarks share: quiet output, running the installed CLI, and alternating rounds.
+"""What the benchmarks share: quiet output, running the installed CLI, alternating rounds and a busy program.
 
 A benchmark imports it as a sibling module (``benchmarks/`` is on ``sys.path`` when a script in it runs)::
 
@@ -10,9 +10,11 @@ alternate their order (:func:`alternating`) and report each one's median over it
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -59,3 +61,33 @@ def alternating(
 def medians(figures: dict[Case, list[float]]) -> dict[Case, float]:
     """Each case's median over its rounds."""
     return {case: statistics.median(values) for case, values in figures.items()}
+
+
+SPIN = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    for _ in range(100000): pass\n"
+"""A busy program: one core spun until its parent goes."""
+
+
+class Load:
+    """``n`` busy processes while the ``with`` block runs, or until ``stop_after`` seconds into it."""
+
+    def __init__(self, n: int, stop_after: float | None = None):
+        self.n, self.stop_after, self.processes = n, stop_after, []
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self) -> Load:
+        self.processes = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())]) for _ in range(self.n)]
+        if self.stop_after is not None and self.n:
+            self._timer = threading.Timer(self.stop_after, self.stop)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.stop()

@@ -18,15 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
-from harness import round_order
+from harness import Load, round_order
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.config.workloads import shipped_env, shipped_model
@@ -38,7 +35,6 @@ THREADS = StatKey.of(RunEvents.learner_threads, "mean", "train").column()
 ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 EPOCH = StatKey.of(RunEvents.epoch_seconds, "last", "train").column()
 QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False, csv=False)
-SPIN = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    for _ in range(100000): pass\n"
 """A busy program that ends when its parent does (checked every few milliseconds)."""
 
 
@@ -62,32 +58,6 @@ FAMILIES = {
     "dev_cartpole": Family("gym_env", runner="dev", epoch_length=50),
     "local_cartpole": Family("gym_env", epoch_length=50),
 }
-
-
-class Load:
-    """``n`` busy processes while the ``with`` block runs, or until ``stop_after`` seconds into it."""
-
-    def __init__(self, n: int, stop_after: float | None = None):
-        self.n, self.stop_after, self.processes = n, stop_after, []
-        self._timer: threading.Timer | None = None
-
-    def __enter__(self) -> Load:
-        self.processes = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())]) for _ in range(self.n)]
-        if self.stop_after is not None and self.n:
-            self._timer = threading.Timer(self.stop_after, self.stop)
-            self._timer.daemon = True
-            self._timer.start()
-        return self
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.kill()
-            process.wait()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self.stop()
 
 
 @dataclass

@@ -59,8 +59,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from harness import maze_run, round_order
-from load import Load
+from harness import Load, maze_run, round_order
 
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents

@@ -51,7 +51,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import yaml
-from load import Load
+from harness import Load
 
 TASKS = {
     # name: (threshold, env-step budget)

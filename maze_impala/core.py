@@ -260,5 +260,9 @@ class ActorFailedError(RuntimeError):
     """An actor died or raised: training cannot go on without its rollouts."""
 
 
+class TrainingError(RuntimeError):
+    """Training stopped on a failure of an env, an actor or the learner; the message names the epoch and the cause."""
+
+
 class NonFiniteError(ValueError):
     """A non-finite reward or observation, or loss or gradient: training stops rather than learn from it."""

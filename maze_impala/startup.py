@@ -3,15 +3,13 @@
 Nothing deeper in the package flips process-wide state: the CLI (:mod:`maze_impala.cli`) calls these as a command
 starts, the run's set-up (:func:`~maze_impala.train.setup.build_trainer`) calls :func:`fast_cuda_math` for a CUDA
 learner, every process the package starts (actor workers, Ray actors, learner replicas, rollout workers) enters
-through :func:`enter_process`, and the tuned learner sets its threads with :func:`set_torch_threads`. Measured with
-torch 2.13, Hydra 1.3 and CPython 3.12 (docs/benchmarks.md, "a run's start and end", and docs/models.md for the GPU):
+through :func:`enter_process`, and the tuned learner sets its threads with :func:`set_torch_threads`. What each
+saves is measured in docs/benchmarks.md ("what the code's choices rest on"):
 
 - the garbage collector is paused while a command imports torch, Hydra and the package, and what they built is then
-  frozen (:func:`paused_collector`, :func:`collect_from_here`): 0.3-0.4 s of a short run's start-up;
-- Hydra composes a command's config once, not twice (:func:`compose_once`): 0.6 s per composition of
-  ``conf_train`` on 2 cores;
-- a CUDA learner computes in TF32 and lets cuDNN pick its fastest algorithms (:func:`fast_cuda_math`): about 1.65x
-  the IMPALA CNN learner's samples per second on an H200.
+  frozen (:func:`paused_collector`, :func:`freeze_and_collect`);
+- Hydra composes a command's config once, not twice (:func:`compose_once`);
+- a CUDA learner computes in TF32 and lets cuDNN pick its fastest algorithms (:func:`fast_cuda_math`).
 
 torch's thread count is the learner's to choose as the load changes (:mod:`maze_impala.impala.threads`).
 Nothing of the package is imported here.
@@ -33,7 +31,7 @@ USER_CONFIGS = ("-cd", "--config-dir", "-cp", "--config-path")
 
 @contextlib.contextmanager
 def paused_collector() -> Iterator[None]:
-    """Python's cyclic garbage collector off until :func:`collect_from_here` (or the end of the block).
+    """Python's cyclic garbage collector off until :func:`freeze_and_collect` (or the end of the block).
 
     Importing torch, Hydra and the package allocates some hundreds of thousands of objects that live as long as the
     process. With the collector on, their allocations set off full scans of all of them again and again, and every
@@ -47,7 +45,7 @@ def paused_collector() -> Iterator[None]:
             gc.enable()
 
 
-def collect_from_here() -> None:
+def freeze_and_collect() -> None:
     """The collector resumes, and what start-up built is set aside from its scans (``gc.freeze``, about 280,000
     objects): call it once a command's modules are imported and before it builds anything (before any actor process
     starts: a forked one inherits the collector's state). Only the first call of a process freezes: a multirun's
@@ -57,7 +55,7 @@ def collect_from_here() -> None:
     gc.enable()
 
 
-def mode_is_the_command_lines(argv: Sequence[str]) -> bool:
+def command_line_decides_mode(argv: Sequence[str]) -> bool:
     """Whether ``hydra.mode`` can only be what the command line's ``-m`` says: no override names it, and only the
     shipped configs are composed (a config directory of the user's may set anything)."""
     for arg in argv:
@@ -83,7 +81,7 @@ def compose_once(argv: Sequence[str]) -> bool:
     ``Hydra.get_mode`` keep their own way."""
     from hydra._internal.hydra import Hydra
 
-    if not mode_is_the_command_lines(argv) or not hasattr(Hydra, "get_mode"):
+    if not command_line_decides_mode(argv) or not hasattr(Hydra, "get_mode"):
         return False
     Hydra.get_mode = _no_mode_in_the_config
     return True

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from warm import starter
@@ -34,11 +35,52 @@ def run_cli(args, cwd, command=(sys.executable, "-m", "maze_impala"), timeout=30
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
+def maze_run(cwd, command, *more, out=None, timeout=300):
+    """``maze-run COMMAND MORE... hydra.run.dir=OUT`` (:func:`run_cli`): ``command`` the overrides that need no
+    quoting, split at spaces, as a shell would (``"-cn conf_train env=tictactoe runner=dev"``); ``more`` whole
+    arguments (paths, f-strings); ``out`` the run's directory, if it names one."""
+    args = [*command.split(), *more, *([f"hydra.run.dir={out}"] if out is not None else [])]
+    return run_cli(args, cwd, timeout=timeout)
+
+
 def train_tiny(out, args, runner="local"):
     """A run trained by the installed ``maze-run`` on the TINY budget into ``out`` (the CLI tests' fixtures)."""
     proc = run_cli(["-cn", "conf_train", *args, f"runner={runner}", *TINY, f"hydra.run.dir={out}"], cwd=out)
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+def rollouts_on(runners, trained, tmp_path, args):
+    """The rollout CLI (``maze-run -cn conf_rollout``) of the run ``trained`` with each of ``runners`` (two worker
+    processes where it has them) and ``args``, each into ``tmp_path/<runner>``; each must succeed. Returns, per
+    runner, its output directory and its process."""
+    outputs = {}
+    for runner in runners:
+        out = tmp_path / runner
+        args_ = ["-cn", "conf_rollout", f"input_dir={trained}", f"runner={runner}", "runner.n_processes=2", *args]
+        proc = run_cli([*args_, f"hydra.run.dir={out}"], cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        outputs[runner] = (out, proc)
+    return outputs
+
+
+LONG = ["algorithm.n_epochs=100", "algorithm.epoch_length=5", "output.tensorboard=false"]
+"""A run that trains far longer than a test waits: it is stopped (a signal, a kill) before it ends."""
+
+
+def start_long_run(out, args, **popen):
+    """``maze-run -cn conf_train ARGS`` of the installed package on the :data:`LONG` budget into ``out``, started in a
+    process of its own (``popen``: the pipes, a session); the test stops it."""
+    command = [sys.executable, "-m", "maze_impala", "-cn", "conf_train", *args, *LONG, f"hydra.run.dir={out}"]
+    return subprocess.Popen(command, cwd=out.parent, **popen)
+
+
+def wait_until(done, seconds=120, proc=None, pause=0.1):
+    """Poll ``done()`` until it holds, ``seconds`` pass, or ``proc`` (if given) ends; whether it holds."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline and (proc is None or proc.poll() is None):
+        time.sleep(pause)
+    return done()
 
 
 def children(pid):

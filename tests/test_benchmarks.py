@@ -375,3 +375,26 @@ def test_the_learning_table_gives_an_mpe_return_per_team_and_per_agent():
     assert learning.per_agent(spread, -60.0) == " (-20.00 per agent)"
     assert learning.per_agent(listener, -30.0) == " (-15.00 per agent)"
     assert learning.per_agent(learning.SUITE["CartPole-v1"], 500.0) == ""
+
+
+def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(capsys):
+    """``versus_benchmarl.py``'s table from recorded runs (BenchMARL needs its own venv): the final figure (ours
+    judged, theirs the last evaluation), the frames and seconds to MAPPO's final, the team's return as the agents'
+    sum, and the largest fall of a run's second half below its best so far."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import versus_benchmarl as vb
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    ours = {"frames": [10, 20, 30, 40], "seconds": [1.0, 2.0, 3.0, 4.0], "per_agent": [-30.0, -20.0, -25.0, -18.0]}
+    ours.update(judged_per_agent=-17.0, wall=5.0, total_frames=40, task="simple_spread", tool="maze_impala", seed=1)
+    mappo = {"frames": [10, 20, 30, 40], "seconds": [5.0, 9.0, 14.0, 20.0], "per_agent": [-40.0, -21.0, -30.0, -22.0]}
+    mappo.update(wall=21.0, total_frames=40, task="simple_spread", tool="mappo", seed=1)
+    assert vb.final(ours) == -17.0 and vb.final(mappo) == -22.0
+    assert vb.reach(ours, vb.final(mappo)) == (20, 2.0) and vb.reach(mappo, -1.0) == (None, None)
+    assert vb.steadiness(ours) == pytest.approx(0.25) and vb.steadiness(mappo) == pytest.approx(9 / 21)
+    vb.print_table([ours, mappo])
+    table = capsys.readouterr().out
+    assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | 20 (1/1) | 2 |" in table, table
+    assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | 20 (1/1) | 9 |" in table, table  # -21 at 20
+    assert vb.flatten([[1.0, [2.0]], [3.0]]) == [1.0, 2.0, 3.0]

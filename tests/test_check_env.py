@@ -6,8 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from tiny import QUIET
 
-from maze_impala import ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, check_env, train
+from maze_impala import ImpalaAlgorithmConfig, RunnerConfig, check_env, train
 from maze_impala.core import ActorID, NonFiniteError
 from maze_impala.envs import examples
 from maze_impala.envs.checker import EnvCheckError
@@ -17,7 +18,6 @@ from maze_impala.testing import FaultyEnv, TwoStepEnv
 from maze_impala.train.trainer import TrainingError
 
 TINY = dict(n_epochs=1, epoch_length=3, envs_per_actor=2, n_rollout_steps=8, num_actors=1)
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
 def faulty(fault, after=0):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from clitools import TINY, alive, children, run_cli
+from clitools import TINY, alive, children, maze_run, run_cli, start_long_run, wait_until
 from omegaconf import OmegaConf
 
 from maze_impala import Player, load_policy
@@ -19,10 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("runner", ["dev", "local"])
 def test_training_run_writes_every_output(tmp_path, runner):
     out = tmp_path / "run"
-    proc = run_cli(
-        ["-cn", "conf_train", "algorithm=impala", f"runner={runner}", *TINY, f"hydra.run.dir={out}"],
-        cwd=tmp_path,
-    )
+    proc = maze_run(tmp_path, "-cn conf_train algorithm=impala", f"runner={runner}", *TINY, out=out)
     assert proc.returncode == 0, proc.stderr
     assert f"outputs in {out}" in proc.stdout
     assert "best evaluation return (mean of 2 episodes)" in proc.stdout  # what model_best.pt's choice rests on
@@ -51,18 +48,12 @@ def test_training_run_writes_every_output(tmp_path, runner):
 
 
 def test_any_gymnasium_id_through_env_name(tmp_path):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "runner=dev",
-            "env=gym_env",
-            "env.name=Acrobot-v1",
-            *TINY,
-            "algorithm.n_epochs=1",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_train runner=dev env=gym_env env.name=Acrobot-v1",
+        *TINY,
+        "algorithm.n_epochs=1",
+        out=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(tmp_path / "stats.csv")["eval/EpisodeEvents/episode_return/mean"].iloc[0] <= 0
@@ -115,29 +106,10 @@ def test_interrupt_stops_every_actor_and_keeps_the_last_checkpoint(tmp_path, sig
     if not Path("/proc").is_dir():
         pytest.skip("needs /proc to find the actor processes")
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "maze_impala",
-            "-cn",
-            "conf_train",
-            "runner=local",
-            "algorithm.n_epochs=100",
-            "algorithm.epoch_length=5",
-            "output.tensorboard=false",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_long_run(out, ["runner=local"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
         # model_best.pt comes after the first evaluation (model_last.pt before it too): an epoch has ended
-        while not (out / "model_best.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
+        wait_until((out / "model_best.pt").exists, proc=proc)
         actors = children(proc.pid)
         assert len(actors) >= 2, "two actor processes (plus the resource tracker) run"
         proc.send_signal(getattr(signal, signal_name))

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from clitools import PLOT, TINY, run_cli
+from clitools import PLOT, TINY, maze_run, run_cli
 
 from maze_impala.report.compare import bootstrap_ci, configurations, find_runs, iqm
 
@@ -58,19 +58,14 @@ def test_single_runs_are_labelled_by_their_seed_too_where_the_seeds_differ(tmp_p
 
 @pytest.mark.slow
 def test_a_multirun_names_its_runs_by_their_overrides_and_sums_them_up(tmp_path):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "-m",
-            "runner=dev",
-            *TINY,
-            "output.tensorboard=false",
-            "seed=1,2",
-            "algorithm.lr=0.003,0.001",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_train -m runner=dev",
+        *TINY,
+        "output.tensorboard=false",
+        "seed=1,2",
+        "algorithm.lr=0.003,0.001",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())

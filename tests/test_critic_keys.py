@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from clitools import TINY, run_cli
+from clitools import TINY, maze_run
 
 from maze_impala import load_policy
 from maze_impala.config import ConfigError, ModelConfig
@@ -107,20 +107,13 @@ def test_a_centralised_critic_trains_and_its_policy_plays_from_the_rollout_cli(t
         "env.global_state=true",
         "model.critic_only_keys=[global_state]",
     ]
-    proc = run_cli(["-cn", "conf_train", *spread, *TINY, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train", *spread, *TINY, out=tmp_path / "run")
     assert proc.returncode == 0, proc.stderr
     policy, env = load_policy(tmp_path / "run" / "model_last.pt")
     env.reset(seed=0)
     assert GLOBAL_STATE not in policy.observation_spaces[env.actor_id().step_key].spaces
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            f"input_dir={tmp_path / 'run'}",
-            "n_episodes=3",
-            f"hydra.run.dir={tmp_path / 'played'}",
-        ],
-        tmp_path,
+    proc = maze_run(
+        tmp_path, "-cn conf_rollout", f"input_dir={tmp_path / 'run'}", "n_episodes=3", out=tmp_path / "played"
     )
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_csv(tmp_path / "played" / "kpis.csv")) == 3

@@ -15,8 +15,9 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from tiny import tiny_algorithm
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.checkpoints import save_checkpoint
 from maze_impala.deploy.export import ExportError, export_policy
 from maze_impala.envs.factory import make_env
@@ -88,14 +89,7 @@ KINDS = {
 def _trained(tmp_path, env, model):
     """A checkpoint of one short epoch, its policy's weights scaled so that its logits are decisive."""
     out = tmp_path / "run"
-    algorithm = ImpalaAlgorithmConfig(
-        n_epochs=1,
-        epoch_length=1,
-        envs_per_actor=2,
-        n_rollout_steps=8,
-        num_actors=1,
-        rollout_evaluator={"n_episodes": 1},
-    )
+    algorithm = tiny_algorithm()
     train(
         env,
         algorithm,
@@ -204,18 +198,15 @@ def test_the_runtime_imports_neither_torch_nor_gymnasium_nor_hydra():
 
 @pytest.mark.slow
 def test_the_cartpole_export_is_small_and_its_cli_names_its_files(tmp_path):
-    from clitools import run_cli
+    from clitools import maze_run
 
     checkpoint = _trained(tmp_path, "CartPole-v1", {})
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_export",
-            f"input_dir={checkpoint.parent}",
-            "checkpoint=model_last.pt",
-            f"hydra.run.dir={tmp_path / 'export'}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_export",
+        f"input_dir={checkpoint.parent}",
+        "checkpoint=model_last.pt",
+        out=tmp_path / "export",
     )
     assert proc.returncode == 0, proc.stderr
     assert "manifest.json, step_0.onnx" in proc.stdout, proc.stdout

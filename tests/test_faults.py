@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from clitools import alive, children
+from clitools import alive, children, start_long_run, wait_until
 
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.subprocess import RestartPolicy, SubprocessActors
@@ -150,30 +150,15 @@ def test_sigkill_of_the_main_process_leaves_no_actor_no_learner_and_no_shared_me
         pytest.skip("needs /proc")
     before = _shm()
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "maze_impala",
-            "-cn",
-            "conf_train",
-            "runner=local",
-            "algorithm.num_actors=3",
-            "algorithm.num_learners=2",
-            "algorithm.n_epochs=100",
-            "algorithm.epoch_length=5",
-            "output.tensorboard=false",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
+    proc = start_long_run(
+        out,
+        ["runner=local", "algorithm.num_actors=3", "algorithm.num_learners=2"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (out / "model_last.pt").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until((out / "model_last.pt").exists)
         actors = [
             pid
             for pid in children(proc.pid)
@@ -186,9 +171,7 @@ def test_sigkill_of_the_main_process_leaves_no_actor_no_learner_and_no_shared_me
         else:
             proc.kill()
         proc.wait(timeout=10)
-        deadline = time.monotonic() + 5
-        while alive(actors) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: not alive(actors), seconds=5, pause=0.05)
         assert alive(actors) == [], "actors and learners die with their parent"
     finally:
         proc.kill()

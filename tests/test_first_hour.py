@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from clitools import MY_ENV, PLOT, TINY, run_cli
+from clitools import MY_ENV, PLOT, TINY, maze_run, run_cli
+from tiny import QUIET
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, load_policy, train
 from maze_impala.checkpoints import UnsafeCheckpointError, read_checkpoint
@@ -24,7 +25,6 @@ from maze_impala.nn.models import make_random_policy
 from maze_impala.testing import CounterEnv
 
 SMALL = dict(n_epochs=1, epoch_length=2, envs_per_actor=2, n_rollout_steps=8, num_actors=1)
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 DEV = RunnerConfig("dev")
 
 
@@ -199,19 +199,14 @@ def test_a_users_own_env_trains_from_the_cli_as_the_docs_say(tmp_path):
 @pytest.mark.slow
 def test_a_failing_env_ends_the_cli_with_one_line_and_the_traceback_in_the_log(tmp_path):
     out = tmp_path / "run"
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env._target_=maze_impala.testing.FaultyEnv",
-            "+env.fault=nan_reward",
-            "+env.after=40",
-            "runner=local",
-            "runner.max_restarts=0",
-            *TINY,
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        (
+            "-cn conf_train env._target_=maze_impala.testing.FaultyEnv +env.fault=nan_reward "
+            "+env.after=40 runner=local runner.max_restarts=0"
+        ),
+        *TINY,
+        out=out,
     )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
@@ -228,23 +223,15 @@ def test_a_run_that_fails_after_a_checkpoint_says_how_to_resume_it(tmp_path):
     # Each env breaks at its 101st step, in its actor's 4th rollout of 32 steps: after the first update's epoch (an
     # actor makes at most 3 rollouts before the learner takes a second one).
     out = tmp_path / "run"
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env._target_=maze_impala.testing.FaultyEnv",
-            "+env.fault=nan_reward",
-            "+env.after=100",
-            "runner=local",
-            "runner.max_restarts=0",
-            "algorithm.n_epochs=20",
-            "algorithm.epoch_length=1",
-            "algorithm.envs_per_actor=2",
-            "algorithm.rollout_evaluator.n_episodes=1",
-            "output.tensorboard=false",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        (
+            "-cn conf_train env._target_=maze_impala.testing.FaultyEnv +env.fault=nan_reward "
+            "+env.after=100 runner=local runner.max_restarts=0 algorithm.n_epochs=20 "
+            "algorithm.epoch_length=1 algorithm.envs_per_actor=2 "
+            "algorithm.rollout_evaluator.n_episodes=1 output.tensorboard=false"
+        ),
+        out=out,
     )
     assert proc.returncode == 1
     assert "training failed in epoch" in proc.stderr and "non-finite reward" in proc.stderr
@@ -257,7 +244,7 @@ def test_a_run_that_fails_after_a_checkpoint_says_how_to_resume_it(tmp_path):
 
 def test_a_configuration_error_leaves_no_run_directory(tmp_path):
     out = tmp_path / "outputs" / "train" / "bad"
-    proc = run_cli(["-cn", "conf_train", "algorithm.lr=-1", f"hydra.run.dir={out}"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train algorithm.lr=-1", out=out)
     assert proc.returncode == 2 and "algorithm.lr must be a finite float > 0" in proc.stderr
     assert f"{out} was removed" in proc.stderr and not out.exists()
     assert not (tmp_path / "outputs").exists(), "nor the empty outputs/train/ it was made in"
@@ -309,7 +296,7 @@ def test_hydras_flags_may_follow_the_overrides():
 
 
 def test_cfg_after_an_override_prints_the_config(tmp_path):
-    proc = run_cli(["-cn", "conf_train", "algorithm.lr=0.0123", "--cfg", "job"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train algorithm.lr=0.0123 --cfg job")
     assert proc.returncode == 0, proc.stderr
     assert "lr: 0.0123" in proc.stdout and "unrecognized arguments" not in proc.stderr
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from clitools import TINY, run_cli
+from clitools import TINY, maze_run
+from tiny import QUIET
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
 from maze_impala.actors.actor import ActorSpec
@@ -33,7 +34,6 @@ TICTACTOE = {
     "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
     "name": "pettingzoo.classic.tictactoe_v3",
 }
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
 class Constant(Acting):
@@ -233,38 +233,32 @@ def test_the_console_shows_the_rates_per_seat_and_the_curves_keep_a_seats_colour
 @pytest.mark.slow
 def test_the_rollout_cli_plays_every_seat_against_random_and_against_another_run(tmp_path):
     game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]
-    train_run = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            *game,
-            *TINY,
-            f"hydra.run.dir={tmp_path / 'run'}",
-            "algorithm.rollout_evaluator.opponent=random",
-        ],
+    train_run = maze_run(
         tmp_path,
+        "-cn conf_train",
+        *game,
+        *TINY,
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "algorithm.rollout_evaluator.opponent=random",
     )
     assert train_run.returncode == 0, train_run.stderr
     assert "best evaluation score against random" in train_run.stdout
     for opponent in ("random", str(tmp_path / "run")):
         out = tmp_path / f"games_{len(opponent)}"
-        played = run_cli(
-            [
-                "-cn",
-                "conf_rollout",
-                f"input_dir={tmp_path / 'run'}",
-                f"opponent={opponent}",
-                "n_episodes=5",
-                f"hydra.run.dir={out}",
-            ],
+        played = maze_run(
             tmp_path,
+            "-cn conf_rollout",
+            f"input_dir={tmp_path / 'run'}",
+            f"opponent={opponent}",
+            "n_episodes=5",
+            out=out,
         )
         assert played.returncode == 0, played.stderr
         table = pd.read_csv(out / "games_summary.csv").set_index("seat")
         assert list(table.index) == ["player_1", "player_2"] and table["games"].tolist() == [5, 5]
         assert np.allclose(table[["win", "draw", "loss"]].sum(axis=1), 1.0)
         assert len(pd.read_csv(out / "games.csv")) == 10
-    cartpole = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=gym_env", "opponent=random"], tmp_path)
+    cartpole = maze_run(tmp_path, "-cn conf_rollout policy=random_policy env=gym_env opponent=random")
     assert cartpole.returncode != 0 and "two or more agents" in cartpole.stderr
 
 
@@ -275,7 +269,7 @@ def test_a_multirun_writes_evaluation_results_that_marl_eval_reads(tmp_path):
     processing = pytest.importorskip("marl_eval.utils.data_processing_utils")
     game = ["env=pettingzoo", "env.name=pettingzoo.classic.tictactoe_v3", "model.image_encoder=flatten"]
     sweep = ["runner=dev", "seed=1,2", "algorithm.rollout_evaluator.opponent=random", f"hydra.sweep.dir={tmp_path}/m"]
-    proc = run_cli(["-cn", "conf_train", "-m", *game, *TINY, *sweep], tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train -m", *game, *TINY, *sweep)
     assert proc.returncode == 0, proc.stderr
     # overrides too long for a folder name: the jobs are numbered (a name over 255 bytes failed the multirun)
     assert sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_dir()) == ["job_0", "job_1"]
@@ -369,7 +363,7 @@ def test_an_opponent_checkpoint_is_read_where_the_spec_is_made_never_in_an_actor
     save_checkpoint(tmp_path / "opponent.pt", {"policy": opponent.state_dict(), "config": record})
     (opponent_spec,) = resolve_opponents(env, train=str(tmp_path / "opponent.pt")).values()
     spec = ActorSpec(TICTACTOE, Lineup.of(model, opponent_spec, 1), 8, 2, seed=3)
-    assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.is_fixed
+    assert isinstance(spec.lineup.opponent, PolicySpec) and not spec.lineup.opponent.has_no_model
     (tmp_path / "opponent.pt").unlink()  # an actor that read the checkpoint would fail now
     actor = spec.build(0, SharedWeights(make_policy(env, model)))
     try:
@@ -389,18 +383,12 @@ def test_the_shipped_tictactoe_config_learns_by_self_play_beating_random_play_in
     (0.70 and 0.42 win or draw in the first and second seat). On runner=dev, as the learning tests
     (tests/test_learning.py): the run repeats exactly, and costs the suite less CPU time than subprocess actors."""
     out = tmp_path / "run"
-    run = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env=tictactoe",
-            "algorithm.n_epochs=4",
-            "runner=dev",
-            f"hydra.run.dir={out}",
-            "output.tensorboard=false",
-            "output.progress=false",
-        ],
+    run = maze_run(
         tmp_path,
+        "-cn conf_train env=tictactoe algorithm.n_epochs=4 runner=dev",
+        f"hydra.run.dir={out}",
+        "output.tensorboard=false",
+        "output.progress=false",
     )
     assert run.returncode == 0, run.stderr[-3000:]
     last = pd.read_csv(out / "stats.csv").iloc[-1]
@@ -419,18 +407,12 @@ def test_the_shipped_connect_four_config_learns_by_self_play_beating_random_play
     player: at a tenth of its budget (102,400 env steps) it wins far more often than random play's own rates
     (0.54 and 0.46 in the first and second seat), on runner=dev as the tic-tac-toe test above."""
     out = tmp_path / "run"
-    run = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env=connect_four",
-            "algorithm.n_epochs=4",
-            "runner=dev",
-            f"hydra.run.dir={out}",
-            "output.tensorboard=false",
-            "output.progress=false",
-        ],
+    run = maze_run(
         tmp_path,
+        "-cn conf_train env=connect_four algorithm.n_epochs=4 runner=dev",
+        f"hydra.run.dir={out}",
+        "output.tensorboard=false",
+        "output.progress=false",
     )
     assert run.returncode == 0, run.stderr[-3000:]
     last = pd.read_csv(out / "stats.csv").iloc[-1]

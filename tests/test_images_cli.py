@@ -4,7 +4,7 @@ out by the rollout CLI on both runners and loaded by ``load_policy``."""
 import gymnasium
 import pandas as pd
 import pytest
-from clitools import run_cli, train_tiny
+from clitools import maze_run, rollouts_on, train_tiny
 
 from maze_impala import Player, load_policy
 from maze_impala.nn.encoders import ImpalaCNN
@@ -40,25 +40,9 @@ def test_the_checkpoint_rebuilds_the_cnn_and_plays(trained):
 
 
 def test_the_rollout_cli_plays_the_image_policy_alike_on_both_runners(trained, tmp_path):
-    outputs = {}
-    for runner in ("dev", "local"):
-        out = tmp_path / runner
-        proc = run_cli(
-            [
-                "-cn",
-                "conf_rollout",
-                f"input_dir={trained}",
-                "policy.checkpoint=model_last.pt",
-                f"runner={runner}",
-                "runner.n_processes=2",
-                "n_episodes=4",
-                "deterministic=false",
-                f"hydra.run.dir={out}",
-            ],
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
-        outputs[runner] = pd.read_csv(out / "kpis.csv")
+    args = ["policy.checkpoint=model_last.pt", "n_episodes=4", "deterministic=false"]
+    runs = rollouts_on(("dev", "local"), trained, tmp_path, args)
+    outputs = {runner: pd.read_csv(out / "kpis.csv") for runner, (out, _) in runs.items()}
     assert len(outputs["dev"]) == 4 and outputs["dev"]["steps"].max() <= 10, "the rollout lost the TimeLimit wrapper"
     pd.testing.assert_frame_equal(outputs["dev"], outputs["local"])
 
@@ -74,13 +58,11 @@ def test_pong_trains_on_the_cpu_and_its_checkpoint_plays_a_whole_game(tmp_path):
         "algorithm.rollout_evaluator.n_episodes=1",
     ]
     out = tmp_path / "pong"
-    proc = run_cli(["-cn", "conf_train", "env=atari", *budget, "runner=dev", f"hydra.run.dir={out}"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train env=atari", *budget, "runner=dev", out=out)
     assert proc.returncode == 0, proc.stderr
     played = tmp_path / "played"
-    proc = run_cli(
-        ["-cn", "conf_rollout", f"input_dir={out}", "n_episodes=1", "progress=false", f"hydra.run.dir={played}"],
-        cwd=tmp_path,
-        timeout=600,
+    proc = maze_run(
+        tmp_path, "-cn conf_rollout", f"input_dir={out}", "n_episodes=1", "progress=false", out=played, timeout=600
     )
     assert proc.returncode == 0, proc.stderr
     (game,) = pd.read_csv(played / "kpis.csv").to_dict("records")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from columns import EVAL, RETURN, STEPS
+from tiny import QUIET
 
 from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, TrainingConfig, train
 from maze_impala.config.workloads import shipped_env, shipped_model, shipped_runner
@@ -15,7 +16,6 @@ from maze_impala.events.writers import StatsWriter
 from maze_impala.train.setup import build_trainer
 
 pytestmark = pytest.mark.slow
-QUIET = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
 MEMORY = {"_target_": "maze_impala.envs.examples.MemoryEnv"}
 EPOCH = 10
 """Updates an epoch of :func:`_train`'s runs: a run can stop after any epoch."""

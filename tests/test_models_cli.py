@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 import torch
-from clitools import run_cli, train_tiny
+from clitools import rollouts_on, train_tiny
 from omegaconf import OmegaConf
 from playing import play_episodes
 
@@ -39,26 +39,9 @@ def test_the_checkpoint_holds_the_statistics_and_load_policy_plays_with_the_stat
 
 
 def test_the_rollout_cli_plays_each_env_with_its_own_state_on_both_runners(trained, tmp_path):
-    outputs = {}
-    for runner in ("dev", "local"):
-        out = tmp_path / runner
-        proc = run_cli(
-            [
-                "-cn",
-                "conf_rollout",
-                f"input_dir={trained}",
-                "policy.checkpoint=model_last.pt",
-                f"runner={runner}",
-                "runner.n_processes=2",
-                "runner.envs_per_process=3",
-                "n_episodes=6",
-                "deterministic=false",
-                f"hydra.run.dir={out}",
-            ],
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
-        outputs[runner] = pd.read_csv(out / "kpis.csv")
+    args = ["policy.checkpoint=model_last.pt", "runner.envs_per_process=3", "n_episodes=6", "deterministic=false"]
+    runs = rollouts_on(("dev", "local"), trained, tmp_path, args)
+    outputs = {runner: pd.read_csv(out / "kpis.csv") for runner, (out, _) in runs.items()}
     pd.testing.assert_frame_equal(outputs["dev"], outputs["local"])
     # the same episodes played from Python with the checkpoint's policy: the CLI restores weights and statistics
     policy, _ = load_policy(trained / "model_last.pt")

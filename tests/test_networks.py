@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 import torch
+from tiny import QUIET
 from torch import nn
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, Player, RunnerConfig, load_policy, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, Player, RunnerConfig, load_policy, train
 from maze_impala.checkpoints import read_checkpoint
 from maze_impala.config import ConfigError
 from maze_impala.envs.examples import CuttingEnv
@@ -15,8 +16,6 @@ from maze_impala.nn.custom import ExternalNet
 from maze_impala.nn.models import make_policy
 from maze_impala.nn.networks import StepNet
 from maze_impala.nn.torch_acting import TorchActing, make_acting
-
-QUIET = OutputConfig(tensorboard=False, console=False, progress=False, plot=False)
 
 
 class JoinedNet(nn.Module):

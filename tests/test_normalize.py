@@ -4,8 +4,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from tiny import QUIET
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, load_policy, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, load_policy, train
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.weights import SharedWeights
 from maze_impala.checkpoints import read_checkpoint
@@ -23,7 +24,6 @@ from maze_impala.nn.normalize import CLIP, RunningMeanStd
 from maze_impala.nn.torch_acting import TorchActing, numpy_form_of
 from maze_impala.play.lineup import Lineup
 
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 NORMALIZED = ModelConfig(hidden_units=[16], normalize_observations=True)
 
 

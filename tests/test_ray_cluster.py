@@ -8,6 +8,7 @@ import time
 
 import pytest
 from poolcheck import START
+from tiny import QUIET
 
 ray = pytest.importorskip("ray", reason='the Ray backend needs pip install "maze_impala[ray]"')
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -40,36 +41,24 @@ def cluster():
     cluster.shutdown()
 
 
+def _train_on(cluster, tmp_path, **settings):
+    """Two short epochs of CartPole on ``cluster`` (``settings``: more algorithm settings); they must train."""
+    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4, **settings)
+    runner = RunnerConfig("ray", address=cluster.address)
+    result = train("CartPole-v1", algorithm, runner=runner, output=QUIET, output_dir=tmp_path / "run", seed=3)
+    assert result.env_steps >= algorithm.total_env_steps
+
+
 def test_a_run_joins_a_cluster_by_its_address_and_leaves_it_running(cluster, tmp_path):
     cluster, nodes = cluster
-    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4)
-    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
-    result = train(
-        "CartPole-v1",
-        algorithm,
-        runner=RunnerConfig("ray", address=cluster.address),
-        output=quiet,
-        output_dir=tmp_path / "run",
-        seed=3,
-    )
-    assert result.env_steps >= algorithm.total_env_steps
+    _train_on(cluster, tmp_path)
     assert not ray.is_initialized(), "the run disconnected from the cluster it joined"
     assert all(node.remaining_processes_alive() for node in nodes), "and left the cluster running"
 
 
 def test_two_learners_train_with_the_second_in_a_placement_group_on_the_cluster(cluster, tmp_path):
     cluster, _ = cluster
-    algorithm = ImpalaAlgorithmConfig(n_epochs=2, epoch_length=5, envs_per_actor=4, num_learners=2)
-    quiet = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
-    result = train(
-        "CartPole-v1",
-        algorithm,
-        runner=RunnerConfig("ray", address=cluster.address),
-        output=quiet,
-        output_dir=tmp_path / "run",
-        seed=3,
-    )
-    assert result.env_steps >= algorithm.total_env_steps
+    _train_on(cluster, tmp_path, num_learners=2)
     ray.init(address=cluster.address)
     try:
         groups = ray.util.placement_group_table().values()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from clitools import alive, run_cli
+from clitools import alive, maze_run, start_long_run, wait_until
 from columns import EVAL, RETURN, STEPS
 
 from maze_impala.actors.reaper import raylet_processes
@@ -39,19 +39,13 @@ def test_cartpole_with_ray_actors_reaches_475_within_the_budget_of_local_actors(
     475 (``algorithm.target_score``)."""
     before = set(ray_processes())
     out = tmp_path / "run"
-    result = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "algorithm=impala",
-            "runner=ray",
-            "algorithm.n_epochs=25",
-            "algorithm.epoch_length=10",
-            "algorithm.target_score=475",
-            "output.tensorboard=false",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
+    result = maze_run(
+        tmp_path,
+        (
+            "-cn conf_train algorithm=impala runner=ray algorithm.n_epochs=25 "
+            "algorithm.epoch_length=10 algorithm.target_score=475 output.tensorboard=false"
+        ),
+        out=out,
         timeout=400,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -70,29 +64,11 @@ def test_a_ray_run_stopped_by_ctrl_c_or_sigkill_leaves_no_ray_process_behind(tmp
     """Ctrl-C: SIGINT to the whole foreground process group (Ray's processes included), as a terminal sends it."""
     before = set(ray_processes())
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "maze_impala",
-            "-cn",
-            "conf_train",
-            "runner=ray",
-            "algorithm.n_epochs=100",
-            "algorithm.epoch_length=5",
-            "output.tensorboard=false",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        text=True,
+    proc = start_long_run(
+        out, ["runner=ray"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (out / "model_last.pt").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until((out / "model_last.pt").exists)
         started = set(ray_processes()) - before
         raylets = [pid for pid in started if b"/raylet" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(raylets) == 1 and len(set(raylet_processes(raylets[0])) & started) >= 4, "workers and agents"
@@ -103,9 +79,7 @@ def test_a_ray_run_stopped_by_ctrl_c_or_sigkill_leaves_no_ray_process_behind(tmp
         else:
             proc.kill()
             proc.wait(timeout=10)
-        deadline = time.monotonic() + 30
-        while alive(started) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: not alive(started), seconds=30)
         assert alive(started) == [], "Ray's agents would otherwise linger for about a minute"
     finally:
         if proc.poll() is None:
@@ -127,19 +101,13 @@ def test_a_run_starts_a_ray_of_its_own_where_ray_start_runs_on_this_machine(tmp_
     try:
         others = set(ray_processes())
         out = tmp_path / "run"
-        result = run_cli(
-            [
-                "-cn",
-                "conf_train",
-                "runner=ray",
-                "algorithm.n_epochs=1",
-                "algorithm.epoch_length=2",
-                "algorithm.envs_per_actor=4",
-                "algorithm.n_rollout_steps=8",
-                "output.tensorboard=false",
-                f"hydra.run.dir={out}",
-            ],
-            cwd=tmp_path,
+        result = maze_run(
+            tmp_path,
+            (
+                "-cn conf_train runner=ray algorithm.n_epochs=1 algorithm.epoch_length=2 "
+                "algorithm.envs_per_actor=4 algorithm.n_rollout_steps=8 output.tensorboard=false"
+            ),
+            out=out,
             timeout=300,
         )
         assert result.returncode == 0, result.stderr[-3000:]

@@ -4,7 +4,7 @@ written, and leaves nothing behind."""
 import shutil
 
 import pytest
-from clitools import run_cli
+from clitools import maze_run, run_cli
 
 from maze_impala.actors.backends import check_device
 from maze_impala.config import ConfigError, RolloutConfig
@@ -81,17 +81,10 @@ def test_a_checkpoint_of_another_run_beside_input_dir_is_refused(tmp_path):
 @pytest.mark.slow
 def test_a_truncated_checkpoint_is_named_in_the_rollout_on_resume_and_as_an_opponent(tmp_path):
     run = tmp_path / "run"
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "runner=dev",
-            "algorithm.n_epochs=1",
-            "algorithm.epoch_length=2",
-            "algorithm.envs_per_actor=4",
-            f"hydra.run.dir={run}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        ("-cn conf_train runner=dev algorithm.n_epochs=1 algorithm.epoch_length=2 algorithm.envs_per_actor=4"),
+        out=run,
     )
     assert proc.returncode == 0, proc.stderr
     for name in ("model_best.pt", "model_last.pt"):
@@ -118,16 +111,10 @@ def test_a_truncated_checkpoint_is_named_in_the_rollout_on_resume_and_as_an_oppo
 
 @pytest.mark.slow
 def test_a_random_baseline_of_your_own_env_takes_the_env_keys_training_takes(tmp_path):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env._target_=maze_impala.envs.examples.CuttingEnv",
-            "n_episodes=2",
-            f"hydra.run.dir={tmp_path / 'r'}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        ("-cn conf_rollout policy=random_policy env._target_=maze_impala.envs.examples.CuttingEnv n_episodes=2"),
+        out=tmp_path / "r",
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 episodes (random actions)" in proc.stdout
@@ -138,17 +125,12 @@ def test_cfg_job_shows_your_own_env_as_the_run_builds_it(tmp_path, extra):
     """No ``name: CartPole-v1`` of the default env under ``env``; a printed command that deletes it already too."""
     import yaml
 
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env._target_=maze_impala.envs.examples.CuttingEnv",
-            "+env.max_size=5",
-            *extra,
-            "--cfg",
-            "job",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_train env._target_=maze_impala.envs.examples.CuttingEnv +env.max_size=5",
+        *extra,
+        "--cfg",
+        "job",
     )
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout)["env"] == {"_target_": "maze_impala.envs.examples.CuttingEnv", "max_size": 5}
@@ -203,18 +185,12 @@ def test_check_env_names_an_out_of_bounds_index_as_plain_numbers():
 @pytest.mark.slow
 def test_per_agent_networks_report_a_gradient_norm_per_network(tmp_path):
     import pandas as pd
+    from tiny import tiny_algorithm
 
-    from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+    from maze_impala import ModelConfig, OutputConfig, RunnerConfig, train
 
     env = {"_target_": "maze_impala.envs.examples.CoordinationEnv", "n_agents": 2, "n_steps": 4}
-    algorithm = ImpalaAlgorithmConfig(
-        n_epochs=1,
-        epoch_length=2,
-        envs_per_actor=2,
-        n_rollout_steps=8,
-        num_actors=1,
-        rollout_evaluator={"n_episodes": 1},
-    )
+    algorithm = tiny_algorithm(epoch_length=2)
     train(
         env,
         algorithm,

@@ -10,7 +10,7 @@ import time
 
 import pandas as pd
 import pytest
-from clitools import run_cli
+from clitools import maze_run, run_cli
 
 from maze_impala import ConfigError, ImpalaAlgorithmConfig, OutputConfig, RunnerConfig, train
 from maze_impala.checkpoints import read_checkpoint
@@ -258,7 +258,7 @@ def test_a_resume_that_names_no_setting_takes_every_one_from_the_run(tmp_path):
     proc = run_cli([*PLAIN, f"hydra.run.dir={out}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     before = (out / "config.yaml").read_text()
-    proc = run_cli(["-cn", "conf_train", f"resume={out}"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train", f"resume={out}")
     assert proc.returncode == 2, proc.stderr
     assert "algorithm.n_epochs=1: the run has trained 1 epoch already" in proc.stderr
     assert (out / "config.yaml").read_text() == before and pd.read_csv(out / "stats.csv")["epoch"].tolist() == [1]
@@ -266,14 +266,14 @@ def test_a_resume_that_names_no_setting_takes_every_one_from_the_run(tmp_path):
     state = read_checkpoint(out / "model_last.pt")
     state["config"]["algorithm"]["n_epochs"] = 3
     save_checkpoint(out / "model_last.pt", state)
-    proc = run_cli(["-cn", "conf_train", f"resume={out}"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train", f"resume={out}")
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(out / "stats.csv")["epoch"].tolist() == [1, 2, 3]
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["algorithm"]["n_epochs"] == 3 and config["algorithm"]["patience"] == 7
     assert config["runner"]["type"] == "dev" and config["algorithm"]["epoch_length"] == 3
     # a value given still wins where a resume may change it, the default included
-    proc = run_cli(["-cn", "conf_train", f"resume={out}", "algorithm.n_epochs=4", "algorithm.patience=0"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_train", f"resume={out}", "algorithm.n_epochs=4", "algorithm.patience=0")
     assert proc.returncode == 0, proc.stderr
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["algorithm"]["n_epochs"] == 4 and config["algorithm"]["patience"] == 0

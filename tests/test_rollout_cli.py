@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from clitools import PLOT, TINY, run_cli
+from clitools import PLOT, TINY, maze_run, rollouts_on, run_cli
 
 from maze_impala.events.tables import read_event_logs
 
@@ -12,10 +12,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("train")
-    proc = run_cli(
-        ["-cn", "conf_train", "env=cutting", "runner=dev", "output.event_logs=csv", *TINY, f"hydra.run.dir={out}"],
-        cwd=out,
-    )
+    proc = maze_run(out, "-cn conf_train env=cutting runner=dev output.event_logs=csv", *TINY, out=out)
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -47,27 +44,11 @@ def test_maze_plot_redraws_the_curves_of_a_finishedrun_cli(trained, tmp_path):
 
 
 def test_rollout_runners_give_identical_per_episode_results(trained, tmp_path):
-    outputs = {}
-    for runner in ("sequential", "parallel"):
-        out = tmp_path / runner
-        proc = run_cli(
-            [
-                "-cn",
-                "conf_rollout",
-                "policy=torch_policy",
-                f"input_dir={trained}",
-                f"runner={runner}",
-                "runner.n_processes=2",
-                "n_episodes=6",
-                "deterministic=false",
-                "event_logs=csv",
-                f"hydra.run.dir={out}",
-            ],
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
+    args = ["policy=torch_policy", "n_episodes=6", "deterministic=false", "event_logs=csv"]
+    runs = rollouts_on(("sequential", "parallel"), trained, tmp_path, args)
+    for _, proc in runs.values():
         assert "fill_rate" in proc.stdout and "mean" in proc.stdout  # the summary table
-        outputs[runner] = out
+    outputs = {runner: out for runner, (out, _) in runs.items()}
     kpis = {runner: pd.read_csv(out / "kpis.csv") for runner, out in outputs.items()}
     assert kpis["sequential"]["episode_id"].tolist() == list(range(6))
     pd.testing.assert_frame_equal(kpis["sequential"], kpis["parallel"])
@@ -79,17 +60,7 @@ def test_rollout_runners_give_identical_per_episode_results(trained, tmp_path):
 
 
 def test_random_policy_rollout_on_any_env(tmp_path):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env=coordination",
-            "n_episodes=4",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
-    )
+    proc = maze_run(tmp_path, "-cn conf_rollout policy=random_policy env=coordination n_episodes=4", out=tmp_path)
     assert proc.returncode == 0, proc.stderr
     kpis = pd.read_csv(tmp_path / "kpis.csv")
     assert len(kpis) == 4 and kpis["cover_rate"].between(0, 1).all()
@@ -118,11 +89,11 @@ def test_a_random_policy_plays_an_env_family_whose_config_carries_training_setti
     ],
 )
 def test_bad_rollout_configs_fail_early_with_a_clear_message(tmp_path, args, message):
-    proc = run_cli(["-cn", "conf_rollout", *args, f"hydra.run.dir={tmp_path}"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_rollout", *args, out=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr
 
 
 def test_a_refused_rollout_in_its_default_directory_leaves_no_folder_behind(tmp_path):
-    proc = run_cli(["-cn", "conf_rollout", "policy=random_policy", "env=cutting", "n_episodes=0"], cwd=tmp_path)
+    proc = maze_run(tmp_path, "-cn conf_rollout policy=random_policy env=cutting n_episodes=0")
     assert proc.returncode == 2 and "n_episodes must be an int >= 1" in proc.stderr
     assert not (tmp_path / "outputs").exists(), "no empty outputs/rollout/ in the directory the command ran in"

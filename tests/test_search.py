@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from clitools import run_cli
+from clitools import maze_run
 
 from maze_impala.config import ConfigError
 from maze_impala.envs.pettingzoo_adapter import make_pettingzoo_env
@@ -61,7 +61,7 @@ def test_opponent_names_of_the_search():
         with pytest.raises(ConfigError, match=r"whole number >= 2, as in opponent=mcts:400"):
             search_simulations(bad)
     spec = opponent_spec("mcts:7")
-    assert spec.search == 7 and spec.model is None and spec.is_fixed
+    assert spec.search == 7 and spec.model is None and spec.has_no_model
     assert PolicySpec.from_state_dict(spec.state_dict()) == spec, "a run's fixed opponents go into its checkpoints"
 
 
@@ -79,17 +79,8 @@ def test_an_env_without_an_openspiel_twin_is_refused_naming_the_games():
 @pytest.mark.slow
 def test_random_play_loses_to_the_search_in_both_seats_through_the_rollout_cli(tmp_path):
     out = tmp_path / "r"
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env=connect_four",
-            "opponent=mcts:50",
-            "n_episodes=10",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path, ("-cn conf_rollout policy=random_policy env=connect_four opponent=mcts:50 n_episodes=10"), out=out
     )
     assert proc.returncode == 0, proc.stderr
     assert "20 games against mcts:50, 10 in each seat" in proc.stdout

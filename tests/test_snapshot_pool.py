@@ -9,8 +9,9 @@ import signal
 import numpy as np
 import pytest
 import torch
+from tiny import QUIET
 
-from maze_impala import ImpalaAlgorithmConfig, ModelConfig, OutputConfig, RunnerConfig, train
+from maze_impala import ImpalaAlgorithmConfig, ModelConfig, RunnerConfig, train
 from maze_impala.actors.actor import ActorSpec
 from maze_impala.actors.restarts import RestartPolicy
 from maze_impala.actors.subprocess import SubprocessActors
@@ -293,7 +294,6 @@ ALGORITHM = dict(
     n_rollout_steps=8,
     num_actors=2,
 )
-QUIET = OutputConfig(console=False, tensorboard=False, progress=False, plot=False)
 
 
 def _train(out, n_epochs, resume=False):

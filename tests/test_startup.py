@@ -137,9 +137,9 @@ def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_
     from omegaconf import OmegaConf
 
     from maze_impala.config.workloads import config_dir
-    from maze_impala.startup import mode_is_the_command_lines
+    from maze_impala.startup import command_line_decides_mode
 
-    assert mode_is_the_command_lines(["-cn", "conf_train", "-m", "seed=1,2", "env=minigrid"])
+    assert command_line_decides_mode(["-cn", "conf_train", "-m", "seed=1,2", "env=minigrid"])
     for extra in (
         ["hydra.mode=MULTIRUN"],
         ["+hydra.mode=RUN"],
@@ -148,7 +148,7 @@ def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_
         ["-cd", "conf"],
         ["-cp", "/somewhere"],
     ):
-        assert not mode_is_the_command_lines(["-cn", "conf_train", *extra]), extra
+        assert not command_line_decides_mode(["-cn", "conf_train", *extra]), extra
     for path in config_dir().rglob("*.yaml"):  # what makes skipping Hydra's reading of hydra.mode safe
         config = OmegaConf.to_container(OmegaConf.load(path))
         assert "mode" not in (config or {}).get("hydra", {}), f"{path} sets hydra.mode"

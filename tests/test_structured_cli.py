@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from clitools import TINY, run_cli
+from clitools import TINY, maze_run
 from columns import EVAL
 
 from maze_impala.envs.factory import make_env
@@ -35,19 +35,16 @@ def test_example_env_beats_a_random_policy_within_a_fixed_budget(tmp_path, env, 
     assert threshold > 4 * _random_return(target)
     # at most epochs x 25 updates x 1 rollout x 32 envs x 32 structured steps; the run ends at the first greedy
     # evaluation that reaches the threshold (algorithm.target_score)
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            f"env={env}",
-            f"runner={runner}",
-            f"algorithm.n_epochs={epochs}",
-            "algorithm.epoch_length=25",
-            f"algorithm.target_score={threshold}",
-            "output.console=false",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_train",
+        f"env={env}",
+        f"runner={runner}",
+        f"algorithm.n_epochs={epochs}",
+        "algorithm.epoch_length=25",
+        f"algorithm.target_score={threshold}",
+        "output.console=false",
+        out=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     stats = pd.read_csv(tmp_path / "stats.csv")
@@ -64,18 +61,14 @@ def test_example_env_beats_a_random_policy_within_a_fixed_budget(tmp_path, env, 
     [("pettingzoo.classic.tictactoe_v3", "aec", "dev"), ("pettingzoo.classic.rps_v2", "parallel", "local")],
 )
 def test_pettingzoo_envs_train_through_mazerun_cli(tmp_path, name, api, runner):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env=pettingzoo",
-            f"env.name={name}",
-            f"env.api={api}",
-            f"runner={runner}",
-            *TINY,
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_train env=pettingzoo",
+        f"env.name={name}",
+        f"env.api={api}",
+        f"runner={runner}",
+        *TINY,
+        out=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     stats = pd.read_csv(tmp_path / "stats.csv")
@@ -89,17 +82,8 @@ def test_openspiel_backed_pettingzoo_games_train_with_seeds_they_accept(tmp_path
     from maze_impala.actors.actor import SEED_BOUND, seed_for
 
     assert max(seed_for(seed, index) for seed in range(50) for index in range(50)) < SEED_BOUND == 2**31
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "env=pettingzoo",
-            "env.name=pettingzoo.classic.hanabi_v5",
-            "runner=dev",
-            *TINY,
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path, "-cn conf_train env=pettingzoo env.name=pettingzoo.classic.hanabi_v5 runner=dev", *TINY, out=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(pd.read_csv(tmp_path / "stats.csv")) == 2

@@ -4,7 +4,7 @@ on CartPole whose objective is each run's final evaluation."""
 import pandas as pd
 import pytest
 import yaml
-from clitools import run_cli
+from clitools import maze_run, run_cli
 from columns import EVAL
 
 pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
@@ -13,22 +13,15 @@ pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
 @pytest.mark.slow
 def test_a_two_trial_study_maximises_the_runs_final_evaluation(tmp_path):
     sweep = tmp_path / "study"
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "-m",
-            "hydra/sweeper=impala_search",
-            "hydra.sweeper.n_trials=2",
-            "runner=dev",
-            "algorithm.n_epochs=2",
-            "algorithm.epoch_length=3",
-            "algorithm.envs_per_actor=4",
-            "algorithm.rollout_evaluator.n_episodes=2",
-            "output.progress=false",
-            f"hydra.sweep.dir={sweep}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        (
+            "-cn conf_train -m hydra/sweeper=impala_search hydra.sweeper.n_trials=2 "
+            "runner=dev algorithm.n_epochs=2 algorithm.epoch_length=3 "
+            "algorithm.envs_per_actor=4 algorithm.rollout_evaluator.n_episodes=2 "
+            "output.progress=false"
+        ),
+        f"hydra.sweep.dir={sweep}",
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,7 @@
 import imageio.v2 as imageio
 import pandas as pd
 import pytest
-from clitools import TINY, run_cli
+from clitools import TINY, maze_run
 
 pytestmark = pytest.mark.slow
 
@@ -14,19 +14,11 @@ def _frames(path) -> int:
 
 @pytest.mark.parametrize("fmt", ["mp4", "gif"])
 def test_the_rollout_cli_films_the_first_episodes_frame_by_frame(tmp_path, fmt):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env=gym_env",
-            "env.name=CartPole-v1",
-            "n_episodes=3",
-            "video.episodes=2",
-            f"video.format={fmt}",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        ("-cn conf_rollout policy=random_policy env=gym_env env.name=CartPole-v1 n_episodes=3 video.episodes=2"),
+        f"video.format={fmt}",
+        out=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "error" not in proc.stderr.lower(), "a headless machine films without SDL's display errors"
@@ -42,18 +34,13 @@ def test_the_rollout_cli_films_the_first_episodes_frame_by_frame(tmp_path, fmt):
 
 
 def test_a_pettingzoo_game_is_filmed_move_by_move(tmp_path):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env=pettingzoo",
-            "env.name=pettingzoo.classic.tictactoe_v3",
-            "n_episodes=2",
-            "video.episodes=1",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        (
+            "-cn conf_rollout policy=random_policy env=pettingzoo "
+            "env.name=pettingzoo.classic.tictactoe_v3 n_episodes=2 video.episodes=1"
+        ),
+        out=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     moves = pd.read_csv(tmp_path / "kpis.csv")["steps"].iloc[0]
@@ -63,18 +50,14 @@ def test_a_pettingzoo_game_is_filmed_move_by_move(tmp_path):
 def test_training_films_its_evaluation_into_the_run_and_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_train",
-            "runner=dev",
-            *TINY,
-            "algorithm.n_epochs=3",
-            "output.video.episodes=1",
-            "output.video.every=2",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path,
+        "-cn conf_train runner=dev",
+        *TINY,
+        "algorithm.n_epochs=3",
+        "output.video.episodes=1",
+        "output.video.every=2",
+        out=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     films = sorted(p.name for p in (tmp_path / "videos").iterdir())
@@ -89,16 +72,8 @@ def test_training_films_its_evaluation_into_the_run_and_tensorboard(tmp_path):
 
 
 def test_an_env_that_cannot_render_is_named_before_anything_runs(tmp_path):
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env=cutting",
-            "video.episodes=1",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path, "-cn conf_rollout policy=random_policy env=cutting video.episodes=1", out=tmp_path / "out"
     )
     assert proc.returncode == 2
     assert "video.episodes=1: CuttingEnv does not render: implement render()" in proc.stderr
@@ -120,17 +95,8 @@ def test_the_adapters_render_the_wrapped_envs_frames():
 
 def test_connect_fours_odd_sized_frames_make_an_mp4_that_decodes(tmp_path):
     """Connect four renders 891x774 frames; H.264 encodes even sizes only, so a row and a column are padded."""
-    proc = run_cli(
-        [
-            "-cn",
-            "conf_rollout",
-            "policy=random_policy",
-            "env=connect_four",
-            "n_episodes=1",
-            "video.episodes=1",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=tmp_path,
+    proc = maze_run(
+        tmp_path, ("-cn conf_rollout policy=random_policy env=connect_four n_episodes=1 video.episodes=1"), out=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "broken pipe" not in proc.stderr.lower() and "could not be written" not in proc.stderr, proc.stderr

@@ -27,7 +27,7 @@ from maze_impala.cli.dirs import (
     override_value,
     owned,
 )
-from maze_impala.cli.env import env_config, own_env, rollout_env
+from maze_impala.cli.env import env_config, rollout_env, without_default_env_keys
 from maze_impala.cli.messages import (
     ConsoleWarnings,
     holds,
@@ -45,9 +45,10 @@ from maze_impala.config import ConfigError, ExportConfig, RolloutConfig, Trainin
 from maze_impala.config.base import import_hint
 from maze_impala.config.overrides import check_overrides as overrides_check
 from maze_impala.config.workloads import config_dir
+from maze_impala.core import TrainingError
 from maze_impala.files import RunDirInUseError, atomic_write_text
 from maze_impala.run_files import FAILED, KPI_CSV
-from maze_impala.startup import collect_from_here, compose_once, paused_collector
+from maze_impala.startup import compose_once, freeze_and_collect, paused_collector
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -128,7 +129,7 @@ def _fail(error: BaseException, code: int = 2, run_dir: Path | None = None) -> N
         message = f"cannot build the env: {type(cause).__name__}: {said}{hint}"
     elif isinstance(error, ConfigError):
         message = f"invalid configuration: {error}"
-    elif type(error).__name__ == "TrainingError":  # its message names the epoch and the cause
+    elif isinstance(error, TrainingError):  # its message names the epoch and the cause
         message = f"training failed in {error}"
     else:
         message = f"{type(error).__name__}: {error}"
@@ -166,7 +167,7 @@ def _rollout(cfg: DictConfig, output_dir: Path, overrides: Sequence[str]) -> Non
     try:
         from maze_impala.evaluate.rollout import rollout  # torch: seconds, in which a Ctrl-C is handled below
 
-        collect_from_here()
+        freeze_and_collect()
         rollout(config, output_dir)
     except KeyboardInterrupt as interrupt:
         kept = f"; the episodes played are in {output_dir / KPI_CSV}" if (output_dir / KPI_CSV).is_file() else ""
@@ -189,7 +190,7 @@ def _train(cfg: DictConfig, output_dir: Path, overrides: Sequence[str], sweep: t
         from maze_impala.train.rundir import given_keys
         from maze_impala.train.setup import build_trainer  # torch: seconds, in which a Ctrl-C is handled below
 
-        collect_from_here()  # before any actor process starts: a forked one inherits the collector's state
+        freeze_and_collect()  # before any actor process starts: a forked one inherits the collector's state
         trainer = build_trainer(config, output_dir, given_keys(overrides) if config.resume else None)
     except (InstantiationException, ConfigError, ValueError, TypeError, NotImplementedError) as error:
         _fail(error, run_dir=output_dir)
@@ -358,7 +359,7 @@ def _main(argv: Sequence[str] | None) -> None:
         sys.exit(2)
     if name == "conf_rollout":
         argv = rollout_env(argv)
-    argv = own_env(argv)
+    argv = without_default_env_keys(argv)
     # A module in the working directory (e.g. env._target_=my_env.MyEnv) is importable, as with `python -m`.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -25,7 +25,7 @@ def _given(argv: Sequence[str]) -> tuple[list[str], str | None]:
     return keys, group
 
 
-def _own_env_keys(keys: list[str], group: str | None) -> set[str] | None:
+def _env_keys_given(keys: list[str], group: str | None) -> set[str] | None:
     """The top-level ``env.*`` keys given where they name an env of the user's own (``env._target_`` on the default
     env config); None where they do not."""
     if "env._target_" not in keys or group not in (None, DEFAULT_ENV):
@@ -40,10 +40,10 @@ def _with(argv: list[str], extra: list[str]) -> list[str]:
     return [*argv[: last + 1], *extra, *argv[last + 1 :]]
 
 
-def own_env(argv: list[str]) -> list[str]:
+def without_default_env_keys(argv: list[str]) -> list[str]:
     """``env._target_=...`` on the default env config: the default env's own keys deleted (``~env.name``), unless
     given too, so that what Hydra composes (and ``--cfg job`` prints) is the env the run builds."""
-    given = _own_env_keys(*_given(argv))
+    given = _env_keys_given(*_given(argv))
     if given is None:
         return argv
     deleted = {a.removeprefix("~env.").split("=")[0] for a in argv if a.startswith("~env.")}  # a printed command's
@@ -62,12 +62,12 @@ def rollout_env(argv: list[str]) -> list[str]:
 
 def env_config(cfg: DictConfig, overrides: Sequence[str]) -> Any:
     """The env config: the composed one, or only the ``env.*`` keys given in ``overrides`` when they set a
-    ``_target_`` of their own on the default env config (a composition without :func:`own_env`'s deletions, as
-    the Python API's)."""
+    ``_target_`` of their own on the default env config (a composition without the deletions of
+    :func:`without_default_env_keys`, as the Python API's)."""
     from omegaconf import OmegaConf
 
     env = OmegaConf.to_container(cfg.env, resolve=True)
-    given = _own_env_keys(*_given(overrides))
+    given = _env_keys_given(*_given(overrides))
     if given is not None and isinstance(env, dict):
         env = {k: v for k, v in env.items() if k in given}
     return env

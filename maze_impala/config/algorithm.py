@@ -6,7 +6,9 @@ home; ``vtrace_lambda``, ``envs_per_actor`` and ``eps`` (named as in rllte) are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from maze_impala.config.base import ConfigError, check, finite
 from maze_impala.config.evaluation import RolloutEvaluatorConfig
@@ -33,6 +35,56 @@ PRECISIONS = ("float32", "bf16")
 
 def _check(ok: bool, name: str, value: object, requirement: str, after: tuple[str, ...] = ()) -> None:
     check(ok, f"algorithm.{name}", value, requirement, tuple(f"algorithm.{field}" for field in after))
+
+
+def _int_from(least: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and v >= least
+
+
+def _finite_above(low: float, inclusive: bool = False, optional: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (optional and v is None) or (finite(v) and (v >= low if inclusive else v > low))
+
+
+def _unit(v: Any) -> bool:
+    return finite(v) and 0 < v <= 1
+
+
+FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("train_opponent", lambda v: v is None or (isinstance(v, str) and bool(v)),
+     "null, random, pool, or the path of a checkpoint or training output dir"),
+    ("train_opponent_share", lambda v: isinstance(v, int | float) and 0 < v <= 1, "a float in (0, 1]"),
+    ("compile", lambda v: v in COMPILE_MODES, f"one of {', '.join(COMPILE_MODES)}"),
+    ("precision", lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
+    ("n_epochs epoch_length n_rollout_steps actors_batch_size num_actors envs_per_actor n_sgd_passes "
+     "n_sgd_minibatches num_learners", _int_from(1), "an int >= 1"),
+    ("target_score", lambda v: v is None or finite(v), "a finite number, or null to train all n_epochs"),
+    ("patience critic_burn_in_epochs", _int_from(0), "an int >= 0"),
+    ("lr", _finite_above(0), "a finite float > 0"),
+    ("eps", _finite_above(0, optional=True), "None or a finite float > 0"),
+    ("optimizer", lambda v: v in OPTIMIZERS, f"one of {OPTIMIZERS}"),
+    ("vtrace", lambda v: isinstance(v, bool), "true or false"),
+    ("lr_schedule entropy_schedule", lambda v: v in LR_SCHEDULES, f"one of {LR_SCHEDULES}"),
+    ("gamma", _unit, "in (0, 1]"),
+    ("reward_clip", _finite_above(0, optional=True), "None (no clip) or a float > 0"),
+    ("policy_loss_coef value_loss_coef entropy_coef max_grad_norm", _finite_above(0, inclusive=True),
+     "a finite float >= 0"),
+    ("continuous_entropy_coef", _finite_above(0, inclusive=True, optional=True),
+     "None (entropy_coef) or a finite float >= 0"),
+    ("device", lambda v: v in ("cpu", "cuda") or str(v).startswith("cuda:"), "'cpu' or 'cuda' (or 'cuda:N')"),
+    ("queue_out_of_sync_factor", _finite_above(0), "a finite float > 0"),
+    ("vtrace_clip_rho_threshold vtrace_clip_c_threshold vtrace_clip_pg_rho_threshold",
+     _finite_above(0, optional=True), "None (no clip) or a float > 0"),
+    ("clip_range", lambda v: v is None or (finite(v) and 0 < v < 1),
+     "None (IMPALA's policy gradient) or a float in (0, 1)"),
+    ("trust_region", lambda v: v in TRUST_REGIONS, f"one of {TRUST_REGIONS}"),
+    ("value_targets", lambda v: v in VALUE_TARGETS, f"one of {VALUE_TARGETS}"),
+    ("value_normalization", lambda v: v in VALUE_NORMALIZATIONS, f"one of {', '.join(VALUE_NORMALIZATIONS)}"),
+    ("target_kl", _finite_above(0, optional=True), "None (take every step) or a finite float > 0"),
+    ("max_policy_lag", lambda v: v is None or _int_from(0)(v), "None (keep every rollout) or an int >= 0"),
+    ("vtrace_lambda", _unit, "in (0, 1]"),
+)  # fmt: skip
+"""Each field's own check, as (field names, what a good value passes, what it must be); the checks across fields are
+:meth:`ImpalaAlgorithmConfig.__post_init__`'s."""
 
 
 @dataclass
@@ -213,54 +265,21 @@ class ImpalaAlgorithmConfig:
             self.rollout_evaluator = RolloutEvaluatorConfig(**self.rollout_evaluator)
         if isinstance(self.opponent_pool, dict):
             self.opponent_pool = OpponentPoolConfig(**self.opponent_pool)
-        _check(
-            self.train_opponent is None or (isinstance(self.train_opponent, str) and bool(self.train_opponent)),
-            "train_opponent",
-            self.train_opponent,
-            "null, random, pool, or the path of a checkpoint or training output dir",
-        )
-        _check(
-            isinstance(self.train_opponent_share, int | float) and 0 < self.train_opponent_share <= 1,
-            "train_opponent_share",
-            self.train_opponent_share,
-            "a float in (0, 1]",
-        )
-        _check(self.compile in COMPILE_MODES, "compile", self.compile, f"one of {', '.join(COMPILE_MODES)}")
+        for names, ok, requirement in FIELD_CHECKS:
+            for name in names.split():
+                _check(ok(getattr(self, name)), name, getattr(self, name), requirement)
         if self.compile == "reduce-overhead" and not str(self.device).startswith("cuda"):
             raise ConfigError(
                 f"algorithm.compile=reduce-overhead replays the compiled update as CUDA graphs, and a learner on "
                 f"{self.device} has none: use algorithm.compile=default (the same compiled kernels, without graphs) "
                 "or a learner on a GPU (algorithm.device=cuda)"
             )
-        _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {', '.join(PRECISIONS)}")
-        for name in (
-            "n_epochs",
-            "epoch_length",
-            "n_rollout_steps",
-            "actors_batch_size",
-            "num_actors",
-            "envs_per_actor",
-            "n_sgd_passes",
-            "n_sgd_minibatches",
-            "num_learners",
-        ):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 1, name, value, "an int >= 1")
-        _check(
-            self.target_score is None or finite(self.target_score),
-            "target_score",
-            self.target_score,
-            "a finite number, or null to train all n_epochs",
-        )
-        for name in ("patience", "critic_burn_in_epochs"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 0, name, value, "an int >= 0")
         _check(
             self.critic_burn_in_epochs < self.n_epochs,
             "critic_burn_in_epochs",
             self.critic_burn_in_epochs,
             f"smaller than n_epochs ({self.n_epochs}), or the policy never trains",
-            after=("n_epochs",),
+            after=("n_epochs", "critic_burn_in_epochs"),
         )
         low = self.min_actors_batch_size
         _check(
@@ -278,77 +297,7 @@ class ImpalaAlgorithmConfig:
             f"at most the envs of the smallest batch over its minibatches ({columns} // n_sgd_minibatches="
             f"{self.sgd_minibatches}): every learner takes whole trajectories of every minibatch; lower "
             "num_learners or n_sgd_minibatches, or give the actors more envs",
-            after=("envs_per_actor", "actors_batch_size", "min_actors_batch_size", "n_sgd_minibatches"),
-        )
-        _check(finite(self.lr) and self.lr > 0, "lr", self.lr, "a finite float > 0")
-        _check(self.eps is None or (finite(self.eps) and self.eps > 0), "eps", self.eps, "None or a finite float > 0")
-        _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer, f"one of {OPTIMIZERS}")
-        _check(isinstance(self.vtrace, bool), "vtrace", self.vtrace, "true or false")
-        for name in ("lr_schedule", "entropy_schedule"):
-            _check(getattr(self, name) in LR_SCHEDULES, name, getattr(self, name), f"one of {LR_SCHEDULES}")
-        _check(finite(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]")
-        _check(
-            self.reward_clip is None or (finite(self.reward_clip) and self.reward_clip > 0),
-            "reward_clip",
-            self.reward_clip,
-            "None (no clip) or a float > 0",
-        )
-        for name in ("policy_loss_coef", "value_loss_coef", "entropy_coef", "max_grad_norm"):
-            value = getattr(self, name)
-            _check(finite(value) and value >= 0, name, value, "a finite float >= 0")
-        _check(
-            self.continuous_entropy_coef is None
-            or (finite(self.continuous_entropy_coef) and self.continuous_entropy_coef >= 0),
-            "continuous_entropy_coef",
-            self.continuous_entropy_coef,
-            "None (entropy_coef) or a finite float >= 0",
-        )
-        _check(
-            self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
-            "device",
-            self.device,
-            "'cpu' or 'cuda' (or 'cuda:N')",
-        )
-        _check(
-            finite(self.queue_out_of_sync_factor) and self.queue_out_of_sync_factor > 0,
-            "queue_out_of_sync_factor",
-            self.queue_out_of_sync_factor,
-            "a finite float > 0",
-        )
-        for name in ("vtrace_clip_rho_threshold", "vtrace_clip_c_threshold", "vtrace_clip_pg_rho_threshold"):
-            value = getattr(self, name)
-            _check(value is None or (finite(value) and value > 0), name, value, "None (no clip) or a float > 0")
-        _check(
-            self.clip_range is None or (finite(self.clip_range) and 0 < self.clip_range < 1),
-            "clip_range",
-            self.clip_range,
-            "None (IMPALA's policy gradient) or a float in (0, 1)",
-        )
-        _check(self.trust_region in TRUST_REGIONS, "trust_region", self.trust_region, f"one of {TRUST_REGIONS}")
-        _check(self.value_targets in VALUE_TARGETS, "value_targets", self.value_targets, f"one of {VALUE_TARGETS}")
-        _check(
-            self.value_normalization in VALUE_NORMALIZATIONS,
-            "value_normalization",
-            self.value_normalization,
-            f"one of {', '.join(VALUE_NORMALIZATIONS)}",
-        )
-        _check(
-            self.target_kl is None or (finite(self.target_kl) and self.target_kl > 0),
-            "target_kl",
-            self.target_kl,
-            "None (take every step) or a finite float > 0",
-        )
-        _check(
-            self.max_policy_lag is None or (isinstance(self.max_policy_lag, int) and self.max_policy_lag >= 0),
-            "max_policy_lag",
-            self.max_policy_lag,
-            "None (keep every rollout) or an int >= 0",
-        )
-        _check(
-            finite(self.vtrace_lambda) and 0 < self.vtrace_lambda <= 1,
-            "vtrace_lambda",
-            self.vtrace_lambda,
-            "in (0, 1]",
+            after=("envs_per_actor", "actors_batch_size", "min_actors_batch_size", "n_sgd_minibatches", "num_learners"),
         )
 
     @property

@@ -51,11 +51,8 @@ class _StepGraph(torch.nn.Module):
         n = len(self.obs_names)
         obs = dict(zip(self.obs_names, args[:n]))
         state = dict(zip(self.state_names, args[n + 1 :]))
-        inputs = self.policy.normalize(self.step_key, obs)
-        network = self.policy.network(self.step_key)
-        step = getattr(network, "traced_step", network.step)  # per-agent networks route rows without branching
-        out, state = step(inputs, state, args[n])
-        logits = self.policy.mask_logits(self.step_key, out, inputs)
+        # traced: per-agent networks route rows without branching
+        logits, state = self.policy.step_logits(self.step_key, obs, state, args[n], traced=True)
         return (logits, *(state[name] for name in self.state_names))
 
 
@@ -220,10 +217,10 @@ def _check(deployed: DeployedPolicy, policy: Any, checks: dict[Any, dict[str, np
     for key, obs in checks.items():
         rows = len(next(iter(obs.values())))
         with torch.no_grad():
-            inputs = policy.normalize(key, {n: torch.as_tensor(v) for n, v in obs.items()})
+            inputs = {n: torch.as_tensor(v) for n, v in obs.items()}
             state = policy.initial_state(key, rows)
-            out, _ = policy.network(key).step(inputs, state, torch.zeros(rows, dtype=torch.int64))
-            expected = policy.mask_logits(key, out, inputs).numpy()
+            expected, _ = policy.step_logits(key, inputs, state, torch.zeros(rows, dtype=torch.int64))
+            expected = expected.numpy()
         found, _ = deployed.logits(obs, key)
         gap = float(np.abs(found - expected).max()) if expected.size else 0.0
         if not gap <= PARITY:

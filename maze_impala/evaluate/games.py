@@ -79,7 +79,7 @@ class Games:
         if self._policy is not policy or acting is not None:
             self._policy, self._players = policy, {}
         # random play (or the search) from its first draws again: the same games in every evaluation
-        if self.opponent.is_fixed:
+        if self.opponent.has_no_model:
             self._opponent, self._players = load_acting(self.opponent, self.envs[0], self.seed), {}
         results: list[GameResult] = []
         for seat, actor in self.agents.items():

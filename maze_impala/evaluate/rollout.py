@@ -40,7 +40,7 @@ from maze_impala.files import atomic_write_text
 from maze_impala.machine import usable_cores
 from maze_impala.nn.models import StructuredPolicy
 from maze_impala.play.lineup import resolve_opponents
-from maze_impala.play.spec import RANDOM, PolicySpec, load_acting
+from maze_impala.play.spec import PolicySpec, load_acting
 from maze_impala.run_files import (
     CONFIG_YAML,
     EVENT_LOG_DIR,
@@ -153,7 +153,7 @@ def rollout(config: RolloutConfig, output_dir: Path) -> list[EpisodeResult]:
     job = _job(config, output_dir)
     atomic_write_text(output_dir / CONFIG_YAML, to_yaml(record))
     if config.opponent is not None:
-        return _games(config, job, output_dir)
+        return _games(config, config.opponent, job, output_dir)
     episodes = [(i, seed_for(config.seed, i)) for i in range(config.n_episodes)]
     progress = Progress(config.n_episodes, unit="episode") if config.progress else None
     results: list[EpisodeResult] = []
@@ -194,12 +194,13 @@ def _say_capped(results: list[EpisodeResult], cap: int | None) -> None:
         )
 
 
-def _games(config: RolloutConfig, job: _Job, output_dir: Path) -> list[EpisodeResult]:
-    """``n_episodes`` games in every seat against ``config.opponent``: games.csv, games_summary.csv, stats.csv."""
+def _games(config: RolloutConfig, name: str, job: _Job, output_dir: Path) -> list[EpisodeResult]:
+    """``n_episodes`` games in every seat against the opponent ``name`` (``config.opponent``): games.csv,
+    games_summary.csv, stats.csv."""
     hub = EventHub()
     stats = StatsAggregator("rollout")
     hub.listeners.append(stats)
-    name, probe = config.opponent or RANDOM, make_env(job.env)
+    probe = make_env(job.env)
     try:
         opponent = resolve_opponents(probe, judge=name)[name]
     finally:

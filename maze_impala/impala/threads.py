@@ -1,8 +1,9 @@
 """How many threads a CPU learner computes with: one rule for every runner, and a tuner that follows the load.
 
 A learner thread that waits for a core held by another process stalls every parallel operation of the update (OpenMP's
-threads meet at a barrier after each one): beside an actor process and a busy program on 2 cores, 2 threads ran
-MinAtar's update 3-10x slower than one. What a second thread gains or loses changes while a run trains, so the rule
+threads meet at a barrier after each one): beside an actor process and a busy program, a second thread can make the
+update several times slower (docs/benchmarks.md, "what the code's choices rest on"). What a second thread gains or
+loses changes while a run trains, so the rule
 (:func:`plan_threads`) gives a learner a range of counts, and :class:`ThreadTuner` times its updates with each and
 keeps the fastest. The range is 1 up to the cores the actors leave of those this process may use
 (:func:`~maze_impala.machine.usable_cores`), or up to all of them for a learner that sets the pace while its actors
@@ -30,7 +31,7 @@ from maze_impala.startup import set_torch_threads, torch_threads
 log = logging.getLogger("maze_impala")
 
 BUSY_LOAD = 0.75  # a load at the start this high makes a learner that may take every core start on the leftover:
-# beside a busy program 2 threads ran MinAtar's update 11x slower than one, for minutes before the first probes
+# beside a busy program its first updates on every core would be the slowest, for minutes before the first probes
 BUDGET, MARGIN = 0.05, 0.9  # probes cost at most this share of the time; a probe this much faster is chosen
 WINDOW, FIRST_PROBE = 3, 3  # the chosen count's time: the median of its latest updates; updates before a first probe
 REGRESSION, RELIEF = 1.5, 1.25  # the chosen count's time rising (a program started) or falling (one stopped) this much
@@ -96,8 +97,8 @@ class ThreadTuner:
 
     It times every update (seconds per sample) and now and then runs one with another count (a probe); a probe faster
     by ``MARGIN`` becomes the choice. A probe costs what the other count is slower, as last measured: the next probe
-    of it waits until the updates since have taken ``1 / BUDGET`` times that, however slow it is (two threads beside
-    two busy programs made an LSTM's training 30x slower than one); a probe faster but not by the margin is repeated
+    of it waits until the updates since have taken ``1 / BUDGET`` times that, however slow it is (beside busy
+    programs, a count that loses can be tens of times slower); a probe faster but not by the margin is repeated
     soon. The load leaving shows as the chosen count's updates getting faster, or, for a count that does not feel it
     (one thread with a core of its own), as the machine's idle cores during its updates rising.
     """

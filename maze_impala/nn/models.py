@@ -192,6 +192,24 @@ class StructuredPolicy(nn.Module):
         """The core's output for ``[K]`` (normalised) inputs taken from their ``state`` (recurrent policies)."""
         return self.network(step_key).memory(inputs, state, agent_ids)
 
+    def step_logits(
+        self,
+        step_key: StepKey,
+        obs: Observations,
+        state: TorchState,
+        agent_ids: torch.Tensor | None,
+        check_masks: bool = False,
+        traced: bool = False,
+    ) -> tuple[torch.Tensor, TorchState]:
+        """One decision's masked logits for ``[B, ...]`` env observations (normalised here) from ``state``, and the
+        next state: what acting samples from and what an export computes (``traced``: the network's branch-free
+        form, where it has one)."""
+        inputs = self.normalize(step_key, obs)
+        network = self.network(step_key)
+        step = getattr(network, "traced_step", network.step) if traced else network.step
+        out, state = step(inputs, state, agent_ids)
+        return self.mask_logits(step_key, out, inputs, check_masks), state
+
     @torch.inference_mode()  # no autograd bookkeeping at all: 1.11-1.16x faster CNN rollouts than no_grad
     def act(
         self,
@@ -204,11 +222,9 @@ class StructuredPolicy(nn.Module):
         """Batched acting on ``[B, ...]`` env observations from ``state`` (None: the initial state): actions,
         their log-probabilities and the next state. Sampled with ``noise`` (see :class:`~maze_impala.nn.acting.Noise`),
         the most likely actions without."""
-        inputs = self.normalize(step_key, obs)
         if state is None or (self.recurrent and not state):
             state = self.initial_state(step_key, len(next(iter(obs.values()))))
-        out, state = self.network(step_key).step(inputs, state, agent_ids)
-        logits = self.mask_logits(step_key, out, inputs, check_masks=True)
+        logits, state = self.step_logits(step_key, obs, state, agent_ids, check_masks=True)
         actions, log_probs = self.distribution(step_key).sample_with_log_prob(logits, noise)
         return actions, log_probs, state
 
@@ -266,10 +282,6 @@ class RandomPolicy(StructuredPolicy):
 
     def __init__(self, *args: Any, seed: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._noise = StreamNoise(seed)
-
-    def reseed(self, seed: int) -> None:
-        """Draw from a fresh stream seeded with ``seed`` (the random numbers of actions taken without noise)."""
         self._noise = StreamNoise(seed)
 
     @torch.inference_mode()

@@ -22,11 +22,10 @@ import numpy as np
 import torch
 
 from maze_impala.config import ConfigError
-from maze_impala.core import NestedArrays, StepKey
-from maze_impala.envs.gym_adapter import ACTION_KEY, OBS_KEY
-from maze_impala.nn.acting import Acting, Actions, Noise, State
+from maze_impala.core import StepKey
+from maze_impala.envs.gym_adapter import ACTION_KEY
 from maze_impala.nn.flat import load_flat
-from maze_impala.play.search import MIN_SIMULATIONS, SearchGame, openspiel_modules, replay, search_game
+from maze_impala.play.search import OpenSpielSearch, SearchGame, openspiel_modules, search_game
 
 if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
@@ -77,50 +76,29 @@ class _Guide:
         return [(a, float(probs[a]) / total) for a in legal]
 
 
-class GuidedSearch(Acting):
-    """MCTS over the game's OpenSpiel twin with ``simulations`` simulations per move, guided by ``policy`` (priors)
-    and ``critic`` (leaf values); its moves are the most visited. Loads the policy's weights like any acting."""
+class GuidedSearch(OpenSpielSearch):
+    """MCTS over the game's OpenSpiel twin with ``simulations`` simulations per move, guided by ``policy`` (priors,
+    PUCT) and ``critic`` (leaf values); its moves are the most visited. Loads the policy's weights like any acting."""
 
     def __init__(
         self, env: StructuredEnv, policy: StructuredPolicy, critic: StructuredCritic, simulations: int, seed: int = 0
     ):
-        pyspiel, mcts = openspiel_modules()
-        if not isinstance(simulations, int) or simulations < MIN_SIMULATIONS:
-            raise ConfigError(f"search={simulations!r}: the simulations per move must be a whole number >= 2")
+        _, mcts = openspiel_modules()
         if policy.recurrent:
             raise ConfigError(
                 "search at play time needs a feed-forward policy (a state is valued from its board "
                 "alone); this one is recurrent"
             )
-        self.game = search_game(env)
         (step_key,) = policy.action_spaces
         self.policy = policy.eval()
-        self.openspiel = pyspiel.load_game(self.game.openspiel)
         n_actions = int(policy.action_spaces[step_key][ACTION_KEY].n)
-        self.guide = _Guide(self.game, self.policy, critic.eval(), step_key, n_actions)
-        rng = np.random.RandomState(seed % 2**32)
-        self.bot = mcts.MCTSBot(
-            self.openspiel,
-            PUCT_C,
-            simulations,
-            self.guide,
-            solve=True,
-            random_state=rng,
-            child_selection_fn=mcts.SearchNode.puct_value,
-        )
+        self.guide = _Guide(search_game(env), self.policy, critic.eval(), step_key, n_actions)
+        guide = lambda rng: self.guide  # noqa: E731
+        super().__init__(env, simulations, seed, "search", guide, PUCT_C, mcts.SearchNode.puct_value)
 
-    def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
-        return {}
-
-    def act(
-        self, step_key: StepKey, obs: NestedArrays, state: State, agent_ids: np.ndarray, noise: Noise | None
-    ) -> Actions:
-        boards = np.asarray(obs[OBS_KEY])
-        moves = []
-        for board, seat in zip(boards, agent_ids, strict=True):
-            self.guide.seen.clear()  # the networks' guesses of one search (a move's tree is built anew)
-            moves.append(int(self.bot.step(replay(self.game, self.openspiel, board, int(seat)))))
-        return {ACTION_KEY: np.array(moves, dtype=np.int64)}, np.zeros(len(moves), dtype=np.float32), state
+    def _move(self, board: np.ndarray, seat: int) -> int:
+        self.guide.seen.clear()  # the networks' guesses of one search (a move's tree is built anew)
+        return super()._move(board, seat)
 
     def load(self, flat: np.ndarray) -> None:
         load_flat(self.policy, flat)

@@ -9,10 +9,10 @@ order of the same pieces reaches the same state in these games; in connect four 
 the bottom up).
 
 Why OpenSpiel's bot and not a search over copies of the structured env: the structured env is the PettingZoo game
-behind adapters, and one copy of it takes about 0.7 ms (``copy.deepcopy``, where PettingZoo's wrappers allow it at
-all), a whole random rollout of PettingZoo's connect four about 2 ms; OpenSpiel's C++ states make a move of 100
-simulations 28 ms and of 1,000 simulations 0.26 s on this 2-core machine (docs/benchmarks.md). Games OpenSpiel
-has are the ones it covers: PettingZoo's connect four and tic-tac-toe (``pip install "maze_impala[search]"``).
+behind adapters, which copies slowly (``copy.deepcopy``, where PettingZoo's wrappers allow it at all) and rolls out
+slowly; OpenSpiel's C++ states search about ten times as many simulations in the same time (docs/benchmarks.md,
+"what the code's choices rest on"). Games OpenSpiel has are the ones it covers: PettingZoo's connect four and
+tic-tac-toe (``pip install "maze_impala[search]"``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,17 @@ MIN_SIMULATIONS = 2
 UCT_C = 2.0
 
 
+def check_simulations(simulations: Any, setting: str, example: str = "") -> int:
+    """``simulations`` as a count of simulations per move, or a clear error naming ``setting`` (its key=value) and an
+    ``example`` of a good one."""
+    if isinstance(simulations, str) and simulations.isdigit():
+        simulations = int(simulations)
+    if isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < MIN_SIMULATIONS:
+        said = f"{setting}: the simulations per move must be a whole number >= {MIN_SIMULATIONS}"
+        raise ConfigError(f"{said}, as in {example}" if example else said)
+    return simulations
+
+
 def search_simulations(name: str) -> int | None:
     """The simulations per move that an opponent name asks of the search (``mcts``, ``mcts:400``); None: no
     search."""
@@ -48,11 +59,7 @@ def search_simulations(name: str) -> int | None:
         return None
     if not count:
         return DEFAULT_SIMULATIONS
-    if not count.isdigit() or int(count) < MIN_SIMULATIONS:
-        raise ConfigError(
-            f"opponent={name!r}: the simulations per move of mcts must be a whole number >= 2, as in opponent=mcts:400"
-        )
-    return int(count)
+    return check_simulations(count, f"opponent={name!r}", "opponent=mcts:400")
 
 
 def _tictactoe_moves(first: np.ndarray, second: np.ndarray) -> list[int] | None:
@@ -186,17 +193,31 @@ def openspiel_modules() -> tuple[Any, Any]:
     return pyspiel, mcts
 
 
-class MctsActing(Acting):
-    """OpenSpiel's MCTS bot in the seats it is given: per decision, the OpenSpiel state replayed from the board and
-    ``simulations`` simulations searched from it; it keeps no recurrent state and loads no weights."""
+class OpenSpielSearch(Acting):
+    """An acting that searches the game's OpenSpiel twin with OpenSpiel's MCTS bot: per decision, the OpenSpiel state
+    replayed from the board the seat sees and ``simulations`` simulations searched from it (a move: the most
+    visited); it keeps no recurrent state. ``evaluator``: the bot's leaf evaluator and priors, given the rng;
+    ``uct_c`` and ``child_selection``: its exploration (UCT by default)."""
 
-    def __init__(self, env: StructuredEnv, simulations: int, seed: int = 0):
+    def __init__(
+        self,
+        env: StructuredEnv,
+        simulations: int,
+        seed: int,
+        setting: str,
+        evaluator: Callable[[np.random.RandomState], Any],
+        uct_c: float = UCT_C,
+        child_selection: Callable[..., float] | None = None,
+    ):
         pyspiel, mcts = openspiel_modules()
+        simulations = check_simulations(simulations, f"{setting}={simulations!r}")
         self.game = search_game(env)
         self.openspiel = pyspiel.load_game(self.game.openspiel)
         rng = np.random.RandomState(seed % 2**32)
-        evaluator = mcts.RandomRolloutEvaluator(1, rng)
-        self.bot = mcts.MCTSBot(self.openspiel, UCT_C, simulations, evaluator, solve=True, random_state=rng)
+        selection = {"child_selection_fn": child_selection} if child_selection is not None else {}
+        self.bot = mcts.MCTSBot(
+            self.openspiel, uct_c, simulations, evaluator(rng), solve=True, random_state=rng, **selection
+        )
 
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
         return {}
@@ -210,6 +231,16 @@ class MctsActing(Acting):
 
     def _move(self, board: np.ndarray, seat: int) -> int:
         return int(self.bot.step(replay(self.game, self.openspiel, board, seat)))
+
+
+class MctsActing(OpenSpielSearch):
+    """OpenSpiel's MCTS bot with random rollouts (one per leaf), the opponent ``mcts:<simulations>``; it loads no
+    weights."""
+
+    def __init__(self, env: StructuredEnv, simulations: int, seed: int = 0):
+        _, mcts = openspiel_modules()
+        rollouts = lambda rng: mcts.RandomRolloutEvaluator(1, rng)  # noqa: E731
+        super().__init__(env, simulations, seed, "opponent=mcts:<simulations>", rollouts)
 
     def load(self, flat: Any) -> None:
         """The search has no weights."""

@@ -88,7 +88,7 @@ class PolicySpec:
         return cls(asdict(model), None, "the trained policy", None, numpy_form, device)
 
     @property
-    def is_fixed(self) -> bool:
+    def has_no_model(self) -> bool:
         """Random play or a search: no model, its games the same from the same seed."""
         return self.model is None
 

@@ -89,7 +89,15 @@ def make_outputs(
         progress = Progress(n_epochs, start_steps=state.env_steps, resumed_at=state.epoch or None)
     video_every = output.video.every if config.filmed_episodes else 0
     return RunOutputs(
-        output_dir, writers, extras, event_logs, progress, output.plot, output.checkpoint_every, video_every, on_close
+        output_dir=output_dir,
+        writers=writers,
+        checkpoint_extras=extras,
+        event_logs=event_logs,
+        progress=progress,
+        plot=output.plot,
+        checkpoint_every=output.checkpoint_every,
+        video_every=video_every,
+        on_close=on_close,
     )
 
 

@@ -13,7 +13,7 @@ from maze_impala.actors.actor import PlayProgress
 from maze_impala.actors.results import EpisodeResult
 from maze_impala.checkpoints import model_signature, save_checkpoint
 from maze_impala.config import ImpalaAlgorithmConfig
-from maze_impala.core import ActorPool, Learner, WeightPublisher
+from maze_impala.core import ActorPool, Learner, TrainingError, WeightPublisher
 from maze_impala.evaluate.evaluator import RolloutEvaluator
 from maze_impala.events.api import mean
 from maze_impala.events.frames import StatsRow, to_dataframe
@@ -31,10 +31,6 @@ from maze_impala.train.watch import EpisodeWatch
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-class TrainingError(RuntimeError):
-    """Training stopped on a failure of an env, an actor or the learner; the message names the epoch and the cause."""
 
 
 @dataclass
