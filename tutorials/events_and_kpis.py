@@ -19,10 +19,10 @@ import numpy as np
 
 from maze_impala import ActorID, StructuredEnv
 from maze_impala.config import PolicyConfig, RolloutConfig, RolloutRunnerConfig
+from maze_impala.evaluate.rollout import rollout
 from maze_impala.events.api import EventInterface, episode_stats, epoch_stats, max_, mean, sum_
 from maze_impala.events.episodes import EpisodeEventLog, KpiCalculator
 from maze_impala.events.tables import read_event_logs
-from maze_impala.evaluate.rollout import rollout
 
 
 class InventoryEvents(EventInterface):
