@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 from harness import Load, maze_run, round_order
 
+from maze_impala.children import die_with_parent
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
@@ -168,8 +169,14 @@ def supervised(
     at which a file matching the glob ``first`` (the run's first record) appeared under ``cwd``."""
     started, seen = time.time(), math.nan
     with tempfile.TemporaryFile("w+") as errors:
-        process = subprocess.Popen(
-            command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+        process = subprocess.Popen(  # its own group, killed with this script however it ends (die_with_parent)
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         try:
             while process.poll() is None:
@@ -311,6 +318,7 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=0, help="programs busy on a core beside every run")
     parser.add_argument("--json", type=Path, help="record every run there as it ends; runs it holds are skipped")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill's SIGTERM unwinds: each run's group is stopped
     python = benchmarl_python(args.venv, args.torch_index)
     if args.check_envs:
         check_envs(python, list(range(20)))
