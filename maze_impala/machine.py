@@ -84,8 +84,8 @@ class LoadMeter:
         quota = cgroup_quota(cgroup)
         self.available = bool(self.cpus) and (quota is None or quota >= len(self.cpus)) and self.read() is not None
 
-    def sample(self) -> LoadSample:
-        """The load now, in one reading of each file."""
+    def sample(self, idle: bool = True) -> LoadSample:
+        """The load now, in one reading of each file (``idle``: of ``/proc/stat`` too)."""
         average: float | None
         runnable: int | None
         try:
@@ -98,7 +98,7 @@ class LoadMeter:
                 average = os.getloadavg()[0]
             except (AttributeError, OSError):
                 average = None
-        return LoadSample(time.perf_counter(), average, runnable, self.read() if self.available else None)
+        return LoadSample(time.perf_counter(), average, runnable, self.read() if idle and self.available else None)
 
     def busy_since(self, then: LoadSample, own: float = 1.0, shortest: float = 0.2) -> float | None:
         """The cores busy with other work since ``then``: this process's cores less those idle and less ``own`` (the

@@ -41,7 +41,7 @@ class PaceWatch:
 
     def sample(self) -> None:
         """Count the machine's runnable threads now (once an update): the epoch's mean is its load."""
-        count = self._meter.sample().runnable
+        count = self._meter.sample(idle=False).runnable  # /proc/loadavg only: once an update
         if count is not None:
             self._runnable.append(count)
 
