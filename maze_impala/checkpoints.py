@@ -71,9 +71,7 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
 def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Module) -> None:
     """Load the named modules from ``state``, checking that it was made for them."""
     for name, module in modules.items():
-        if name not in state:
-            raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
-        saved = _with_identity_statistics(module, state[name])
+        saved = _with_identity_statistics(module, _saved(state, name, path))
         expected, found = model_signature(module), {k: tuple(v.shape) for k, v in saved.items()}
         if expected != found:
             raise CheckpointMismatchError(
@@ -81,6 +79,13 @@ def restore_modules(state: dict[str, Any], path: Path | str, **modules: nn.Modul
                 f"and model config of the run that wrote it{_run_env(state)}."
             )
         module.load_state_dict(saved)
+
+
+def _saved(state: dict[str, Any], name: str, path: Path | str) -> dict[str, Any]:
+    """The state dict ``state`` saved as ``name``, or a clear error naming what it holds."""
+    if name not in state:
+        raise CheckpointMismatchError(f"{path} holds no {name!r} weights (it has {sorted(state)})")
+    return state[name]
 
 
 NEWER_BUFFERS = ("value_norms.",)
@@ -148,6 +153,4 @@ class Checkpoint:
 
     def weights(self, name: str) -> dict[str, Any]:
         """The state dict saved as ``name`` (``policy``, ``critic``), or a clear error naming what it holds."""
-        if name not in self.state:
-            raise CheckpointMismatchError(f"{self.path} holds no {name!r} weights (it has {sorted(self.state)})")
-        return dict(self.state[name])
+        return dict(_saved(self.state, name, self.path))

@@ -113,7 +113,7 @@ class LoadMeter:
         """The machine's load: its load average, or, if larger, the cores busy with other work since ``since`` (a
         program started a moment ago shows there at once, in the average only a minute later); None if neither."""
         busy = self.busy_since(since) if since is not None else None
-        known = [value for value in (self.sample().average, busy) if value is not None]
+        known = [value for value in (self.sample(idle=False).average, busy) if value is not None]
         return max(known) if known else None
 
     def read(self) -> float | None:

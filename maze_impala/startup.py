@@ -87,42 +87,36 @@ def compose_once(argv: Sequence[str]) -> bool:
     return True
 
 
-CUDA_MATH = ("backends.cuda.matmul.allow_tf32", "backends.cudnn.allow_tf32", "backends.cudnn.benchmark")
-"""torch's switches that :func:`fast_cuda_math` turns on."""
+def _cuda_switches(torch: Any) -> list[tuple[Any, str]]:
+    """torch's switches that :func:`fast_cuda_math` turns on: (owner, attribute)."""
+    return [
+        (torch.backends.cuda.matmul, "allow_tf32"),
+        (torch.backends.cudnn, "allow_tf32"),
+        (torch.backends.cudnn, "benchmark"),
+    ]
 
 
-def fast_cuda_math(device: str) -> dict[str, bool]:
+def fast_cuda_math(device: str) -> list[bool]:
     """For a learner on ``device`` a CUDA GPU: TF32 matrix products and convolutions (10 bits of mantissa) and
     cuDNN's choice of the fastest algorithm for the update's fixed shapes. A CPU learner leaves them as they are.
     Returns the switches as they were, for :func:`restore_cuda_math` (empty: none changed)."""
     if not device.startswith("cuda"):
-        return {}
+        return []
     import torch
 
-    before = {}
-    for name in CUDA_MATH:
-        owner, attribute = _switch(torch, name)
-        before[name] = getattr(owner, attribute)
-        setattr(owner, attribute, True)
+    before = [getattr(owner, name) for owner, name in _cuda_switches(torch)]
+    for owner, name in _cuda_switches(torch):
+        setattr(owner, name, True)
     return before
 
 
-def restore_cuda_math(before: dict[str, bool]) -> None:
+def restore_cuda_math(before: list[bool]) -> None:
     """The switches :func:`fast_cuda_math` changed put back (a run started from Python leaves the process as it was)."""
     if before:
         import torch
 
-        for name, value in before.items():
-            owner, attribute = _switch(torch, name)
-            setattr(owner, attribute, value)
-
-
-def _switch(torch: Any, name: str) -> tuple[Any, str]:
-    path, _, attribute = name.rpartition(".")
-    owner = torch
-    for part in path.split("."):
-        owner = getattr(owner, part)
-    return owner, attribute
+        for (owner, name), value in zip(_cuda_switches(torch), before, strict=True):
+            setattr(owner, name, value)
 
 
 def set_torch_threads(threads: int, load: bool = False) -> None:
@@ -139,12 +133,11 @@ def torch_threads() -> int | None:
     return torch.get_num_threads() if torch is not None else None
 
 
-def enter_process(threads: int = 1, device: str = "cpu", load: bool = False) -> None:
-    """The door of every process the package starts (as Sample Factory's ``init_torch_runtime``): torch's threads
-    (one core per actor or rollout worker; a learner replica's share), where torch is loaded or ``load`` says to load
-    it, and a CUDA learner's math (:func:`fast_cuda_math`)."""
+def enter_process(threads: int = 1, load: bool = False) -> None:
+    """The door of every process the package starts (as Sample Factory's ``init_torch_runtime``): torch's threads,
+    one core per actor or rollout worker and a learner replica's share, where torch is loaded or ``load`` says to
+    load it. A learner replica's CUDA math is set where it learns its device (``build_replica``)."""
     set_torch_threads(threads, load)
-    fast_cuda_math(device)
 
 
 def headless_rendering() -> None:

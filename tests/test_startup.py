@@ -152,3 +152,24 @@ def test_the_command_line_decides_the_mode_unless_an_override_or_a_users_config_
     for path in config_dir().rglob("*.yaml"):  # what makes skipping Hydra's reading of hydra.mode safe
         config = OmegaConf.to_container(OmegaConf.load(path))
         assert "mode" not in (config or {}).get("hydra", {}), f"{path} sets hydra.mode"
+
+
+def test_a_cuda_learners_math_is_put_back_as_it_was_and_a_cpu_learner_changes_nothing():
+    import torch
+
+    from maze_impala.startup import fast_cuda_math, restore_cuda_math
+
+    flags = lambda: (  # noqa: E731
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    )
+    as_it_was = flags()
+    assert fast_cuda_math("cpu") == [] and flags() == as_it_was
+    before = fast_cuda_math("cuda:0")
+    try:
+        assert flags() == (True, True, True)
+        assert tuple(before) == as_it_was
+    finally:
+        restore_cuda_math(before)
+    assert flags() == as_it_was

@@ -25,7 +25,7 @@ from maze_impala.config import ConfigError
 from maze_impala.core import StepKey
 from maze_impala.envs.gym_adapter import ACTION_KEY
 from maze_impala.nn.flat import load_flat
-from maze_impala.play.search import OpenSpielSearch, SearchGame, openspiel_modules, search_game
+from maze_impala.play.search import OpenSpielSearch, SearchGame, openspiel_modules
 
 if TYPE_CHECKING:
     from maze_impala.envs.structured import StructuredEnv
@@ -92,8 +92,11 @@ class GuidedSearch(OpenSpielSearch):
         (step_key,) = policy.action_spaces
         self.policy = policy.eval()
         n_actions = int(policy.action_spaces[step_key][ACTION_KEY].n)
-        self.guide = _Guide(search_game(env), self.policy, critic.eval(), step_key, n_actions)
-        guide = lambda rng: self.guide  # noqa: E731
+
+        def guide(game: SearchGame, rng: np.random.RandomState) -> _Guide:
+            self.guide = _Guide(game, self.policy, critic.eval(), step_key, n_actions)
+            return self.guide
+
         super().__init__(env, simulations, seed, "search", guide, PUCT_C, mcts.SearchNode.puct_value)
 
     def _move(self, board: np.ndarray, seat: int) -> int:

@@ -143,7 +143,9 @@ def seated(
     """``trained`` (the learned policy) acts for the agents in ``seat``, ``opponent`` for every other agent, its
     state under :data:`OPPONENT_STATE`; ``listener``: the opponent's ear for each game's end (the pool's)."""
     mapping = PolicyMapping(dict.fromkeys(seat, TRAINED), OPPONENT, TRAINED)
-    return RoutedActing({TRAINED: trained, OPPONENT: opponent}, mapping, {OPPONENT: listener} if listener else None)
+    return RoutedActing(
+        {TRAINED: trained, OPPONENT: opponent}, mapping, {OPPONENT: listener} if listener is not None else None
+    )
 
 
 def resolve_opponents(

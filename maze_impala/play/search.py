@@ -196,7 +196,8 @@ def openspiel_modules() -> tuple[Any, Any]:
 class OpenSpielSearch(Acting):
     """An acting that searches the game's OpenSpiel twin with OpenSpiel's MCTS bot: per decision, the OpenSpiel state
     replayed from the board the seat sees and ``simulations`` simulations searched from it (a move: the most
-    visited); it keeps no recurrent state. ``evaluator``: the bot's leaf evaluator and priors, given the rng;
+    visited); it keeps no recurrent state. ``evaluator``: the bot's leaf evaluator and priors, given the game and the
+    rng;
     ``uct_c`` and ``child_selection``: its exploration (UCT by default)."""
 
     def __init__(
@@ -205,7 +206,7 @@ class OpenSpielSearch(Acting):
         simulations: int,
         seed: int,
         setting: str,
-        evaluator: Callable[[np.random.RandomState], Any],
+        evaluator: Callable[[SearchGame, np.random.RandomState], Any],
         uct_c: float = UCT_C,
         child_selection: Callable[..., float] | None = None,
     ):
@@ -216,7 +217,7 @@ class OpenSpielSearch(Acting):
         rng = np.random.RandomState(seed % 2**32)
         selection = {"child_selection_fn": child_selection} if child_selection is not None else {}
         self.bot = mcts.MCTSBot(
-            self.openspiel, uct_c, simulations, evaluator(rng), solve=True, random_state=rng, **selection
+            self.openspiel, uct_c, simulations, evaluator(self.game, rng), solve=True, random_state=rng, **selection
         )
 
     def state_shapes(self, step_key: StepKey) -> dict[str, tuple[int, ...]]:
@@ -239,7 +240,7 @@ class MctsActing(OpenSpielSearch):
 
     def __init__(self, env: StructuredEnv, simulations: int, seed: int = 0):
         _, mcts = openspiel_modules()
-        rollouts = lambda rng: mcts.RandomRolloutEvaluator(1, rng)  # noqa: E731
+        rollouts = lambda game, rng: mcts.RandomRolloutEvaluator(1, rng)  # noqa: E731
         super().__init__(env, simulations, seed, "opponent=mcts:<simulations>", rollouts)
 
     def load(self, flat: Any) -> None:
