@@ -202,6 +202,27 @@ class Learner(ABC):
         """Release what the learner started (other learners' processes); safe to call twice."""
 
 
+class LearnerWrapper(Learner):
+    """A learner around ``learner`` (as Gymnasium's ``Wrapper`` is an env around one): it acts and saves as that
+    learner does, and a subclass changes how it steps (on several replicas, on tuned threads)."""
+
+    def __init__(self, learner: Learner):
+        self.learner, self.policy = learner, learner.policy
+
+    @property
+    def version(self) -> int:  # type: ignore[override]
+        return self.learner.version
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.learner.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_state_dict(state)
+
+    def close(self) -> None:
+        self.learner.close()
+
+
 class Actor(ABC):
     """Steps environments with the newest policy it has and returns rollouts."""
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from maze_impala.config import ConfigError, ImpalaAlgorithmConfig
-from maze_impala.core import Learner, Rollout
+from maze_impala.core import LearnerWrapper, Rollout
 from maze_impala.events.api import EventHub
 from maze_impala.impala.events import MultiStepIMPALAEvents
 from maze_impala.impala.learner import ImpalaLearner
@@ -131,23 +131,21 @@ def shards_of(learner: ImpalaLearner, rollouts: list[Rollout], train_policy: boo
     return whole.split(parts)
 
 
-class DataParallelLearner(Learner):
+class DataParallelLearner(LearnerWrapper):
     """``replicas.size`` learners as one: ``learner`` (learner 0, which the training loop publishes and saves)
     and the others, each updating on its share of every batch."""
 
+    learner: ImpalaLearner
+
     def __init__(self, learner: ImpalaLearner, replicas: Replicas):
-        self.learner, self.replicas = learner, replicas
-        self.policy = learner.policy
+        super().__init__(learner)
+        self.replicas = replicas
         try:
             learner.group = replicas.start((learner.policy, learner.critic, learner.config))
             replicas.load(learner.state_dict())
         except BaseException:
             replicas.close()
             raise
-
-    @property
-    def version(self) -> int:  # type: ignore[override]
-        return self.learner.version
 
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
         self.learner.record_lag(rollouts)
@@ -161,9 +159,6 @@ class DataParallelLearner(Learner):
                 raise
             raise failure from error
         self.replicas.finish()
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.learner.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.learner.load_state_dict(state)

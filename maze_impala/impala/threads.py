@@ -1,15 +1,10 @@
 """How many threads a CPU learner computes with: one rule for every runner, and a tuner that follows the load.
 
-A learner thread that waits for a core held by another process stalls every parallel operation of the update (OpenMP's
-threads meet at a barrier after each one): beside an actor process and a busy program, a second thread can make the
-update several times slower (docs/benchmarks.md, "what the code's choices rest on"). What a second thread gains or
-loses changes while a run trains, so the rule
-(:func:`plan_threads`) gives a learner a range of counts, and :class:`ThreadTuner` times its updates with each and
-keeps the fastest. The range is 1 up to the cores the actors leave of those this process may use
-(:func:`~maze_impala.machine.usable_cores`), or up to all of them for a learner that sets the pace while its actors
-wait (``runner.learner_cores=all``, or ``auto`` with a CNN on images or a recurrent core). A number, or
-``OMP_NUM_THREADS`` in the environment, pins the threads; several learners each take their share, untuned (they step
-together); ``runner=dev`` takes one thread, fixed, so that it repeats a run exactly for its seed.
+A learner thread waiting for a core that another process holds stalls every parallel operation of the update, and what a
+second thread gains or loses changes while a run trains (docs/benchmarks.md, "what the code's choices rest on"). So the
+rule (:func:`plan_threads`) gives a learner a range of counts, from 1 up to the cores the actors leave or all of them,
+and :class:`ThreadTuner` times its updates with each and keeps the fastest. A number, or ``OMP_NUM_THREADS``, pins the
+threads; several learners each take their share, untuned; ``runner=dev`` takes one, to repeat a run for its seed.
 """
 
 from __future__ import annotations
@@ -21,17 +16,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from maze_impala.core import Learner, Rollout
+from maze_impala.core import Learner, LearnerWrapper, Rollout
 from maze_impala.events.interfaces import RunEvents
 from maze_impala.machine import LoadMeter, pinned_by_environment, usable_cores
 from maze_impala.startup import set_torch_threads, torch_threads
 
 log = logging.getLogger("maze_impala")
 
-BUSY_LOAD = 0.75  # a load at the start this high makes a learner that may take every core start on the leftover:
-# beside a busy program its first updates on every core would be the slowest, for minutes before the first probes
+BUSY_LOAD = 0.75  # a load this high at the start starts a learner that may take every core on the leftover ones
 BUDGET, MARGIN = 0.05, 0.9  # probes cost at most this share of the time; a probe this much faster is chosen
 WINDOW, FIRST_PROBE = 3, 3  # the chosen count's time: the median of its latest updates; updates before a first probe
 REGRESSION, RELIEF = 1.5, 1.25  # the chosen count's time rising (a program started) or falling (one stopped) this much
@@ -41,8 +34,7 @@ FREE_CORE, IDLE_SECONDS = 0.5, 1.0  # idle cores rising this much make a larger 
 
 @dataclass(frozen=True)
 class ThreadPlan:
-    """The thread counts a learner may compute with (ascending; one: pinned or fixed), the one it starts with, and
-    how the rule came to them (for the run's log)."""
+    """The thread counts a learner may use (ascending; one: pinned), the one it starts with, and why (for the log)."""
 
     choices: tuple[int, ...]
     start: int
@@ -64,16 +56,12 @@ def plan_threads(
     deterministic: bool = False,
     load: float | None = None,
 ) -> ThreadPlan:
-    """The rule for ``runner.learner_cores=setting`` (leftover, all or a number; ``auto`` resolved by the model
-    first), ``actor_cores`` the actors' cores on this machine and ``cores`` this process's (default: usable);
-    ``load``: the machine's before the run's own work (:meth:`~maze_impala.machine.LoadMeter.load`);
-    ``deterministic`` (``runner=dev``): one thread unless pinned (a count chosen by timing would change the order of
-    float sums, and one thread never waits for a busy core)."""
-    if setting.isdigit():
-        return ThreadPlan((int(setting),), int(setting), f"pinned by runner.learner_cores={setting}")
-    pinned = pinned_by_environment()
+    """The rule for ``runner.learner_cores=setting`` (leftover, all or a number), ``actor_cores`` the actors' cores
+    here, ``cores`` this process's (default: usable) and ``load`` the machine's before the run's own work;
+    ``deterministic`` (``runner=dev``): one thread unless pinned (a timed count changes the order of float sums)."""
+    pinned = (int(setting), f"runner.learner_cores={setting}") if setting.isdigit() else pinned_by_environment()
     if pinned is not None:
-        return ThreadPlan((pinned[0],), pinned[0], f"pinned by {pinned[1]} in the environment")
+        return ThreadPlan((pinned[0],), pinned[0], f"pinned by {pinned[1]}")
     if deterministic:
         why = "one thread: runner=dev repeats a run exactly for its seed (pin more with runner.learner_cores=N)"
         return ThreadPlan((1,), 1, why)
@@ -93,30 +81,24 @@ def plan_threads(
 
 
 class ThreadTuner:
-    """Keeps the fastest of a :class:`ThreadPlan`'s counts while the machine's load changes.
-
-    It times every update (seconds per sample) and now and then runs one with another count (a probe); a probe faster
-    by ``MARGIN`` becomes the choice. A probe costs what the other count is slower, as last measured: the next probe
-    of it waits until the updates since have taken ``1 / BUDGET`` times that, however slow it is (beside busy
-    programs, a count that loses can be tens of times slower); a probe faster but not by the margin is repeated
-    soon. The load leaving shows as the chosen count's updates getting faster, or, for a count that does not feel it
-    (one thread with a core of its own), as the machine's idle cores during its updates rising.
-    """
+    """Keeps the fastest of a :class:`ThreadPlan`'s counts while the machine's load changes: it times every update
+    (seconds per sample) and now and then runs one with another count (a probe); a probe faster by ``MARGIN`` wins.
+    A probe costs what the other count is slower (beside busy programs, tens of times): the next one waits until the
+    updates since have taken ``1 / BUDGET`` times that. The load leaving shows as the chosen count's updates getting
+    faster, or, for a count that does not feel it, as idle cores rising."""
 
     def __init__(self, plan: ThreadPlan, set_threads: Callable[[int], None]):
-        self.plan, self._set = plan, set_threads
-        self.chosen = plan.start
+        self.plan, self._set, self.chosen = plan, set_threads, plan.start
         self.times: dict[int, deque[float]] = {c: deque(maxlen=WINDOW) for c in plan.choices}
         self.estimate: dict[int, float] = {}  # seconds per sample: the chosen count's median, the others' last probe
         self.idle: float | None = None  # idle cores during the chosen count's latest IDLE_SECONDS of updates
-        self._idle_sum = [0.0, 0.0]  # idle core-seconds, update seconds: the reading being gathered
+        self._idle_sum, self._idle_seconds = 0.0, 0.0  # the reading being gathered
         self._idle_at: dict[int, float] = {}  # the idle cores when each count was last probed
-        self._warmup, self._interval = 1, FIRST_PROBE
+        self._warm, self._interval, self._next_probe = False, FIRST_PROBE, 0
         self._since_updates, self._since_seconds, self._samples = 0, 0.0, 1
         self._decided: float | None = None  # the chosen count's time when it was chosen (or first measured)
-        self._probing: int | None = None
-        self._next_probe = 0
-        self._applied: int | None = None
+        self._probing: int | None = None  # the count of the coming update, if a probe
+        self._applied: int | None = None  # the count set in torch
 
     def threads(self) -> int:
         """The threads of the coming update (the choice, or a probe's), set in torch."""
@@ -128,27 +110,23 @@ class ThreadTuner:
         return threads
 
     def record(self, seconds: float, samples: int, idle: float | None = None) -> None:
-        """The update just run took ``seconds`` for ``samples`` samples, with ``idle`` idle core-seconds (None: not
-        known)."""
-        if self._warmup > 0:
-            self._warmup = max(0, self._warmup - (self._probing is None))
-            self._probing = None
+        """The update just run took ``seconds`` for ``samples`` samples, with ``idle`` idle core-seconds (or None)."""
+        if not self._warm:  # the first update (no probe yet) builds what the others reuse: not timed
+            self._warm = True
             return
         per_sample, self._samples = seconds / max(samples, 1), max(samples, 1)
         if self._probing is None:
             self.times[self.chosen].append(per_sample)
-            self._since_updates += 1
-            self._since_seconds += seconds
+            self._since_updates, self._since_seconds = self._since_updates + 1, self._since_seconds + seconds
             if idle is not None:
-                self._idle_sum = [self._idle_sum[0] + idle, self._idle_sum[1] + seconds]
-                if self._idle_sum[1] >= IDLE_SECONDS:
-                    self.idle, self._idle_sum = self._idle_sum[0] / self._idle_sum[1], [0.0, 0.0]
+                self._idle_sum, self._idle_seconds = self._idle_sum + idle, self._idle_seconds + seconds
+                if self._idle_seconds >= IDLE_SECONDS:
+                    self.idle, self._idle_sum, self._idle_seconds = self._idle_sum / self._idle_seconds, 0.0, 0.0
             if len(self.times[self.chosen]) == WINDOW:
                 self.estimate[self.chosen] = self._median()
                 self._decided = self.estimate[self.chosen] if self._decided is None else self._decided
             return
-        probed, self._probing = self._probing, None
-        current = self._median()
+        probed, self._probing, current = self._probing, None, self._median()
         self.estimate[probed] = per_sample
         if self.idle is not None:
             self._idle_at[probed] = self.idle
@@ -158,11 +136,9 @@ class ThreadTuner:
             log.info("learner threads %d -> %d: %.3g against %.3g ms per sample", self.chosen, probed, *ms)
             if self.idle is not None:
                 self._idle_at[self.chosen] = self.idle  # the idle cores that the count left was timed with
-            self.chosen, self._decided = probed, per_sample
-            self.times[probed].clear()
-            self.times[probed].append(per_sample)
-            self._interval = FIRST_PROBE
-            self.idle, self._idle_sum = None, [0.0, 0.0]
+            self.chosen, self._decided, self._interval = probed, per_sample, FIRST_PROBE
+            self.times[probed] = deque([per_sample], maxlen=WINDOW)
+            self.idle, self._idle_sum, self._idle_seconds = None, 0.0, 0.0
         elif per_sample < current:
             self._interval = FIRST_PROBE  # faster, though not by the margin: free to look again soon
         else:
@@ -172,7 +148,7 @@ class ThreadTuner:
         return statistics.median(self.times[self.chosen])
 
     def _probe_due(self) -> int | None:
-        if not self.plan.adaptive or self._warmup > 0 or not self.times[self.chosen]:
+        if not self.plan.adaptive or not self._warm or not self.times[self.chosen]:
             return None
         others = [c for c in self.plan.choices if c != self.chosen]
         candidate = others[(self._next_probe + 1) % len(others)]
@@ -186,12 +162,10 @@ class ThreadTuner:
             self._interval, self._decided = 0, current  # the load rose: look again now (where it costs little)
         elif self._decided is not None and current * RELIEF < self._decided:
             self._interval, self._decided = 0, current  # the load fell: the others' times are stale, look again
-            for other in others:
-                self.estimate.pop(other, None)
+            self.estimate = {c: t for c, t in self.estimate.items() if c == self.chosen}
         for other in others:  # cores left idle beside a count that did not feel the load leave
-            then = self._idle_at.get(other)
-            known = other in self.estimate and then is not None and self.idle is not None
-            if known and other > self.chosen and self._since_seconds >= PROBE_SECONDS and self.idle >= then + FREE_CORE:
+            freed = self.idle is not None and self.idle >= self._idle_at.get(other, math.inf) + FREE_CORE
+            if freed and other > self.chosen and other in self.estimate and self._since_seconds >= PROBE_SECONDS:
                 self._interval = 0
                 del self.estimate[other]
         if self._since_updates < self._interval and self._since_seconds < MAX_WAIT:
@@ -203,41 +177,26 @@ class ThreadTuner:
         return candidate
 
 
-class TunedLearner(Learner):
-    """A CPU learner on the threads its :class:`ThreadPlan` allows: the tuner sets the count before each update and
-    records its time after it; each update's count is published as ``RunEvents.learner_threads``. It wraps a learner
-    as :class:`~maze_impala.impala.replicas.DataParallelLearner` does, so that the training loop neither tunes nor
-    passes thread counts; :meth:`close` gives the process back the count it had."""
+class TunedLearner(LearnerWrapper):
+    """A CPU learner on its :class:`ThreadPlan`'s threads: the tuner sets the count before each update (published as
+    ``RunEvents.learner_threads``) and times it after; :meth:`close` gives the process back the count it had."""
 
     def __init__(self, learner: Learner, plan: ThreadPlan, events: RunEvents | None = None):
-        self.learner, self.events, self.policy = learner, events, learner.policy
-        self.tuner = ThreadTuner(plan, set_torch_threads)
+        super().__init__(learner)
+        self.events, self.tuner, self._before = events, ThreadTuner(plan, set_torch_threads), torch_threads()
         meter = LoadMeter() if plan.adaptive else None
-        self._meter = meter if meter is not None and meter.available else None
-        self._before = torch_threads()
+        self._idle = meter.read if meter is not None and meter.available else lambda: None
         log.info("%s", plan.describe())
-
-    @property
-    def version(self) -> int:  # type: ignore[override]
-        return self.learner.version
 
     def step(self, rollouts: list[Rollout], train_policy: bool = True) -> None:
         threads = self.tuner.threads()
         if self.events is not None:
             self.events.learner_threads(value=threads)
-        idle_before = self._meter.read() if self._meter is not None else None
-        started = time.perf_counter()
+        idle_before, started = self._idle(), time.perf_counter()
         self.learner.step(rollouts, train_policy)
-        seconds = time.perf_counter() - started
-        idle_after = self._meter.read() if self._meter is not None else None
+        seconds, idle_after = time.perf_counter() - started, self._idle()
         idle = idle_after - idle_before if idle_before is not None and idle_after is not None else None
         self.tuner.record(seconds, sum(r.env_steps for r in rollouts), idle)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.learner.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.learner.load_state_dict(state)
 
     def close(self) -> None:
         try:

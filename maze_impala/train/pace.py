@@ -20,28 +20,23 @@ class PaceWatch:
     tuned learner (``RunEvents.learner_threads``): its own cores count with the first it heard, 1 if none."""
 
     def __init__(self, actor_cores: float, cores: int | None = None):
-        self.actor_cores = actor_cores
-        self.cores = cores or os.cpu_count() or 1
-        self.best = 0.0
-        self.said = False
-        self.threads: int | None = None
-        """The learner's threads now (None: not tuned, no event heard)."""
-        self._first_threads: int | None = None
+        self.actor_cores, self.cores = actor_cores, cores or os.cpu_count() or 1
+        self.best, self.said = 0.0, False
+        self.threads: int | None = None  # the learner's threads now (None: not tuned, no event heard)
+        self.own = actor_cores + 1  # the cores this run keeps busy: the actors' and the learner's first threads
         self._meter = LoadMeter()
         self._runnable: list[int] = []
 
-    @property
-    def own(self) -> float:
-        return self.actor_cores + (self._first_threads or 1)
-
     def __call__(self, record: EventRecord) -> None:
         if (record.interface, record.event) == THREADS:
+            if self.threads is None:  # its own cores count with the first threads it heard
+                self.own = self.actor_cores + int(record.values["value"])
             self.threads = int(record.values["value"])
-            self._first_threads = self._first_threads or self.threads
 
     def sample(self) -> None:
-        """Count the machine's runnable threads now (once an update): the epoch's mean is its load."""
-        count = self._meter.sample(idle=False).runnable  # /proc/loadavg only: once an update
+        """Count the machine's runnable threads now (once an update: /proc/loadavg only); their mean is the epoch's
+        load."""
+        count = self._meter.sample(idle=False).runnable
         if count is not None:
             self._runnable.append(count)
 
@@ -51,19 +46,15 @@ class PaceWatch:
         samples, self._runnable = self._runnable, []
         if epoch == 1:  # the actors' start-up is in the first epoch's rate
             return None
-        if load is None and samples:
-            load = sum(samples) / len(samples)
+        load = sum(samples) / len(samples) if load is None and samples else load
         crowded = load is not None and load > max(self.cores, self.own) + 0.75
         slow = self.best > 0 and rate < SLOW_SHARE * self.best
         self.best = max(self.best, rate)
         if self.said or not (crowded or slow):
             return None
         self.said = True
-        parts = []
-        if slow:
-            parts.append(
-                f"training ran at {rate:,.0f} env steps/s in epoch {epoch}, under half its best ({self.best:,.0f})"
-            )
+        parts = [f"training ran at {rate:,.0f} env steps/s in epoch {epoch}, under half its best ({self.best:,.0f})"]
+        parts = parts if slow else []
         if crowded:
             parts.append(
                 f"the machine ran {load:.1f} threads at a time on {self.cores} cores, more than this run "
