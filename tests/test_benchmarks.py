@@ -393,8 +393,10 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(ca
     assert vb.final(ours) == -17.0 and vb.final(mappo) == -22.0
     assert vb.reach(ours, vb.final(mappo)) == (20, 2.0) and vb.reach(mappo, -1.0) == (None, None)
     assert vb.steadiness(ours) == pytest.approx(0.25) and vb.steadiness(mappo) == pytest.approx(9 / 21)
+    assert vb.best_stretch(ours) == pytest.approx(-21.5), "2 evaluations of 32 episodes: the best pair's mean"
+    assert vb.best_stretch(mappo) == pytest.approx(-28.25), "5 of 10 wanted, 4 recorded: all of them"
     vb.print_table([ours, mappo])
     table = capsys.readouterr().out
-    assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | 20 (1/1) | 2 |" in table, table
-    assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | 20 (1/1) | 9 |" in table, table  # -21 at 20
+    assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | -21.5 | 20 (1/1) | 2 |" in table, table
+    assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | -28.2 | 20 (1/1) | 9 |" in table, table
     assert vb.flatten([[1.0, [2.0]], [3.0]]) == [1.0, 2.0, 3.0]
