@@ -8,6 +8,8 @@ frame budget, on the same machine, runs alternating.
                                                                        # with the same file skips the runs it holds
     python benchmarks/versus_benchmarl.py --frames 0 --minutes 15      # equal wall-clock instead of equal frames
     python benchmarks/versus_benchmarl.py --load 1                     # beside a program busy on a core
+    python benchmarks/versus_benchmarl.py --tools maze_impala --maze-set env.global_state=true \
+        "model.critic_only_keys=[global_state]"                        # a centralised critic, as MAPPO's
 
 BenchMARL is never a dependency of maze_impala: this script installs ``benchmarl==1.5.2`` with
 ``pettingzoo[mpe]==1.24.3`` (it resolves torchrl 0.11.1 and tensordict 0.11.0) into a virtual environment of its
@@ -37,7 +39,8 @@ The protocol:
 
 Per run it records the evaluations (frames, seconds from the process start, per-agent return), the wall-clock,
 the frames per second, and, per task, the frames and seconds at which each run first reaches MAPPO's median final
-evaluation. A run's ``steadiness`` is its largest fall, in the second half of the run, below the best evaluation
+evaluation. Beside a run's best evaluation it gives its best stretch: the best mean of consecutive evaluations that
+hold at least 50 episodes together (the best of a hundred 10-episode evaluations is mostly luck). A run's ``steadiness`` is its largest fall, in the second half of the run, below the best evaluation
 before it, as a share of that best's magnitude.
 """
 
