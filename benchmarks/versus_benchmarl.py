@@ -40,8 +40,9 @@ The protocol:
 Per run it records the evaluations (frames, seconds from the process start, per-agent return), the wall-clock,
 the frames per second, and, per task, the frames and seconds at which each run first reaches MAPPO's median final
 evaluation. Beside a run's best evaluation it gives its best stretch: the best mean of consecutive evaluations that
-hold at least 50 episodes together (the best of a hundred 10-episode evaluations is mostly luck). A run's ``steadiness`` is its largest fall, in the second half of the run, below the best evaluation
-before it, as a share of that best's magnitude.
+hold at least 50 episodes together (the best of a hundred 10-episode evaluations is mostly luck). A run's
+``steadiness`` is its largest fall, in the second half of the run, below the best evaluation before it, as a share
+of that best's magnitude.
 """
 
 from __future__ import annotations
