@@ -64,11 +64,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from harness import Load, maze_run, round_order
+from omegaconf import OmegaConf
 
 from maze_impala.children import die_with_parent
 from maze_impala.events.api import mean
 from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
+from maze_impala.run_files import CONFIG_YAML
 
 BENCHMARL = ("benchmarl==1.5.2", "pettingzoo[mpe]==1.24.3")
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "benchmarl-venv"
@@ -77,8 +79,8 @@ BENCHMARL_BATCH = 6_000
 OUR_EPOCH = 6
 """maze_impala's updates an epoch (6 x 1,024 = 6,144 frames): an evaluation as often as BenchMARL's."""
 JUDGE_EPISODES = 100
-EVAL_EPISODES = {"maze_impala": 32, "mappo": 10, "ippo": 10}
-"""Each tool's episodes an evaluation: maze_impala's shipped ``evaluation.n_episodes``, BenchMARL's default."""
+BENCHMARL_EVAL_EPISODES = 10
+"""BenchMARL's greedy episodes an evaluation (its ``experiment.evaluation_episodes``, passed; its default)."""
 STRETCH = 50
 """The episodes of a run's best stretch (:func:`best_stretch`)."""
 
@@ -211,8 +213,10 @@ def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse
         command = [
             str(python), "-m", "benchmarl.run", f"algorithm={tool}", f"task={task.benchmarl}", f"seed={seed}",
             "task.max_cycles=25", "experiment.prefer_continuous_actions=False",
-            f"experiment.evaluation_interval={BENCHMARL_BATCH}", "experiment.loggers=[csv]", "experiment.render=False",
-            "experiment.create_json=False", f"experiment.max_n_frames={args.frames}", f"hydra.run.dir={out}",
+            f"experiment.evaluation_interval={BENCHMARL_BATCH}",
+            f"experiment.evaluation_episodes={BENCHMARL_EVAL_EPISODES}",
+            "experiment.loggers=[csv]", "experiment.render=False", "experiment.create_json=False",
+            f"experiment.max_n_frames={args.frames}", f"hydra.run.dir={out}",
             *args.benchmarl_set,
         ]  # fmt: skip
         wall, seen = supervised(command, Path(out), args.minutes, "timers_total_time.csv", {**os.environ, **threads})
@@ -225,6 +229,7 @@ def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse
         "frames": [int(total_frames[i]) for i in evals.index],
         "seconds": [round(start_up + float(total_time[i]), 2) for i in evals.index],
         "per_agent": [float(v) for v in evals],
+        "eval_episodes": BENCHMARL_EVAL_EPISODES,
         "wall": round(wall, 1),
         "total_frames": int(total_frames.iloc[-1]),
     }
@@ -255,6 +260,7 @@ def maze_impala_run(task: Task, seed: int, args: argparse.Namespace, work: Path)
         "seconds": [round(start_up + float(v), 2) for v in stats[ELAPSED]],
         "per_agent": [float(v) / task.agents for v in stats[EVAL]],
         "judged_per_agent": judged / task.agents,
+        "eval_episodes": int(OmegaConf.load(run / CONFIG_YAML).algorithm.rollout_evaluator.n_episodes),  # as run
         "wall": round(wall, 1),
         "total_frames": int(stats[STEPS].iloc[-1]),
     }
@@ -271,7 +277,7 @@ def best_stretch(run: dict) -> float:
     run's best without the luck of one small evaluation (the best of 100 evaluations of 10 episodes each is mostly
     that luck)."""
     values = np.asarray(run["per_agent"], dtype=float)
-    width = min(len(values), math.ceil(STRETCH / EVAL_EPISODES[run["tool"]]))
+    width = min(len(values), math.ceil(STRETCH / run["eval_episodes"]))
     return float(np.convolve(values, np.ones(width) / width, "valid").max())
 
 

@@ -32,8 +32,9 @@ def cgroup_quota(root: Path) -> float | None:
         if (root / "cpu.max").is_file():
             quota, period = (root / "cpu.max").read_text().split()[:2]
             return None if quota == "max" else int(quota) / int(period)
-        if v1.is_file() and int(v1.read_text()) > 0:
-            return int(v1.read_text()) / int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        if v1.is_file():
+            quota_us = int(v1.read_text())
+            return None if quota_us <= 0 else quota_us / int((root / "cpu" / "cpu.cfs_period_us").read_text())
     return None
 
 

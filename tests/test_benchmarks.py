@@ -388,8 +388,9 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(ca
         sys.path.remove(str(BENCHMARKS))
     ours = {"frames": [10, 20, 30, 40], "seconds": [1.0, 2.0, 3.0, 4.0], "per_agent": [-30.0, -20.0, -25.0, -18.0]}
     ours.update(judged_per_agent=-17.0, wall=5.0, total_frames=40, task="simple_spread", tool="maze_impala", seed=1)
+    ours.update(eval_episodes=32)
     mappo = {"frames": [10, 20, 30, 40], "seconds": [5.0, 9.0, 14.0, 20.0], "per_agent": [-40.0, -21.0, -30.0, -22.0]}
-    mappo.update(wall=21.0, total_frames=40, task="simple_spread", tool="mappo", seed=1)
+    mappo.update(wall=21.0, total_frames=40, task="simple_spread", tool="mappo", seed=1, eval_episodes=10)
     assert vb.final(ours) == -17.0 and vb.final(mappo) == -22.0
     assert vb.reach(ours, vb.final(mappo)) == (20, 2.0) and vb.reach(mappo, -1.0) == (None, None)
     assert vb.steadiness(ours) == pytest.approx(0.25) and vb.steadiness(mappo) == pytest.approx(9 / 21)

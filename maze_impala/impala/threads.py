@@ -200,7 +200,7 @@ class TunedLearner(LearnerWrapper):
 
     def close(self) -> None:
         try:
-            self.learner.close()
+            super().close()
         finally:
             if self._before is not None:
                 set_torch_threads(self._before)

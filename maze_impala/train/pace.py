@@ -53,8 +53,8 @@ class PaceWatch:
         if self.said or not (crowded or slow):
             return None
         self.said = True
-        parts = [f"training ran at {rate:,.0f} env steps/s in epoch {epoch}, under half its best ({self.best:,.0f})"]
-        parts = parts if slow else []
+        starved = f"training ran at {rate:,.0f} env steps/s in epoch {epoch}, under half its best ({self.best:,.0f})"
+        parts = [starved] if slow else []
         if crowded:
             parts.append(
                 f"the machine ran {load:.1f} threads at a time on {self.cores} cores, more than this run "
