@@ -2,6 +2,8 @@
 
     python benchmarks/profile_update.py                         # CartPole-v1, the shipped settings, 1 and 2 threads
     python benchmarks/profile_update.py --env LunarLander-v3 --threads 1 --set n_sgd_minibatches=4
+    python benchmarks/profile_update.py --threads 1 --width 64                 # an MLP of 64 x 64
+    python benchmarks/profile_update.py --threads 1 --set compile=default      # samples/s alone (no phases)
 
 The learner's own functions are timed where they are called (wrapped for the measurement, nothing else changed):
 per update, the batch's preparation (stacking, observation statistics), the anchor (pi_0's forward pass) and the
@@ -101,16 +103,25 @@ def multiply_adds(learner: Any) -> int:
     return sum(m.in_features * m.out_features for m in modules if isinstance(m, nn.Linear))
 
 
-def profile(env: str, algorithm: ImpalaAlgorithmConfig, threads: int, updates: int) -> dict[str, float]:
-    """Microseconds per optimizer step of each phase (per-update phases spread over the update's steps)."""
+def profile(
+    env: str, algorithm: ImpalaAlgorithmConfig, threads: int, updates: int, width: int | None = None
+) -> dict[str, float]:
+    """Microseconds per optimizer step of each phase (per-update phases spread over the update's steps), with the
+    shipped MLP or one of two layers of ``width`` units."""
     import torch
 
+    from maze_impala.config import ModelConfig
+
     torch.set_num_threads(threads)
-    learner, batch = learner_and_batch(env, algorithm)
+    model = ModelConfig() if width is None else ModelConfig(hidden_units=[width, width])
+    learner, batch = learner_and_batch(env, algorithm, model)
     timers = Timers()
-    instrument(learner, timers)
+    if algorithm.compile == "off":  # timers inside a compiled function would break its graph: samples/s alone
+        instrument(learner, timers)
+    started = time.perf_counter()
     for _ in range(3):
         learner.step(batch)
+    warm_up = time.perf_counter() - started
     timers.on = True
     started = time.perf_counter()
     for _ in range(updates):
@@ -129,6 +140,7 @@ def profile(env: str, algorithm: ImpalaAlgorithmConfig, threads: int, updates: i
     flops = 3 * 2 * multiply_adds(learner) * samples
     per_step["floor"] = 1e6 * flops / (matmul_gflops(threads) * 1e9)
     per_step["samples per second"] = sum(r.env_steps for r in batch) * updates / whole
+    per_step["the first 3 updates, ms"] = 1e3 * warm_up
     return per_step
 
 
@@ -138,15 +150,18 @@ def main() -> None:
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
+    parser.add_argument("--width", type=int, help="the MLP's two layers this wide (default: the shipped model)")
     args = parser.parse_args()
     from learning import algorithm_for
 
     algorithm = algorithm_for(50, dict(item.split("=", 1) for item in args.set))
-    results = {threads: profile(args.env, algorithm, threads, args.updates) for threads in args.threads}
-    print(f"{args.env}, {algorithm.n_sgd_passes} x {algorithm.sgd_minibatches} optimizer steps an update")
+    results = {threads: profile(args.env, algorithm, threads, args.updates, args.width) for threads in args.threads}
+    width = "the shipped MLP" if args.width is None else f"an MLP of {args.width} x {args.width}"
+    print(f"{args.env}, {width}, {algorithm.n_sgd_passes} x {algorithm.sgd_minibatches} optimizer steps an update")
     print("| phase (us per optimizer step) | " + " | ".join(f"{t} thread(s)" for t in results) + " |")
     print("|---|" + "---|" * len(results))
-    for phase in [*PER_UPDATE, *PER_STEP, "the loop's own", "floor", "samples per second"]:
+    phases = [*PER_UPDATE, *PER_STEP, "the loop's own"] if algorithm.compile == "off" else []
+    for phase in [*phases, "floor", "samples per second", "the first 3 updates, ms"]:
         cells = " | ".join(f"{r[phase]:,.0f}" for r in results.values())
         print(f"| {phase} | {cells} |")
 

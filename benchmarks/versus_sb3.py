@@ -21,6 +21,8 @@ Tasks (maze_impala with the shipped settings of the task's env config; SB3 with 
 
 * ``cartpole``: CartPole-v1 to 475; SB3 PPO with ``ppo.yml``'s CartPole-v1 settings (8 envs, 32 steps, batches of
   256, 20 epochs, gamma 0.98, GAE lambda 0.8, lr and clip range 1e-3 and 0.2 annealed).
+* ``lunarlander``: LunarLander-v3 to 200 within 1M env steps; SB3 PPO with ``ppo.yml``'s LunarLander-v2 settings
+  (16 envs, 1,024 steps, batches of 64, 4 epochs, gamma 0.999, GAE lambda 0.98, entropy 0.01, 1M env steps).
 * ``pixel-goal``: ``env=pixel_goal`` (a 6x6 RGB image, optimum 0.90) to 0.85; ``pixel-goal-24``: the same task
   drawn 4 pixels a cell (24x24). SB3 PPO with the Zoo's Atari settings (8 envs, 128 steps, 4 epochs, batches of
   256, lr 2.5e-4 and clip range 0.1 annealed, entropy 0.01) and a small CNN (32 and 64 3x3 convolutions of stride
@@ -56,6 +58,7 @@ from harness import Load
 TASKS = {
     # name: (threshold, env-step budget)
     "cartpole": (475.0, 500_000),
+    "lunarlander": (200.0, 1_000_000),
     "pixel-goal": (0.85, 400_000),
     "pixel-goal-24": (0.85, 400_000),
     "minatar": (10.0, 2_000_000),
@@ -124,6 +127,7 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     threshold, budget = TASKS[task]
     env, algorithm = {
         "cartpole": ("CartPole-v1", {}),
+        "lunarlander": ("LunarLander-v3", {}),
         "pixel-goal": shipped_env("pixel_goal"),
         "pixel-goal-24": ({**shipped_env("pixel_goal")[0], "cell_pixels": 4}, shipped_env("pixel_goal")[1]),
         "minatar": shipped_env("minatar"),
@@ -133,7 +137,7 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     shipped = ImpalaAlgorithmConfig(**algorithm)
     updates = budget // shipped.env_steps_per_update
     epochs = max(1, updates // shipped.epoch_length)
-    shipped_config = {"cartpole": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(task, "pixel_goal")
+    shipped_config = {"cartpole": None, "lunarlander": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(task, "pixel_goal")
     model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
     runner = RunnerConfig(**(shipped_runner(shipped_config) if shipped_config else {}))
     config = TrainingConfig(
@@ -241,6 +245,19 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
             ent_coef=0.0,
             learning_rate=linear(1e-3),
             clip_range=linear(0.2),
+            seed=seed,
+        )
+    elif task == "lunarlander":
+        env = make_vec_env("LunarLander-v3", n_envs=16, seed=seed)
+        model = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=1024,
+            batch_size=64,
+            gae_lambda=0.98,
+            gamma=0.999,
+            n_epochs=4,
+            ent_coef=0.01,
             seed=seed,
         )
     else:

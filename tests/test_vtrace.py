@@ -138,3 +138,20 @@ def test_without_importance_weights_the_targets_are_n_step_returns():
     torch.testing.assert_close(plain.value_loss, 0.5 * (returns - values[:-1]).pow(2).mean())
     corrected = impala_step_loss(distribution, logits, actions, behaviour, values, rewards, discounts)
     assert not torch.allclose(corrected.value_loss, plain.value_loss), "V-trace corrects these off-policy data"
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 3, 5, 8, 31, 32, 33, 100])
+def test_the_scan_by_doubling_is_the_step_by_step_recursion(steps):
+    """Every length, powers of two and their neighbours, with episode ends (decay 0) and padding (decay 1)."""
+    from maze_impala.impala.vtrace import _discounted_sums
+
+    g = torch.Generator().manual_seed(steps)
+    decays = torch.rand(steps, 5, generator=g, dtype=torch.float64)
+    decays[torch.rand(steps, 5, generator=g) < 0.1] = 0.0
+    decays[torch.rand(steps, 5, generator=g) < 0.1] = 1.0
+    terms = torch.randn(steps, 5, generator=g, dtype=torch.float64)
+    expected, running = torch.zeros_like(terms), torch.zeros(5, dtype=torch.float64)
+    for t in reversed(range(steps)):
+        running = terms[t] + decays[t] * running
+        expected[t] = running
+    torch.testing.assert_close(_discounted_sums(decays, terms), expected, atol=1e-12, rtol=0)

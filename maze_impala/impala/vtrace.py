@@ -36,8 +36,8 @@ def vtrace(
         v_s - V(x_s) = delta_s + gamma_s * c_s * (v_{s+1} - V(x_{s+1}))   with v_T = V(x_T)
         A_s       = min(rho_bar_pg, rho_s) * (r_s + gamma_s * v_{s+1} - V(x_s))
 
-    The recursion runs backwards over ``T`` (a loop of ``T`` vectorised steps; never a
-    loop over the batch) on the device and in the dtype of the inputs.
+    The recursion runs as a scan of ``ceil(log2 T)`` vectorised steps over the whole batch (never a loop over
+    the batch, nor one of ``T`` steps), on the device and in the dtype of the inputs.
 
     Args:
         log_rhos: log pi(a_t|x_t) - log mu(a_t|x_t), ``[T, B]``.
@@ -71,17 +71,27 @@ def vtrace(
     values_tp1 = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)
 
-    # Backward recursion on the correction v_s - V(x_s); one vectorised step per t.
-    # One fused multiply-add per t, on rows unbound up front: the loop over T runs in Python, so few dispatches.
-    decays, step_deltas = (discounts * cs).unbind(0), deltas.unbind(0)
-    acc = torch.zeros_like(bootstrap_value)
-    corrections = []
-    for t in reversed(range(len(step_deltas))):
-        acc = torch.addcmul(step_deltas[t], decays[t], acc)
-        corrections.append(acc)
-    vs = values + torch.stack(corrections[::-1]) if corrections else values.clone()
-
+    vs = values + _discounted_sums(discounts * cs, deltas)
     vs_tp1 = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
     pg_rhos = rhos if clip_pg_rho_threshold is None else torch.clamp(rhos, max=clip_pg_rho_threshold)
     pg_advantages = pg_rhos * (rewards + discounts * vs_tp1 - values)
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
+
+
+def _discounted_sums(decays: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
+    """``x_t = terms_t + decays_t * x_{t+1}`` for ``t = T-1 .. 0`` with ``x_T = 0``, all ``[T, B]``.
+
+    A scan by doubling (Hillis and Steele): after the round of offset ``k``, entry ``t`` holds the recursion's sum over
+    ``t .. t+2k-1`` and ``a_t`` the product of the decays over the same steps, so ``ceil(log2 T)`` rounds of a few
+    batched operations replace ``T`` steps of one each. Only products and sums of the recursion's own factors are
+    formed (never a division, so a zero decay at an episode's end is exact); the sums group the terms differently
+    from the step-by-step loop, which changes float rounding only.
+    """
+    sums, products, offset, steps = terms, decays, 1, terms.shape[0]
+    while offset < steps:
+        head = torch.addcmul(sums[:-offset], products[:-offset], sums[offset:])
+        sums = torch.cat([head, sums[-offset:]])
+        if 2 * offset < steps:  # the last round's products are not read
+            products = torch.cat([products[:-offset] * products[offset:], products[-offset:]])
+        offset *= 2
+    return sums
