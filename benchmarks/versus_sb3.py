@@ -137,7 +137,9 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     shipped = ImpalaAlgorithmConfig(**algorithm)
     updates = budget // shipped.env_steps_per_update
     epochs = max(1, updates // shipped.epoch_length)
-    shipped_config = {"cartpole": None, "lunarlander": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(task, "pixel_goal")
+    shipped_config = {"cartpole": None, "lunarlander": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(
+        task, "pixel_goal"
+    )
     model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
     runner = RunnerConfig(**(shipped_runner(shipped_config) if shipped_config else {}))
     config = TrainingConfig(
