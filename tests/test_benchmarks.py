@@ -401,3 +401,20 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(ca
     assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | -21.5 | 20 (1/1) | 2 |" in table, table
     assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | -28.2 | 20 (1/1) | 9 |" in table, table
     assert vb.flatten([[1.0, [2.0]], [3.0]]) == [1.0, 2.0, 3.0]
+
+
+def test_profile_update_times_every_phase_of_a_step_and_its_floor(tmp_path):
+    """``profile_update.py``: every phase of the shipped update on CartPole, per optimizer step, beside the floor of
+    the step's arithmetic; a narrower MLP lowers the floor."""
+    rows = {}
+    for width in ("128", "32"):
+        stdout = run_script("profile_update.py", "--threads", "1", "--updates", "1", "--width", width, cwd=tmp_path)
+        assert f"an MLP of {width} x {width}, 8 x 8 optimizer steps an update" in stdout
+        rows[width] = {
+            cells[1].strip(): float(cells[2].replace(",", ""))
+            for line in stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| phase") and len(cells := line.split("|")) == 4
+        }
+    for phase in ("forward", "loss", "backward and zero", "clip", "optimizer", "floor", "samples per second"):
+        assert rows["128"][phase] > 0, phase
+    assert rows["32"]["floor"] < rows["128"]["floor"] / 4  # 128 x 128 holds 16 times the products of 32 x 32
