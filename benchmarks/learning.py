@@ -20,10 +20,12 @@ threshold; the mean final return (last 10% of each run's epochs); and collapses:
 the env's floor after first reaching the threshold, within ``--window`` env steps of reaching it (``--window 0``:
 until the end of the run). Each run's ``drift`` is the median ``policy_update_kl`` over those epochs (the table:
 the median over the seeds): how far one update moves a policy that has learnt: in every run, a view of the drift
-that ends in the rare falls. ``final eval`` is the mean greedy evaluation return of each run's last epoch (the
-table: the mean over the seeds); ``--final-episodes N`` also judges each run's final policy on N greedy episodes of
-seeds no evaluation used (``judged``: the median over the seeds), as a user's rollout of the model would; a task
-that names an evaluation threshold counts a seed as reached only if its final evaluation reaches it too.
+that ends in the rare falls; its ``sgd_steps_share`` (in ``--json``) is the share of the planned optimizer steps
+its updates took, below 1 where a KL stop (``algorithm.target_kl``) ended batches early. ``final eval`` is the
+mean greedy evaluation return of each run's last epoch (the table: the mean over the seeds); ``--final-episodes
+N`` also judges each run's final policy on N greedy episodes of seeds no evaluation used (``judged``: the median
+over the seeds), as a user's rollout of the model would; a task that names an evaluation threshold counts a seed
+as reached only if its final evaluation reaches it too.
 
 Some tasks train another model (``model=...``: a recurrent core, normalised observations) or have a budget of
 their own (``budget``: env steps; the learning-rate schedule anneals over it); their names say what they show.
@@ -69,6 +71,7 @@ EVAL_EPISODES = 8
 """Greedy episodes of each epoch's evaluation (the table's ``final eval``)."""
 UPDATE_KL = StatKey.of(MultiStepIMPALAEvents.policy_update_kl, mean, "train").column()  # + "/step_key=..."
 VALUE_LOSS = StatKey.of(MultiStepIMPALAEvents.critic_value_loss, mean, "train").column()  # + "/critic_key=..."
+SGD_STEPS = StatKey.of(MultiStepIMPALAEvents.policy_sgd_steps, mean, "train").column()
 
 
 @dataclass(frozen=True)
@@ -391,6 +394,7 @@ def run_once(
     row = {
         "seed": seed,
         "critic_swing": critic_swing(watch),
+        "sgd_steps_share": sgd_steps_share(watch, algorithm.n_sgd_passes * algorithm.sgd_minibatches),
         "final": float(np.nanmean(tail)),
         "final_eval": final_eval,
         "judged": judged,
@@ -429,6 +433,14 @@ def critic_swing(watch: Watch) -> float | None:
         if len(losses) and np.median(losses) > 0:
             ratios.append(float(losses.max() / np.median(losses)))
     return max(ratios) if ratios else None
+
+
+def sgd_steps_share(watch: Watch, planned: int) -> float | None:
+    """The optimizer steps the run's updates took, as a share of the ``planned`` ones: below 1 where a KL stop
+    (``algorithm.target_kl``) ended batches early."""
+    taken = watch.column(SGD_STEPS)
+    taken = taken[~np.isnan(taken)]
+    return float(taken.mean() / planned) if len(taken) else None
 
 
 def solved_drift(watch: Watch, epochs: np.ndarray) -> float | None:

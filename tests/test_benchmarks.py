@@ -34,6 +34,7 @@ def test_learning_benchmark_prints_its_table_and_the_calibration(tmp_path):
     (run,) = table["runs"]
     assert run["seed"] == 1 and run["steps"] is None and run["final"] > 0
     assert run["judged"] >= 8 and table["median_judged"] == run["judged"]  # 3 greedy episodes: CartPole's >= 8 steps
+    assert run["sgd_steps_share"] == 1.0  # no KL stop: every update took all its optimizer steps
 
 
 def test_throughput_measures_the_learner_alone_by_batch_size(tmp_path):
