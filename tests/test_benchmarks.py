@@ -405,17 +405,17 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(ca
 
 
 def test_profile_update_times_every_phase_of_a_step_and_its_floor(tmp_path):
-    """``profile_update.py``: every phase of the shipped update on CartPole, per optimizer step, beside the floor of
-    the step's arithmetic; a narrower MLP lowers the floor."""
-    rows = {}
-    for width in ("128", "32"):
-        stdout = run_script("profile_update.py", "--threads", "1", "--updates", "1", "--width", width, cwd=tmp_path)
-        assert f"an MLP of {width} x {width}, 8 x 8 optimizer steps an update" in stdout
-        rows[width] = {
-            cells[1].strip(): float(cells[2].replace(",", ""))
-            for line in stdout.splitlines()
-            if line.startswith("| ") and not line.startswith("| phase") and len(cells := line.split("|")) == 4
-        }
-    for phase in ("forward", "loss", "backward and zero", "clip", "optimizer", "floor", "samples per second"):
-        assert rows["128"][phase] > 0, phase
-    assert rows["32"]["floor"] < rows["128"]["floor"] / 4  # 128 x 128 holds 16 times the products of 32 x 32
+    """``profile_update.py``: every phase of an update on CartPole, per optimizer step, beside the floor of the step's
+    arithmetic (here of a narrower MLP than the shipped one)."""
+    stdout = run_script("profile_update.py", "--threads", "1", "--updates", "1", "--width", "32", cwd=tmp_path)
+    assert "CartPole-v1, an MLP of 32 x 32, 8 x 8 optimizer steps an update" in stdout
+    rows = {
+        cells[1].strip(): float(cells[2].replace(",", ""))
+        for line in stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| phase") and len(cells := line.split("|")) == 4
+    }
+    for phase in ("prepare", "forward", "loss", "backward and zero", "clip", "optimizer", "floor"):
+        assert rows[phase] > 0, phase
+    assert rows["samples per second"] > 0
+    steps = sum(rows[phase] for phase in ("forward", "loss", "backward and zero", "clip", "optimizer"))
+    assert rows["floor"] < steps  # a 32-wide MLP's arithmetic is a small part of a step
