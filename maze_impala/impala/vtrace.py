@@ -81,11 +81,11 @@ def vtrace(
 def _discounted_sums(decays: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
     """``x_t = terms_t + decays_t * x_{t+1}`` for ``t = T-1 .. 0`` with ``x_T = 0``, all ``[T, B]``.
 
-    A scan by doubling (Hillis and Steele): after the round of offset ``k``, entry ``t`` holds the recursion's sum over
-    ``t .. t+2k-1`` and ``a_t`` the product of the decays over the same steps, so ``ceil(log2 T)`` rounds of a few
-    batched operations replace ``T`` steps of one each. Only products and sums of the recursion's own factors are
-    formed (never a division, so a zero decay at an episode's end is exact); the sums group the terms differently
-    from the step-by-step loop, which changes float rounding only.
+    A scan by doubling (Hillis and Steele): after the round of offset ``k``, entry ``t`` of ``sums`` holds the
+    recursion's sum over ``t .. t+2k-1`` and that of ``products`` the product of the decays over the same steps, so
+    ``ceil(log2 T)`` rounds of a few batched operations replace ``T`` steps of one each. Only products and sums of
+    the recursion's own factors are formed (never a division, so a zero decay at an episode's end is exact); the
+    sums group the terms differently from the step-by-step loop, which changes float rounding only.
     """
     sums, products, offset, steps = terms, decays, 1, terms.shape[0]
     while offset < steps:
