@@ -64,6 +64,27 @@ TASKS = {
     "minatar": (10.0, 2_000_000),
     "tictactoe": (0.95, 1_000_000),
 }
+ZOO_MLP = {
+    # task: (env, envs, the RL Zoo's ppo.yml settings; "annealed": linear from the value to 0)
+    "cartpole": (
+        "CartPole-v1",
+        8,
+        {
+            "n_steps": 32,
+            "batch_size": 256,
+            "gae_lambda": 0.8,
+            "gamma": 0.98,
+            "n_epochs": 20,
+            "ent_coef": 0.0,
+            "annealed": {"learning_rate": 1e-3, "clip_range": 0.2},
+        },
+    ),
+    "lunarlander": (  # the Zoo's LunarLander-v2 settings
+        "LunarLander-v3",
+        16,
+        {"n_steps": 1024, "batch_size": 64, "gae_lambda": 0.98, "gamma": 0.999, "n_epochs": 4, "ent_coef": 0.01},
+    ),
+}
 SB3 = ("stable-baselines3==2.9.2", "sb3-contrib==2.9.2")
 """SB3 2.9 is the first release that accepts Gymnasium 1.3 and later (2.7 asks for gymnasium<1.3)."""
 WINDOW = 100
@@ -234,34 +255,12 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
 
     if task == "tictactoe":
         return sb3_tictactoe(seed, started)
-    if task == "cartpole":
-        env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
-        model = PPO(
-            "MlpPolicy",
-            env,
-            n_steps=32,
-            batch_size=256,
-            gae_lambda=0.8,
-            gamma=0.98,
-            n_epochs=20,
-            ent_coef=0.0,
-            learning_rate=linear(1e-3),
-            clip_range=linear(0.2),
-            seed=seed,
-        )
-    elif task == "lunarlander":
-        env = make_vec_env("LunarLander-v3", n_envs=16, seed=seed)
-        model = PPO(
-            "MlpPolicy",
-            env,
-            n_steps=1024,
-            batch_size=64,
-            gae_lambda=0.98,
-            gamma=0.999,
-            n_epochs=4,
-            ent_coef=0.01,
-            seed=seed,
-        )
+    if task in ZOO_MLP:
+        env_id, n_envs, settings = ZOO_MLP[task]
+        env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+        fixed = {name: value for name, value in settings.items() if name != "annealed"}
+        schedules = {name: linear(value) for name, value in settings.get("annealed", {}).items()}
+        model = PPO("MlpPolicy", env, **fixed, **schedules, seed=seed)
     else:
         if task.startswith("pixel-goal"):
             from maze_impala.envs.examples import PixelGoalEnv
