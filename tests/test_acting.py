@@ -46,6 +46,7 @@ MODELS = {
     "lstm-normalised": ModelConfig(hidden_units=[16], recurrent="lstm", recurrent_units=8, normalize_observations=True),
     "gru-elu": ModelConfig(hidden_units=[16], activation="elu", recurrent="gru", recurrent_units=8),
     "silu": ModelConfig(hidden_units=[16], activation="silu"),
+    "squash": ModelConfig(hidden_units=[16], action_bounds="squash", init_log_std=-0.5),
 }
 ENVS = {
     "cartpole": lambda: make_env("CartPole-v1"),

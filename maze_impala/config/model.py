@@ -13,6 +13,7 @@ ACTIVATIONS = ("tanh", "relu", "elu", "silu")
 RECURRENT = ("none", "lstm", "gru")
 IMAGE_ENCODERS = ("auto", "impala", "nature", "small", "flatten")
 INITS = ("orthogonal", "default")
+ACTION_BOUNDS = ("clip", "squash")
 FLATTEN_BELOW_PIXELS = 36 * 36
 """``image_encoder=auto`` flattens images of fewer pixels (height x width) than this into the MLP: boards, MinAtar's
 10x10 and MiniGrid's 7x7 views, small renderings. At these sizes the MLP learnt as fast or faster per env step and
@@ -78,6 +79,14 @@ class ModelConfig:
     init: str = "orthogonal"
     """How linear layers start: orthogonal (gain sqrt(2) for hidden layers, 0.01 for the policy's output, 1 for
     the value's; zero biases), or default (torch's own). CNN layers always start as torch's."""
+    init_log_std: float = 0.0
+    """The initial log standard deviation of every Box (Gaussian) action, in units of each dimension's half-width
+    ``(high - low) / 2`` (a dimension without finite bounds counts 1): 0 starts at a standard deviation of the
+    half-width. The log standard deviation is a learnt parameter per dimension, independent of the observation."""
+    action_bounds: str = "clip"
+    """How Box actions meet their bounds: clip (the Gaussian's samples are clipped on the way to the env; the
+    rollout keeps the sample) or squash (``tanh`` into the bounds, with the log-probability's change of variables;
+    every bound must be finite)."""
     critic_only_keys: list[str] = field(default_factory=list)
     """Observation keys that only the critics see (EvoRL's ``value_obs_key``): privileged information such as the
     env's global state (PettingZoo: ``env.global_state=true``) for a centralised critic. The policies never read
@@ -114,6 +123,13 @@ class ModelConfig:
             if (widths is not None or name == "hidden_units") and (not widths or any(int(h) <= 0 for h in widths)):
                 raise ConfigError(f"model.{name} must be a non-empty list of positive ints, got {widths}")
         check_choice("model.init", self.init, INITS)
+        check_choice("model.action_bounds", self.action_bounds, ACTION_BOUNDS)
+        check(
+            isinstance(self.init_log_std, int | float) and math.isfinite(self.init_log_std),
+            "model.init_log_std",
+            self.init_log_std,
+            "a finite number (the initial log standard deviation of Box actions, in half-widths)",
+        )
         check(
             isinstance(self.critic_only_keys, list | tuple) and all(isinstance(k, str) for k in self.critic_only_keys),
             "model.critic_only_keys",

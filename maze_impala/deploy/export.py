@@ -66,6 +66,8 @@ def _heads(distribution: Any) -> list[dict[str, Any]]:
             entry.update(kind="bernoulli")
         else:
             entry.update(kind="gaussian", shape=list(head.shape), log_std=head.log_std.detach().tolist())
+            if head.squash is not None:
+                entry.update(squash={"center": head.squash[0].tolist(), "half_width": head.squash[1].tolist()})
         heads.append(entry)
         offset += head.n_inputs
     return heads

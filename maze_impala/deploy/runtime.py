@@ -235,5 +235,9 @@ def sample(heads: list[dict[str, Any]], logits: np.ndarray, rng: np.random.Gener
                 actions[head["key"]] = (rng.random(part.shape) < 1.0 / (1.0 + np.exp(-part))).astype(np.int8)
         else:  # gaussian: the mean, or a draw around it
             action = part if rng is None else part + rng.standard_normal(part.shape) * np.exp(head["log_std"])
+            if "squash" in head:  # model.action_bounds=squash: into the Box's bounds
+                action = np.asarray(head["squash"]["center"]) + np.asarray(head["squash"]["half_width"]) * np.tanh(
+                    action
+                )
             actions[head["key"]] = action.astype(np.float32).reshape(len(part), *head["shape"])
     return actions

@@ -124,38 +124,99 @@ class BernoulliHead(ActionHead):
         return F.binary_cross_entropy_with_logits(logits, p, reduction="none").sum(-1)
 
 
-class GaussianHead(ActionHead):
-    """Diagonal Gaussian. Its samples are unbounded: the Gymnasium and PettingZoo adapters clip them to the Box
-    bounds on the way to the env (the rollout keeps the sample); a StructuredEnv of your own gets them as drawn."""
+SQUASH_EPS = 1e-6
+"""A squashed action's share of its half-width is clamped to +-(1 - SQUASH_EPS) before it is unsquashed, so that an
+action float32 rounded onto a bound keeps a finite log-probability."""
 
-    def __init__(self, shape: tuple[int, ...], init_log_std: float = 0.0):
+
+class GaussianHead(ActionHead):
+    """Diagonal Gaussian with a state-independent log standard deviation (a learnt parameter per dimension).
+
+    ``init_log_std`` is the initial log standard deviation in units of each dimension's half-width
+    (``half_width``: ``(high - low) / 2``), so that the initial exploration covers the same share of every Box.
+
+    How its actions meet the Box's bounds: without ``squash`` the samples are unbounded, and the Gymnasium and
+    PettingZoo adapters clip them on the way to the env (the rollout keeps the sample; a StructuredEnv of your own
+    gets them as drawn). With ``squash`` (a ``(low, high)`` pair of finite bounds) a sample ``u`` becomes
+    ``center + half_width * tanh(u)``, always within the bounds, and the log-probability of such an action is the
+    Gaussian's at ``u`` less the log of the squash's slope (the change of variables); the entropy bonus acts on the
+    Gaussian before the squash, whose entropy has a closed form."""
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        init_log_std: float = 0.0,
+        half_width: np.ndarray | None = None,
+        squash: tuple[np.ndarray, np.ndarray] | None = None,
+    ):
         super().__init__()
         self.shape = shape
         self.n_inputs = int(np.prod(shape))
-        self.log_std = nn.Parameter(torch.full((self.n_inputs,), init_log_std))
+        start = torch.full((self.n_inputs,), float(init_log_std))
+        if half_width is not None:
+            start = start + torch.as_tensor(np.log(half_width), dtype=torch.float32).reshape(-1)
+        self.log_std = nn.Parameter(start)
+        self.squash = None
+        if squash is not None:
+            low, high = (np.asarray(bound, np.float64).reshape(-1) for bound in squash)
+            self.squash = ((high + low) / 2, (high - low) / 2)  # center, half-width
+            # constants of the space, not state: a checkpoint's keys are the same squashed or clipped
+            self.register_buffer(
+                "squash_center", torch.as_tensor(self.squash[0], dtype=torch.float32), persistent=False
+            )
+            self.register_buffer("squash_half", torch.as_tensor(self.squash[1], dtype=torch.float32), persistent=False)
 
     def sample(self, logits: torch.Tensor, noise: Noise | None) -> torch.Tensor:
         action = logits.detach()
         if noise is not None:
             z = torch.as_tensor(noise.normal(len(action), self.n_inputs), device=action.device).to(action.dtype)
             action = action + z * self.log_std.detach().exp()
+        if self.squash is not None:
+            action = self.squash_center + self.squash_half * torch.tanh(action)
         return action.reshape(*action.shape[:-1], *self.shape)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         action = action.reshape(*action.shape[: logits.dim() - 1], -1).to(logits.dtype)
+        slope = None
+        if self.squash is not None:  # back to the Gaussian's sample, and the squash's log-slope there
+            share = ((action - self.squash_center) / self.squash_half).clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
+            action = torch.atanh(share)
+            slope = (torch.log(self.squash_half) + torch.log1p(-share.pow(2))).sum(-1)
         z = (action - logits) / self.log_std.exp()
-        return (-0.5 * z.pow(2) - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
+        log_prob = (-0.5 * z.pow(2) - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
+        return log_prob if slope is None else log_prob - slope
 
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         per_dim = 0.5 + 0.5 * np.log(2 * np.pi) + self.log_std
         return per_dim.sum().expand(logits.shape[:-1])
 
     def numpy_form(self, key: str, offset: int, prefix: str) -> HeadForm:
-        return HeadForm(key, "gaussian", offset, [], log_std=prefix + "log_std", shape=self.shape)
+        squash = None if self.squash is None else tuple(part.tolist() for part in self.squash)
+        return HeadForm(key, "gaussian", offset, [], log_std=prefix + "log_std", shape=self.shape, squash=squash)
 
 
-def make_action_head(space: gym.Space) -> ActionHead:
-    """The head for one (non-Dict) action space; a clear error for unsupported ones."""
+def box_half_width(space: gym.spaces.Box) -> np.ndarray:
+    """Half of each dimension's range, ``(high - low) / 2`` (flattened); 1 where a bound is infinite."""
+    low, high = np.asarray(space.low, np.float64).reshape(-1), np.asarray(space.high, np.float64).reshape(-1)
+    width = (high - low) / 2
+    return np.where(np.isfinite(width) & (width > 0), width, 1.0)
+
+
+def squash_bounds(space: gym.spaces.Box, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The Box's bounds for squashing its actions into them; a clear error where one is not finite."""
+    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
+        raise ValueError(
+            f"model.action_bounds=squash maps actions into their Box's bounds, but the Box of action {name!r} has "
+            f"low={space.low} and high={space.high}: squash needs finite bounds with high > low; use "
+            "model.action_bounds=clip for this env"
+        )
+    return low, high
+
+
+def make_action_head(space: gym.Space, init_log_std: float = 0.0, bounds: str = "clip", name: str = "") -> ActionHead:
+    """The head for one (non-Dict) action space; a clear error for unsupported ones. ``init_log_std`` and
+    ``bounds`` (clip or squash) shape Box heads (:class:`GaussianHead`); ``name`` (the action key) is for errors."""
     if isinstance(space, gym.spaces.Discrete):
         return CategoricalHead([int(space.n)], squeeze=True)
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -165,7 +226,8 @@ def make_action_head(space: gym.Space) -> ActionHead:
     if isinstance(space, gym.spaces.MultiBinary):
         return BernoulliHead(int(np.prod(space.shape)))
     if isinstance(space, gym.spaces.Box):
-        return GaussianHead(tuple(space.shape))
+        squash = squash_bounds(space, name) if bounds == "squash" else None
+        return GaussianHead(tuple(space.shape), init_log_std, box_half_width(space), squash)
     raise TypeError(
         f"unsupported action space {space}: use Discrete, MultiDiscrete, MultiBinary, Box, or a Dict of these"
     )
@@ -174,10 +236,12 @@ def make_action_head(space: gym.Space) -> ActionHead:
 class DictActionDistribution(nn.Module):
     """The product distribution of a Dict action space; logits are concatenated per head."""
 
-    def __init__(self, space: gym.spaces.Dict):
+    def __init__(self, space: gym.spaces.Dict, init_log_std: float = 0.0, bounds: str = "clip"):
         super().__init__()
         self.keys = list(space.spaces)
-        self.heads = nn.ModuleDict({module_key(key): make_action_head(sub) for key, sub in space.spaces.items()})
+        self.heads = nn.ModuleDict(
+            {module_key(key): make_action_head(sub, init_log_std, bounds, key) for key, sub in space.spaces.items()}
+        )
         self.sizes = [head.n_inputs for head in self.heads.values()]
         self.n_inputs = int(sum(self.sizes))
 

@@ -90,7 +90,10 @@ class StructuredPolicy(nn.Module):
         self.observation_spaces, self.action_spaces = dict(observation_spaces), dict(action_spaces)
         self.recurrent = config.recurrent != "none"
         self.distributions = nn.ModuleDict(
-            {module_key(k): DictActionDistribution(action_spaces[k]) for k in self.step_keys}
+            {
+                module_key(k): DictActionDistribution(action_spaces[k], config.init_log_std, config.action_bounds)
+                for k in self.step_keys
+            }
         )
         self.masks = {k: action_masks(observation_spaces[k], action_spaces[k]) for k in self.step_keys}
         if config.normalize_observations:

@@ -32,6 +32,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "silu": lambda h: h / (1.0 + np.exp(-h)),
 }
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+SQUASH_EPS = 1e-6  # as maze_impala.nn.distributions.SQUASH_EPS (this module does not import torch)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -158,7 +159,14 @@ class _NumpyStep:
         else:
             z = noise.normal(len(mean), width).astype(np.float32)
             action = mean + z * np.exp(log_std)
-        log_prob = (-0.5 * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1)
+        slope = 0.0
+        if head.squash is not None:  # as GaussianHead: the log-probability of the squashed action, as stored
+            center, half = (np.asarray(part, np.float32) for part in head.squash)
+            action = (center + half * np.tanh(action)).astype(np.float32)
+            share = np.clip((action - center) / half, -1 + SQUASH_EPS, 1 - SQUASH_EPS)
+            z = (np.arctanh(share) - mean) / np.exp(log_std)
+            slope = (np.log(half) + np.log1p(-share * share)).sum(-1)
+        log_prob = (-0.5 * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(-1) - slope
         return action.reshape(len(mean), *head.shape), log_prob.astype(np.float32)
 
 

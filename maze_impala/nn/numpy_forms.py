@@ -84,6 +84,8 @@ class HeadForm:
     """gaussian: the entry of its log standard deviations"""
     shape: tuple[int, ...] = ()
     """gaussian: the action's shape"""
+    squash: tuple[list[float], list[float]] | None = None
+    """gaussian: the (center, half-width) per dimension that a squashed sample's tanh is mapped into; None: clip"""
 
     def names(self) -> set[str]:
         return {self.log_std} if self.log_std else set()
