@@ -56,9 +56,9 @@ def test_squash_refuses_a_box_without_finite_bounds_naming_the_action_and_the_fi
 
 
 def test_unknown_bounds_and_a_non_finite_log_std_are_refused_at_construction():
-    with pytest.raises(ConfigError, match="model.action_bounds"):
+    with pytest.raises(ConfigError, match=r"model\.action_bounds"):
         ModelConfig(action_bounds="tanh")
-    with pytest.raises(ConfigError, match="model.init_log_std"):
+    with pytest.raises(ConfigError, match=r"model\.init_log_std"):
         ModelConfig(init_log_std=float("nan"))
 
 
