@@ -23,6 +23,9 @@ Tasks (maze_impala with the shipped settings of the task's env config; SB3 with 
   256, 20 epochs, gamma 0.98, GAE lambda 0.8, lr and clip range 1e-3 and 0.2 annealed).
 * ``lunarlander``: LunarLander-v3 to 200 within 1M env steps; SB3 PPO with ``ppo.yml``'s LunarLander-v2 settings
   (16 envs, 1,024 steps, batches of 64, 4 epochs, gamma 0.999, GAE lambda 0.98, entropy 0.01, 1M env steps).
+* ``walker2d``: MuJoCo Walker2d-v5 to 2,000 within 1M env steps (``pip install "maze_impala[mujoco]"``); SB3 PPO
+  with ``ppo.yml``'s tuned Walker2d-v3 settings (1 env, 512 steps, batches of 32, 20 epochs, lr 5.05e-5, clip range
+  0.1, entropy 5.85e-4, observations and rewards normalised by ``VecNormalize``).
 * ``pixel-goal``: ``env=pixel_goal`` (a 6x6 RGB image, optimum 0.90) to 0.85; ``pixel-goal-24``: the same task
   drawn 4 pixels a cell (24x24). SB3 PPO with the Zoo's Atari settings (8 envs, 128 steps, 4 epochs, batches of
   256, lr 2.5e-4 and clip range 0.1 annealed, entropy 0.01) and a small CNN (32 and 64 3x3 convolutions of stride
@@ -59,6 +62,7 @@ TASKS = {
     # name: (threshold, env-step budget)
     "cartpole": (475.0, 500_000),
     "lunarlander": (200.0, 1_000_000),
+    "walker2d": (2000.0, 1_000_000),
     "pixel-goal": (0.85, 400_000),
     "pixel-goal-24": (0.85, 400_000),
     "minatar": (10.0, 2_000_000),
@@ -83,6 +87,23 @@ ZOO_MLP = {
         "LunarLander-v3",
         16,
         {"n_steps": 1024, "batch_size": 64, "gae_lambda": 0.98, "gamma": 0.999, "n_epochs": 4, "ent_coef": 0.01},
+    ),
+    "walker2d": (  # the Zoo's tuned Walker2d-v3 settings, with its VecNormalize of observations and rewards
+        "Walker2d-v5",
+        1,
+        {
+            "normalize": True,
+            "n_steps": 512,
+            "batch_size": 32,
+            "gamma": 0.99,
+            "learning_rate": 5.05041e-05,
+            "ent_coef": 0.000585045,
+            "clip_range": 0.1,
+            "n_epochs": 20,
+            "gae_lambda": 0.95,
+            "max_grad_norm": 1.0,
+            "vf_coef": 0.871923,
+        },
     ),
 }
 SB3 = ("stable-baselines3==2.9.2", "sb3-contrib==2.9.2")
@@ -149,6 +170,7 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     env, algorithm = {
         "cartpole": ("CartPole-v1", {}),
         "lunarlander": ("LunarLander-v3", {}),
+        "walker2d": ("Walker2d-v5", {}),
         "pixel-goal": shipped_env("pixel_goal"),
         "pixel-goal-24": ({**shipped_env("pixel_goal")[0], "cell_pixels": 4}, shipped_env("pixel_goal")[1]),
         "minatar": shipped_env("minatar"),
@@ -158,9 +180,13 @@ def maze_run(task: str, seed: int, started: float) -> dict:
     shipped = ImpalaAlgorithmConfig(**algorithm)
     updates = budget // shipped.env_steps_per_update
     epochs = max(1, updates // shipped.epoch_length)
-    shipped_config = {"cartpole": None, "lunarlander": None, "minatar": "minatar", "tictactoe": "tictactoe"}.get(
-        task, "pixel_goal"
-    )
+    shipped_config = {
+        "cartpole": None,
+        "lunarlander": None,
+        "walker2d": None,
+        "minatar": "minatar",
+        "tictactoe": "tictactoe",
+    }.get(task, "pixel_goal")
     model = ModelConfig(**(shipped_model(shipped_config) if shipped_config else {}))
     runner = RunnerConfig(**(shipped_runner(shipped_config) if shipped_config else {}))
     config = TrainingConfig(
@@ -258,7 +284,11 @@ def sb3_run(task: str, seed: int, started: float) -> dict:
     if task in ZOO_MLP:
         env_id, n_envs, settings = ZOO_MLP[task]
         env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
-        fixed = {name: value for name, value in settings.items() if name != "annealed"}
+        if settings.get("normalize"):  # the Monitor inside keeps the raw returns that both tools are judged on
+            from stable_baselines3.common.vec_env import VecNormalize
+
+            env = VecNormalize(env, gamma=settings["gamma"])
+        fixed = {name: value for name, value in settings.items() if name not in ("annealed", "normalize")}
         schedules = {name: linear(value) for name, value in settings.get("annealed", {}).items()}
         model = PPO("MlpPolicy", env, **fixed, **schedules, seed=seed)
     else:
