@@ -121,11 +121,19 @@ def _run_env(state: dict[str, Any]) -> str:
     return f" (its env: {env})" if env else ""
 
 
+MODEL_BEFORE = {"action_bounds": "clip"}
+"""Model keys added with a default that is not how the policies of the records before them act: their value in a
+record that lacks them."""
+
+
 def run_record(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
-    """The run config a checkpoint recorded (env, model, ...), or a clear error."""
+    """The run config a checkpoint recorded (env, model, ...), or a clear error; a model key its release lacked is
+    given as that release acted (:data:`MODEL_BEFORE`)."""
     record = state.get("config")
     if record is None:
         raise ConfigError(f"{path} holds no run config; was it written by maze_impala training?")
+    if isinstance(record.get("model"), dict):
+        record = {**record, "model": {**MODEL_BEFORE, **record["model"]}}
     return record
 
 

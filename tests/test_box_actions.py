@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
+from maze_impala.checkpoints import run_record
 from maze_impala.config import ConfigError, ModelConfig
 from maze_impala.envs.factory import make_env
 from maze_impala.nn.acting import StreamNoise
@@ -50,9 +51,11 @@ def test_an_action_rounded_onto_its_bound_keeps_a_finite_log_prob_and_gradient()
     assert torch.isfinite(log_prob).all() and torch.isfinite(mean.grad).all()
 
 
-def test_squash_refuses_a_box_without_finite_bounds_naming_the_action_and_the_fix():
-    with pytest.raises(ValueError, match=r"action 'force'.*model.action_bounds=clip"):
-        make_action_head(gym.spaces.Box(-np.inf, np.inf, (2,)), bounds="squash", name="force")
+def test_squash_leaves_a_box_without_finite_bounds_unbounded():
+    head = make_action_head(gym.spaces.Box(-np.inf, np.inf, (2,)), bounds="squash")
+    assert isinstance(head, GaussianHead) and head.squash is None
+    mean = torch.full((3, 2), 7.0)
+    assert torch.equal(head.sample(mean, None), mean), "drawn unbounded: nothing to squash into"
 
 
 def test_unknown_bounds_and_a_non_finite_log_std_are_refused_at_construction():
@@ -68,3 +71,10 @@ def test_a_squashed_policys_checkpoint_keys_are_a_clipped_ones():
     squashed = make_policy(env, ModelConfig(hidden_units=[8], action_bounds="squash"))
     assert clipped.state_dict().keys() == squashed.state_dict().keys()
     squashed.load_state_dict(clipped.state_dict())
+
+
+def test_a_checkpoint_recorded_before_the_bounds_were_a_setting_acts_clipped():
+    before = {"config": {"env": "Pendulum-v1", "model": {"hidden_units": [8]}}}
+    assert run_record(before, "old.pt")["model"]["action_bounds"] == "clip"
+    now = {"config": {"env": "Pendulum-v1", "model": {"hidden_units": [8], "action_bounds": "squash"}}}
+    assert run_record(now, "new.pt")["model"]["action_bounds"] == "squash"

@@ -87,7 +87,7 @@ class ModelConfig:
     action_bounds: str = "clip"
     """How Box actions meet their bounds: clip (the Gaussian's samples are clipped on the way to the env; the
     rollout keeps the sample) or squash (``tanh`` into the bounds, with the log-probability's change of variables;
-    every bound must be finite)."""
+    a Box with an infinite bound has nothing to be squashed into, and is drawn unbounded under either)."""
     critic_only_keys: list[str] = field(default_factory=list)
     """Observation keys that only the critics see (EvoRL's ``value_obs_key``): privileged information such as the
     env's global state (PettingZoo: ``env.global_state=true``) for a centralised critic. The policies never read

@@ -202,21 +202,18 @@ def box_half_width(space: gym.spaces.Box) -> np.ndarray:
     return np.where(np.isfinite(width) & (width > 0), width, 1.0)
 
 
-def squash_bounds(space: gym.spaces.Box, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """The Box's bounds for squashing its actions into them; a clear error where one is not finite."""
+def squash_bounds(space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray] | None:
+    """The Box's bounds for squashing its actions into them; None where one is not finite (nothing to squash into:
+    such a Box's actions are drawn unbounded, as clipping to an infinite bound leaves them)."""
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
-        raise ValueError(
-            f"model.action_bounds=squash maps actions into their Box's bounds, but the Box of action {name!r} has "
-            f"low={space.low} and high={space.high}: squash needs finite bounds with high > low; use "
-            "model.action_bounds=clip for this env"
-        )
+        return None
     return low, high
 
 
-def make_action_head(space: gym.Space, init_log_std: float = 0.0, bounds: str = "clip", name: str = "") -> ActionHead:
+def make_action_head(space: gym.Space, init_log_std: float = 0.0, bounds: str = "clip") -> ActionHead:
     """The head for one (non-Dict) action space; a clear error for unsupported ones. ``init_log_std`` and
-    ``bounds`` (clip or squash) shape Box heads (:class:`GaussianHead`); ``name`` (the action key) is for errors."""
+    ``bounds`` (clip or squash) shape Box heads (:class:`GaussianHead`)."""
     if isinstance(space, gym.spaces.Discrete):
         return CategoricalHead([int(space.n)], squeeze=True)
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -226,7 +223,7 @@ def make_action_head(space: gym.Space, init_log_std: float = 0.0, bounds: str = 
     if isinstance(space, gym.spaces.MultiBinary):
         return BernoulliHead(int(np.prod(space.shape)))
     if isinstance(space, gym.spaces.Box):
-        squash = squash_bounds(space, name) if bounds == "squash" else None
+        squash = squash_bounds(space) if bounds == "squash" else None
         return GaussianHead(tuple(space.shape), init_log_std, box_half_width(space), squash)
     raise TypeError(
         f"unsupported action space {space}: use Discrete, MultiDiscrete, MultiBinary, Box, or a Dict of these"
@@ -240,7 +237,7 @@ class DictActionDistribution(nn.Module):
         super().__init__()
         self.keys = list(space.spaces)
         self.heads = nn.ModuleDict(
-            {module_key(key): make_action_head(sub, init_log_std, bounds, key) for key, sub in space.spaces.items()}
+            {module_key(key): make_action_head(sub, init_log_std, bounds) for key, sub in space.spaces.items()}
         )
         self.sizes = [head.n_inputs for head in self.heads.values()]
         self.n_inputs = int(sum(self.sizes))

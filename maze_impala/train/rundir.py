@@ -116,6 +116,7 @@ BEHAVIOUR_BEFORE = {
     "algorithm.continuous_entropy_coef": None,
     "algorithm.value_normalization": "off",
     "model.init_log_std": 0.0,
+    "model.action_bounds": "clip",
 }
 """Keys added with a default that is not the behaviour of the releases before them: their value in a run of such a
 release, which lacks them."""
