@@ -82,14 +82,14 @@ class ModelConfig:
     init_log_std: float = -0.5
     """The initial log standard deviation of every Box (Gaussian) action, in units of each dimension's half-width
     ``(high - low) / 2`` (a dimension without finite bounds counts 1): -0.5 starts at 0.61 half-widths (Walker2d
-    judged 3,824 against 3,572 at 0, clipped, the medians of 3 seeds, the lowest 2,546 against 964;
-    docs/benchmarks.md). The log standard deviation
-    is a learnt parameter per dimension, independent of the observation."""
+    judged 3,824 against 3,572 at 0, the medians of 3 seeds, the lowest 2,546 against 964; docs/benchmarks.md).
+    The log standard deviation is a learnt parameter per dimension, independent of the observation."""
     action_bounds: str = "clip"
-    """How Box actions meet their bounds (squash won Walker2d and Pendulum by less than their seeds' spread, and
-    lost the parametrized example, whose parameter copies its target: docs/benchmarks.md): clip (the Gaussian's samples are clipped on the way to the env; the
+    """How Box actions meet their bounds: clip (the Gaussian's samples are clipped on the way to the env; the
     rollout keeps the sample) or squash (``tanh`` into the bounds, with the log-probability's change of variables;
-    a Box with an infinite bound has nothing to be squashed into, and is drawn unbounded under either)."""
+    a Box with an infinite bound has nothing to be squashed into, and is drawn unbounded under either). Squash won
+    Walker2d and Pendulum by less than their seeds' spread, and lost the parametrized example, whose parameter
+    copies its target (docs/benchmarks.md)."""
     critic_only_keys: list[str] = field(default_factory=list)
     """Observation keys that only the critics see (EvoRL's ``value_obs_key``): privileged information such as the
     env's global state (PettingZoo: ``env.global_state=true``) for a centralised critic. The policies never read
