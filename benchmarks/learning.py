@@ -71,6 +71,7 @@ EVAL_EPISODES = 8
 """Greedy episodes of each epoch's evaluation (the table's ``final eval``)."""
 UPDATE_KL = StatKey.of(MultiStepIMPALAEvents.policy_update_kl, mean, "train").column()  # + "/step_key=..."
 VALUE_LOSS = StatKey.of(MultiStepIMPALAEvents.critic_value_loss, mean, "train").column()  # + "/critic_key=..."
+VALUE_SCALE = StatKey.of(MultiStepIMPALAEvents.critic_value_scale, "last", "train").column()  # + "/critic_key=..."
 SGD_STEPS = StatKey.of(MultiStepIMPALAEvents.policy_sgd_steps, mean, "train").column()
 
 
@@ -424,11 +425,14 @@ def run_once(
 
 
 def critic_swing(watch: Watch) -> float | None:
-    """The largest epoch's critic value loss over the run's median (its largest critic's): how far the critic swings."""
+    """The largest epoch's critic value loss over the run's median (its largest critic's): how far the critic swings.
+
+    The losses are read in the env's units: a normalised critic's loss (``algorithm.value_normalization``) is divided
+    by its scale's square, which moves during a run, so its epochs compare once multiplied back."""
     columns = {name for row in watch.rows for name in row if name.startswith(VALUE_LOSS + "/")}
     ratios = []
     for name in columns:
-        losses = watch.column(name)
+        losses = watch.column(name) * np.nan_to_num(watch.column(VALUE_SCALE + name[len(VALUE_LOSS) :]), nan=1.0) ** 2
         losses = losses[~np.isnan(losses)]
         if len(losses) and np.median(losses) > 0:
             ratios.append(float(losses.max() / np.median(losses)))

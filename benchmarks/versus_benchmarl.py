@@ -1,8 +1,9 @@
-"""maze_impala beside BenchMARL's MAPPO and IPPO on PettingZoo MPE: the same tasks, episode length, action kind and
-frame budget, on the same machine, runs alternating.
+"""maze_impala beside BenchMARL's MAPPO and IPPO on PettingZoo's MPE and SISL multiwalker: the same tasks, episode
+length, action kind and frame budget, on the same machine, runs alternating.
 
     python benchmarks/versus_benchmarl.py --check-envs                 # mpe2 (ours) against pettingzoo.mpe (theirs)
-    python benchmarks/versus_benchmarl.py                              # both tasks, 3 seeds, 600k frames, all tools
+    python benchmarks/versus_benchmarl.py                              # both MPE tasks, 3 seeds, 600k frames
+    python benchmarks/versus_benchmarl.py --tasks multiwalker --tools maze_impala mappo   # 300k frames
     python benchmarks/versus_benchmarl.py --tasks simple_spread --seeds 1 --tools maze_impala mappo
     python benchmarks/versus_benchmarl.py --json runs.json             # runs recorded there as they end; a rerun
                                                                        # with the same file skips the runs it holds
@@ -12,8 +13,8 @@ frame budget, on the same machine, runs alternating.
         "model.critic_only_keys=[global_state]"                        # a centralised critic, as MAPPO's
 
 BenchMARL is never a dependency of maze_impala: this script installs ``benchmarl==1.5.2`` with
-``pettingzoo[mpe]==1.24.3`` (it resolves torchrl 0.11.1 and tensordict 0.11.0) into a virtual environment of its
-own (``--venv``, default ``~/.cache/maze_impala/benchmarl-venv``), on this Python's torch version.
+``pettingzoo[mpe]==1.24.3`` (it resolves torchrl 0.11.1 and tensordict 0.11.0) and SISL's packages into a virtual
+environment of its own (``--venv``, default ``~/.cache/maze_impala/benchmarl-venv``), on this Python's torch version.
 
 The protocol:
 
@@ -21,7 +22,10 @@ The protocol:
   different spaces, so two policies), 25-step episodes (BenchMARL's ``task.max_cycles`` is 100 by default) and
   discrete actions (``experiment.prefer_continuous_actions=False``). Our MPE comes from ``mpe2``, BenchMARL's from
   ``pettingzoo.mpe``; ``--check-envs`` plays both with the same seeds and the same actions and compares every
-  observation and reward.
+  observation and reward. A third, ``multiwalker`` (``--tasks multiwalker``): three bipedal walkers carry a package
+  with continuous actions, and a walker that falls leaves the episode while the others walk on
+  (``terminate_on_fall=False, remove_on_fall=True``), each with its own reward, 500-step episodes, 300,000 frames,
+  an evaluation every 30,000 (its episodes are 20 times MPE's).
 * **A frame** is one step of every agent, for both: BenchMARL counts the steps of its batched env, maze_impala
   the steps of the Parallel env (``env_steps``).
 * **BenchMARL** runs its own defaults for the algorithm (``algorithm=mappo`` or ``ippo``) except those above, with
@@ -72,7 +76,9 @@ from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.run_files import CONFIG_YAML
 
-BENCHMARL = ("benchmarl==1.5.2", "pettingzoo[mpe]==1.24.3")
+BENCHMARL = ("benchmarl==1.5.2", "pettingzoo[mpe]==1.24.3", "box2d", "pymunk", "scipy")
+"""BenchMARL and its envs: SISL's needs (Box2D from ``box2d``, whose wheels install where ``pettingzoo[sisl]``'s
+``box2d-py`` must build)."""
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "benchmarl-venv"
 BENCHMARL_BATCH = 6_000
 """BenchMARL's frames a batch (``on_policy_collected_frames_per_batch``), and its evaluation interval here."""
@@ -89,19 +95,44 @@ STEPS = StatKey.of(RunEvents.env_steps, "last", "train").column()
 ELAPSED = StatKey.of(RunEvents.elapsed_seconds, "last", "train").column()
 
 
+MPE = {"max_cycles": 25, "continuous_actions": False}
+"""The MPE literature's episodes and actions (BenchMARL's defaults: 100 steps, continuous actions)."""
+MULTIWALKER = {"shared_reward": False, "terminate_on_fall": False, "remove_on_fall": True}
+"""SISL multiwalker with walkers that leave the episode when they fall (the others walk on), 500-step episodes and
+each walker's own reward (BenchMARL's default; PettingZoo's is the team's mean)."""
+
+
 @dataclass(frozen=True)
 class Task:
     benchmarl: str
     """BenchMARL's task (``task=pettingzoo/<name>``)."""
-    module: str
-    """The env's module in mpe2 and in ``pettingzoo.mpe``."""
+    ours: str
+    """maze_impala's env module (``env.name``): mpe2's MPE, PettingZoo's SISL."""
+    theirs: str
+    """BenchMARL's env module, played beside ours by ``--check-envs``."""
     agents: int
+    kwargs: dict
+    """The env's arguments, given to both tools: maze_impala's ``+env.<key>``, BenchMARL's ``task.<key>`` (and
+    ``continuous_actions`` as its ``experiment.prefer_continuous_actions``)."""
+    frames: int = 600_000
+    """The frame budget of a run (``--frames`` overrides it)."""
+    eval_every: int = 1
+    """Batches of 6,000 frames between BenchMARL's evaluations (maze_impala's epochs: that many times 6 updates)."""
+
+    @property
+    def continuous(self) -> bool:
+        return self.kwargs.get("continuous_actions", True)
 
 
 TASKS = {
-    "simple_spread": Task("pettingzoo/simple_spread", "simple_spread_v3", 3),
-    "simple_speaker_listener": Task("pettingzoo/simple_speaker_listener", "simple_speaker_listener_v4", 2),
-}
+    "simple_spread": Task("pettingzoo/simple_spread", "mpe2.simple_spread_v3", "pettingzoo.mpe.simple_spread_v3",
+                          3, MPE),
+    "simple_speaker_listener": Task("pettingzoo/simple_speaker_listener", "mpe2.simple_speaker_listener_v4",
+                                    "pettingzoo.mpe.simple_speaker_listener_v4", 2, MPE),
+    "multiwalker": Task("pettingzoo/multiwalker", "pettingzoo.sisl.multiwalker_v9", "pettingzoo.sisl.multiwalker_v9",
+                        3, MULTIWALKER, frames=300_000, eval_every=5),
+}  # fmt: skip
+DEFAULT_TASKS = ("simple_spread", "simple_speaker_listener")
 TOOLS = ("maze_impala", "mappo", "ippo")
 
 
@@ -110,7 +141,7 @@ def benchmarl_python(venv_dir: Path, torch_index: str | None) -> Path:
     """The Python of a virtual environment of its own with BenchMARL (made and filled on first use): it does not see
     this Python's packages, whose PettingZoo is another release, but has this Python's torch version."""
     python = venv_dir / "bin" / "python"
-    check = subprocess.run([str(python), "-c", "import benchmarl, pettingzoo.mpe"], capture_output=True)
+    check = subprocess.run([str(python), "-c", "import benchmarl, pettingzoo.mpe, Box2D"], capture_output=True)
     if check.returncode == 0:
         return python
     if not python.exists():
@@ -127,25 +158,29 @@ def benchmarl_python(venv_dir: Path, torch_index: str | None) -> Path:
 PLAY = """
 import importlib, json, sys
 import numpy as np
-package, module, seeds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-env = importlib.import_module(f"{package}.{module}").parallel_env(max_cycles=25, continuous_actions=False)
+module, kwargs, seeds = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+env = importlib.import_module(module).parallel_env(**kwargs)
+def draw(space, rng):
+    if hasattr(space, "n"):
+        return int(rng.integers(space.n))
+    return rng.uniform(space.low, space.high).astype(space.dtype)
 trace = []
 for seed in seeds:
     rng = np.random.default_rng(seed)
     observations, _ = env.reset(seed=seed)
     trace.append([[observations[a].tolist() for a in sorted(observations)]])
     while env.agents:
-        actions = {a: int(rng.integers(env.action_space(a).n)) for a in sorted(env.agents)}
+        actions = {a: draw(env.action_space(a), rng) for a in sorted(env.agents)}
         observations, rewards, *_ = env.step(actions)
         trace[-1].append([[observations[a].tolist() for a in sorted(observations)],
-                          [rewards[a] for a in sorted(rewards)]])
+                          [float(rewards[a]) for a in sorted(rewards)]])
 print(json.dumps(trace))
 """
 
 
-def play_trace(python: str, package: str, module: str, seeds: list[int]) -> list:
+def play_trace(python: str, module: str, kwargs: dict, seeds: list[int]) -> list:
     """Every observation and reward of one episode per seed, with actions drawn from the seed."""
-    args = [python, "-c", PLAY, package, module, json.dumps(seeds)]
+    args = [python, "-c", PLAY, module, json.dumps(kwargs), json.dumps(seeds)]
     return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
 
 
@@ -154,18 +189,20 @@ def flatten(nested: list | float) -> list[float]:
     return [v for item in nested for v in flatten(item)] if isinstance(nested, list) else [nested]
 
 
-def check_envs(python: Path, seeds: list[int]) -> None:
-    """mpe2 (maze_impala's MPE) and pettingzoo.mpe (BenchMARL's) played with the same seeds and actions."""
-    for name, task in TASKS.items():
-        ours = play_trace(sys.executable, "mpe2", task.module, seeds)
-        theirs = play_trace(str(python), "pettingzoo.mpe", task.module, seeds)
+def check_envs(python: Path, names: list[str], seeds: list[int]) -> None:
+    """Our env modules (mpe2's MPE, this Python's PettingZoo) and BenchMARL's (PettingZoo 1.24.3) played with the
+    same seeds and actions."""
+    for name in names:
+        task = TASKS[name]
+        ours = play_trace(sys.executable, task.ours, task.kwargs, seeds)
+        theirs = play_trace(str(python), task.theirs, task.kwargs, seeds)
         a, b = np.array(flatten(ours)), np.array(flatten(theirs))
         same = a.shape == b.shape and bool(np.allclose(a, b, atol=1e-6))
         returns = [sum(sum(step[1]) for step in ep[1:]) for ep in ours]
         verdict = "identical" if same else "DIFFERENT"
         print(
             f"{name}: {len(seeds)} episodes, {a.size:,} numbers (observations and rewards): {verdict}; "
-            f"random play's team return {statistics.mean(returns):.2f} (mpe2)",
+            f"random play's team return {statistics.mean(returns):.2f} ({task.ours})",
             flush=True,
         )
 
@@ -206,19 +243,31 @@ def supervised(
     return time.time() - started, seen
 
 
+def budget(task: Task, args: argparse.Namespace) -> int:
+    """A run's frames: ``--frames``, else the task's; with ``--minutes`` and no frames, more than any run reaches."""
+    frames = task.frames if args.frames is None else args.frames
+    return frames or (100_000_000 if args.minutes else task.frames)
+
+
+def benchmarl_command(python: Path, tool: str, task: Task, seed: int, args: argparse.Namespace, out: str) -> list[str]:
+    """BenchMARL's command line for one run, its outputs under ``out``."""
+    return [
+        str(python), "-m", "benchmarl.run", f"algorithm={tool}", f"task={task.benchmarl}", f"seed={seed}",
+        *(f"task.{key}={json.dumps(v)}" for key, v in task.kwargs.items() if key != "continuous_actions"),
+        f"experiment.prefer_continuous_actions={task.continuous}",
+        f"experiment.evaluation_interval={BENCHMARL_BATCH * task.eval_every}",
+        f"experiment.evaluation_episodes={BENCHMARL_EVAL_EPISODES}",
+        "experiment.loggers=[csv]", "experiment.render=False", "experiment.create_json=False",
+        f"experiment.max_n_frames={budget(task, args)}", f"hydra.run.dir={out}",
+        *args.benchmarl_set,
+    ]  # fmt: skip
+
+
 def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse.Namespace) -> dict:
     """One BenchMARL run in a fresh process: its evaluations, per agent, with their frames and seconds."""
     threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     with tempfile.TemporaryDirectory() as out:
-        command = [
-            str(python), "-m", "benchmarl.run", f"algorithm={tool}", f"task={task.benchmarl}", f"seed={seed}",
-            "task.max_cycles=25", "experiment.prefer_continuous_actions=False",
-            f"experiment.evaluation_interval={BENCHMARL_BATCH}",
-            f"experiment.evaluation_episodes={BENCHMARL_EVAL_EPISODES}",
-            "experiment.loggers=[csv]", "experiment.render=False", "experiment.create_json=False",
-            f"experiment.max_n_frames={args.frames}", f"hydra.run.dir={out}",
-            *args.benchmarl_set,
-        ]  # fmt: skip
+        command = benchmarl_command(python, tool, task, seed, args, out)
         wall, seen = supervised(command, Path(out), args.minutes, "timers_total_time.csv", {**os.environ, **threads})
         scalars = next(Path(out).rglob("scalars"))
         read = lambda name: pd.read_csv(scalars / f"{name}.csv", header=None, index_col=0)[1]  # noqa: E731
@@ -235,19 +284,26 @@ def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse
     }
 
 
-def maze_impala_run(task: Task, seed: int, args: argparse.Namespace, work: Path) -> dict:
-    """One maze_impala run (``maze-run -cn conf_train``) and its last model judged on 100 greedy episodes."""
-    run = work / f"{task.module}_{seed}"
-    updates = math.ceil(args.frames / 1024)
-    command = [
-        sys.executable, "-m", "maze_impala", "-cn", "conf_train", "env=pettingzoo", f"env.name=mpe2.{task.module}",
-        "env.api=parallel", f"seed={seed}", f"algorithm.epoch_length={OUR_EPOCH}",
-        f"algorithm.n_epochs={math.ceil(updates / OUR_EPOCH)}", "output.progress=false", "output.console=false",
+def maze_command(task: Task, seed: int, args: argparse.Namespace, run: Path) -> list[str]:
+    """maze_impala's command line for one run (``maze-run -cn conf_train``), its outputs in ``run``."""
+    updates, epoch = math.ceil(budget(task, args) / 1024), OUR_EPOCH * task.eval_every
+    return [
+        sys.executable, "-m", "maze_impala", "-cn", "conf_train", "env=pettingzoo", f"env.name={task.ours}",
+        "env.api=parallel", *(f"+env.{key}={json.dumps(value)}" for key, value in task.kwargs.items()),
+        f"seed={seed}", f"algorithm.epoch_length={epoch}",
+        f"algorithm.n_epochs={math.ceil(updates / epoch)}", "output.progress=false", "output.console=false",
         "output.tensorboard=false", "output.plot=false", f"hydra.run.dir={run}", *args.maze_set,
     ]  # fmt: skip
+
+
+def maze_impala_run(task: Task, seed: int, args: argparse.Namespace, work: Path) -> dict:
+    """One maze_impala run (``maze-run -cn conf_train``) and its last model judged on 100 greedy episodes."""
+    name = task.ours.rsplit(".", 1)[-1]
+    run = work / f"{name}_{seed}"
+    command = maze_command(task, seed, args, run)
     wall, seen = supervised(command, work, args.minutes, f"{run.name}/stats.csv")
     stats = pd.read_csv(run / "stats.csv")
-    rollout = work / f"rollout_{task.module}_{seed}"
+    rollout = work / f"rollout_{name}_{seed}"
     maze_run(
         ["-cn", "conf_rollout", f"input_dir={run}", "policy.checkpoint=model_last.pt", f"n_episodes={JUDGE_EPISODES}",
          "deterministic=true", "progress=false", f"hydra.run.dir={rollout}"],
@@ -329,10 +385,10 @@ def print_table(runs: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), choices=list(TASKS))
     parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--frames", type=int, default=600_000, help="frames a run (0: --minutes only)")
+    parser.add_argument("--frames", type=int, help="frames a run (default: the task's; 0: --minutes only)")
     parser.add_argument("--minutes", type=float, default=0.0, help="wall-clock a run (0: --frames only)")
     parser.add_argument("--threads", type=int, default=1, help="BenchMARL's OMP_NUM_THREADS")
     parser.add_argument("--benchmarl-set", nargs="*", default=["experiment.on_policy_n_minibatch_iters=10"])
@@ -346,10 +402,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill's SIGTERM unwinds: each run's group is stopped
     python = benchmarl_python(args.venv, args.torch_index)
     if args.check_envs:
-        check_envs(python, list(range(20)))
+        check_envs(python, args.tasks, list(range(20)))
         return
-    if args.minutes:  # both stop by frames alone: a budget neither reaches in the minutes, then interrupted
-        args.frames = args.frames or 100_000_000
     runs = json.loads(args.json.read_text()) if args.json and args.json.exists() else []
     done = {(r["task"], r["tool"], r["seed"]) for r in runs}
     with Load(args.load), tempfile.TemporaryDirectory() as tmp:
@@ -363,7 +417,7 @@ def main() -> None:
                         run = maze_impala_run(task, seed, args, Path(tmp))
                     else:
                         run = benchmarl_run(python, tool, task, seed, args)
-                    setting = {"frames_budget": args.frames, "minutes": args.minutes, "load": args.load}
+                    setting = {"frames_budget": budget(task, args), "minutes": args.minutes, "load": args.load}
                     setting["set"] = args.maze_set if tool == "maze_impala" else args.benchmarl_set
                     runs.append({"task": name, "tool": tool, "seed": seed, **setting, **run})
                     print(f"{name} {tool} seed {seed}: final {final(run):.2f} per agent, {run['wall']} s", flush=True)

@@ -1,5 +1,6 @@
 """The benchmarks run against the installed package and print what their docs quote: a short run of each table."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -140,6 +141,23 @@ def test_a_stopped_run_ends_its_window_after_first_reaching_the_threshold(monkey
     never.write(1, 1_000, {learning.RETURN: 500.0})
     never.write(2, 10**9, {learning.RETURN: 500.0})
     assert len(never.rows) == 2
+
+
+def test_the_critic_swing_reads_a_normalised_critics_loss_in_the_envs_units(monkeypatch):
+    """A normalised critic's loss is divided by its scale's square: the swing multiplies it back, so that a scale that
+    shrinks over the run is not read as a swing, and a loss without a scale (value_normalization=off) is as it is."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    loss, scale = learning.VALUE_LOSS + "/critic_key=a", learning.VALUE_SCALE + "/critic_key=a"
+    watch = learning.Watch(threshold=0.0)
+    for epoch, (value, sigma) in enumerate([(1.0, 4.0), (4.0, 2.0), (16.0, 1.0), (1.0, 4.0)], start=1):
+        watch.write(epoch, epoch, {loss: value, scale: sigma})
+    assert learning.critic_swing(watch) == pytest.approx(1.0), "16 in every epoch, in the env's units"
+    off = learning.Watch(threshold=0.0)
+    for epoch, value in enumerate([1.0, 2.0, 20.0], start=1):
+        off.write(epoch, epoch, {loss: value})
+    assert learning.critic_swing(off) == pytest.approx(10.0)
 
 
 def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
@@ -402,6 +420,34 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(ca
     assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | -21.5 | 20 (1/1) | 2 |" in table, table
     assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | -28.2 | 20 (1/1) | 9 |" in table, table
     assert vb.flatten([[1.0, [2.0]], [3.0]]) == [1.0, 2.0, 3.0]
+
+
+def test_versus_benchmarl_gives_both_tools_the_same_env_arguments_budget_and_evaluation_interval():
+    """Each task's env arguments reach both command lines (BenchMARL's ``task.<key>``, ours ``+env.<key>``), MPE's
+    discrete actions as BenchMARL's ``prefer_continuous_actions``, and multiwalker's sparser evaluations as both
+    BenchMARL's interval and our epoch."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import versus_benchmarl as vb
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    args = argparse.Namespace(frames=None, minutes=0.0, benchmarl_set=["x=1"], maze_set=["y=2"])
+    spread, walker = vb.TASKS["simple_spread"], vb.TASKS["multiwalker"]
+    theirs = vb.benchmarl_command(Path("py"), "mappo", spread, 3, args, "out")
+    assert {"task.max_cycles=25", "experiment.prefer_continuous_actions=False", "seed=3", "x=1"} <= set(theirs)
+    assert "experiment.max_n_frames=600000" in theirs and not any("task.continuous" in c for c in theirs)
+    ours = vb.maze_command(spread, 3, args, Path("run"))
+    assert {"env.name=mpe2.simple_spread_v3", "+env.max_cycles=25", "+env.continuous_actions=false", "y=2"} <= set(ours)
+    assert {"algorithm.epoch_length=6", "algorithm.n_epochs=98"} <= set(ours), "586 updates of 1,024 frames"
+    theirs = vb.benchmarl_command(Path("py"), "ippo", walker, 1, args, "out")
+    assert {"task.remove_on_fall=true", "task.shared_reward=false", "experiment.prefer_continuous_actions=True"} <= set(
+        theirs
+    )
+    assert {"experiment.evaluation_interval=30000", "experiment.max_n_frames=300000"} <= set(theirs)
+    ours = vb.maze_command(walker, 1, args, Path("run"))
+    assert {"+env.terminate_on_fall=false", "+env.remove_on_fall=true", "algorithm.epoch_length=30"} <= set(ours)
+    assert vb.budget(walker, argparse.Namespace(frames=0, minutes=15.0)) == 100_000_000, "the minutes end it"
+    assert vb.budget(walker, argparse.Namespace(frames=1000, minutes=0.0)) == 1000
 
 
 def test_profile_update_times_every_phase_of_a_step_and_its_floor(tmp_path):
