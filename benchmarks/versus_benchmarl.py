@@ -76,7 +76,7 @@ from maze_impala.events.interfaces import EpisodeEvents, RunEvents
 from maze_impala.events.stats import StatKey
 from maze_impala.run_files import CONFIG_YAML
 
-BENCHMARL = ("benchmarl==1.5.2", "pettingzoo[mpe]==1.24.3", "box2d", "pymunk", "scipy")
+BENCHMARL = ("benchmarl==1.5.2", "pettingzoo[mpe]==1.24.3", "box2d==2.3.10", "pymunk==7.3.1", "scipy==1.17.1")
 """BenchMARL and its envs: SISL's needs (Box2D from ``box2d``, whose wheels install where ``pettingzoo[sisl]``'s
 ``box2d-py`` must build)."""
 DEFAULT_VENV = Path.home() / ".cache" / "maze_impala" / "benchmarl-venv"
@@ -121,6 +121,7 @@ class Task:
 
     @property
     def continuous(self) -> bool:
+        """Whether the task's actions are continuous (an env without the argument has continuous ones only)."""
         return self.kwargs.get("continuous_actions", True)
 
 
