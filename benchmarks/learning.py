@@ -327,9 +327,12 @@ def with_reward_scale(task: Task, scale: float) -> Task:
 
 
 def unscaled(row: dict, scale: float) -> dict:
-    """A run's summary (:func:`run_once`) with its returns in the env's own units."""
+    """A run's summary (:func:`run_once`) with its returns (and its critics' losses) in the env's own units."""
     returns = ("final", "final_eval", "judged", "lowest_after")
-    return {k: (v / scale if k in returns and v is not None else v) for k, v in row.items()}
+    row = {k: (v / scale if k in returns and v is not None else v) for k, v in row.items()}
+    row["evals"] = [x / scale for x in row.get("evals", [])]
+    row["critic_losses"] = {k: [x / scale**2 for x in v] for k, v in row.get("critic_losses", {}).items()}
+    return row
 
 
 def with_model(task: Task, changes: dict[str, str]) -> Task:
@@ -395,6 +398,8 @@ def run_once(
     row = {
         "seed": seed,
         "critic_swing": critic_swing(watch),
+        "critic_losses": {key: [round(float(x), 4) for x in v] for key, v in critic_losses(watch).items()},
+        "evals": [round(float(x), 3) for x in watch.column(EVAL)],
         "sgd_steps_share": sgd_steps_share(watch, algorithm.n_sgd_passes * algorithm.sgd_minibatches),
         "final": float(np.nanmean(tail)),
         "final_eval": final_eval,
@@ -424,15 +429,20 @@ def run_once(
     return row
 
 
-def critic_swing(watch: Watch) -> float | None:
-    """The largest epoch's critic value loss over the run's median (its largest critic's): how far the critic swings.
+def critic_losses(watch: Watch) -> dict[str, np.ndarray]:
+    """Each critic's value loss per epoch, in the env's units: a normalised critic's loss
+    (``algorithm.value_normalization``) is divided by its scale's square, which moves during a run, so its epochs
+    compare once multiplied back."""
+    columns = sorted({name for row in watch.rows for name in row if name.startswith(VALUE_LOSS + "/")})
+    scale = lambda name: np.nan_to_num(watch.column(VALUE_SCALE + name[len(VALUE_LOSS) :]), nan=1.0)  # noqa: E731
+    return {name[len(VALUE_LOSS) + 1 :]: watch.column(name) * scale(name) ** 2 for name in columns}
 
-    The losses are read in the env's units: a normalised critic's loss (``algorithm.value_normalization``) is divided
-    by its scale's square, which moves during a run, so its epochs compare once multiplied back."""
-    columns = {name for row in watch.rows for name in row if name.startswith(VALUE_LOSS + "/")}
+
+def critic_swing(watch: Watch) -> float | None:
+    """The largest epoch's critic value loss over the run's median (its largest critic's), in the env's units: how
+    far the critic swings."""
     ratios = []
-    for name in columns:
-        losses = watch.column(name) * np.nan_to_num(watch.column(VALUE_SCALE + name[len(VALUE_LOSS) :]), nan=1.0) ** 2
+    for losses in critic_losses(watch).values():
         losses = losses[~np.isnan(losses)]
         if len(losses) and np.median(losses) > 0:
             ratios.append(float(losses.max() / np.median(losses)))

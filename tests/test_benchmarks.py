@@ -158,6 +158,17 @@ def test_the_critic_swing_reads_a_normalised_critics_loss_in_the_envs_units(monk
     for epoch, value in enumerate([1.0, 2.0, 20.0], start=1):
         off.write(epoch, epoch, {loss: value})
     assert learning.critic_swing(off) == pytest.approx(10.0)
+    assert learning.critic_losses(watch)["critic_key=a"].tolist() == [16.0] * 4, "the series a run's record keeps"
+
+
+def test_a_scaled_runs_record_is_read_in_the_envs_units(monkeypatch):
+    """With every reward x100, a run's returns are divided by 100 and its critics' losses by 100 squared."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    row = {"final": -500.0, "judged": None, "evals": [-1000.0, -200.0], "critic_losses": {"a": [4e4]}, "seed": 1}
+    back = learning.unscaled(row, 100.0)
+    assert back == {"final": -5.0, "judged": None, "evals": [-10.0, -2.0], "critic_losses": {"a": [4.0]}, "seed": 1}
 
 
 def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
