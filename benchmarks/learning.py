@@ -398,6 +398,7 @@ def run_once(
     row = {
         "seed": seed,
         "critic_swing": critic_swing(watch),
+        "critic_swing_after_fit": critic_swing(watch, skip=FIRST_FIT),
         "critic_losses": {key: [round(float(x), 4) for x in v] for key, v in critic_losses(watch).items()},
         "evals": [round(float(x), 3) for x in watch.column(EVAL)],
         "sgd_steps_share": sgd_steps_share(watch, algorithm.n_sgd_passes * algorithm.sgd_minibatches),
@@ -438,14 +439,20 @@ def critic_losses(watch: Watch) -> dict[str, np.ndarray]:
     return {name[len(VALUE_LOSS) + 1 :]: watch.column(name) * scale(name) ** 2 for name in columns}
 
 
-def critic_swing(watch: Watch) -> float | None:
+FIRST_FIT = 0.1
+"""The share of a run's first epochs in which a critic fits its targets from its random start: a loss there is far
+above the run's median by construction, not a swing (:func:`critic_swing` with ``skip``)."""
+
+
+def critic_swing(watch: Watch, skip: float = 0.0) -> float | None:
     """The largest epoch's critic value loss over the run's median (its largest critic's), in the env's units: how
-    far the critic swings."""
+    far the critic swings; ``skip``: the largest of the epochs after that share of the run's first ones."""
     ratios = []
     for losses in critic_losses(watch).values():
         losses = losses[~np.isnan(losses)]
-        if len(losses) and np.median(losses) > 0:
-            ratios.append(float(losses.max() / np.median(losses)))
+        later = losses[int(len(losses) * skip) :]
+        if len(later) and np.median(losses) > 0:
+            ratios.append(float(later.max() / np.median(losses)))
     return max(ratios) if ratios else None
 
 

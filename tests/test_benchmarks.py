@@ -158,6 +158,11 @@ def test_the_critic_swing_reads_a_normalised_critics_loss_in_the_envs_units(monk
     for epoch, value in enumerate([1.0, 2.0, 20.0], start=1):
         off.write(epoch, epoch, {loss: value})
     assert learning.critic_swing(off) == pytest.approx(10.0)
+    first_fit = learning.Watch(threshold=0.0)
+    for epoch, value in enumerate([300.0] + [1.0] * 8 + [3.0], start=1):
+        first_fit.write(epoch, epoch, {loss: value})
+    assert learning.critic_swing(first_fit) == pytest.approx(300.0), "the whole run: its first fit included"
+    assert learning.critic_swing(first_fit, skip=0.1) == pytest.approx(3.0), "after its first tenth"
     assert learning.critic_losses(watch)["critic_key=a"].tolist() == [16.0] * 4, "the series a run's record keeps"
 
 
