@@ -142,11 +142,11 @@ def benchmarl_python(venv_dir: Path, torch_index: str | None) -> Path:
     """The Python of a virtual environment of its own with BenchMARL (made and filled on first use): it does not see
     this Python's packages, whose PettingZoo is another release, but has this Python's torch version."""
     python = venv_dir / "bin" / "python"
+    if not python.exists():  # a fresh machine: the venv is made here
+        venv.EnvBuilder(system_site_packages=False, with_pip=True).create(venv_dir)
     check = subprocess.run([str(python), "-c", "import benchmarl, pettingzoo.mpe, Box2D"], capture_output=True)
     if check.returncode == 0:
         return python
-    if not python.exists():
-        venv.EnvBuilder(system_site_packages=False, with_pip=True).create(venv_dir)
     import torch
 
     pins = [f"torch=={torch.__version__.split('+')[0]}", *BENCHMARL]
@@ -401,8 +401,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="record every run there as it ends; runs it holds are skipped")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill's SIGTERM unwinds: each run's group is stopped
-    python = benchmarl_python(args.venv, args.torch_index)
+    needs_benchmarl = args.check_envs or any(tool != "maze_impala" for tool in args.tools)
+    python = benchmarl_python(args.venv, args.torch_index) if needs_benchmarl else None
     if args.check_envs:
+        assert python is not None
         check_envs(python, args.tasks, list(range(20)))
         return
     runs = json.loads(args.json.read_text()) if args.json and args.json.exists() else []
@@ -417,6 +419,7 @@ def main() -> None:
                     if tool == "maze_impala":
                         run = maze_impala_run(task, seed, args, Path(tmp))
                     else:
+                        assert python is not None
                         run = benchmarl_run(python, tool, task, seed, args)
                     setting = {"frames_budget": budget(task, args), "minutes": args.minutes, "load": args.load}
                     setting["set"] = args.maze_set if tool == "maze_impala" else args.benchmarl_set

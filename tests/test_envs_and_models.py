@@ -100,6 +100,21 @@ SPACES = {
 }
 
 
+def test_a_dict_of_heads_sums_their_log_probs_and_entropies():
+    space = gym.spaces.Dict({"a": SPACES["discrete"], "b": SPACES["multi_discrete"], "c": SPACES["box"]})
+    dist = DictActionDistribution(space)
+    logits = torch.randn(6, dist.n_inputs)
+    actions, joint = dist.sample_with_log_prob(logits, StreamNoise(1))
+    parts = dict(zip(dist.keys, logits.split(dist.sizes, -1)))
+    heads = dict(dist.items())
+    expected_lp = sum(heads[k].log_prob(parts[k], actions[k]) for k in dist.keys)
+    expected_h = sum(heads[k].entropy(parts[k]) for k in dist.keys)
+    torch.testing.assert_close(dist.log_prob(logits, actions), expected_lp)
+    torch.testing.assert_close(joint, expected_lp)
+    torch.testing.assert_close(dist.entropy(logits), expected_h)
+    torch.testing.assert_close(dist.log_prob_and_entropy(logits, actions), (expected_lp, expected_h))
+
+
 def _reference(name, logits):
     if name == "discrete":
         return torch.distributions.Categorical(logits=logits)
@@ -136,6 +151,9 @@ def test_log_prob_and_entropy_match_torch_distributions(name):
     torch.testing.assert_close(log_prob, expected_lp)
     torch.testing.assert_close(joint, expected_lp)
     torch.testing.assert_close(entropy, expected_h)
+    both = dist.log_prob_and_entropy(logits, actions)  # the loss's form, one pass over the heads
+    torch.testing.assert_close(both[0], expected_lp)
+    torch.testing.assert_close(both[1], expected_h)
 
 
 def test_dict_action_space_sums_heads_and_deterministic_takes_the_mode():

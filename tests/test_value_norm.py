@@ -13,14 +13,15 @@ from maze_impala.impala.vtrace import vtrace
 from maze_impala.nn.value_norm import DECAY, ValueNormalizer, preserve_outputs
 
 
-def test_statistics_are_a_debiased_moving_average_in_float64():
+@pytest.mark.parametrize("decay", [DECAY, 0.999, 0.5])
+def test_statistics_are_a_debiased_moving_average_in_float64(decay):
     norm = ValueNormalizer()
     assert norm.mu.dtype == torch.float64 and float(norm.mu) == 0.0 and float(norm.sigma) == 1.0
     rng = np.random.default_rng(0)
     batches = [rng.normal(1e6 + 10 * i, 3.0 + i, size=50) for i in range(4)]
     for batch in batches:
-        norm.update(torch.tensor(batch, dtype=torch.float32))
-    weights = np.array([(1 - DECAY) * DECAY ** (len(batches) - 1 - i) for i in range(len(batches))])
+        norm.update(torch.tensor(batch, dtype=torch.float32), decay=decay)
+    weights = np.array([(1 - decay) * decay ** (len(batches) - 1 - i) for i in range(len(batches))])
     mean = sum(w * b.astype(np.float32).astype(np.float64).mean() for w, b in zip(weights, batches)) / weights.sum()
     mean_sq = sum(w * (b.astype(np.float32).astype(np.float64) ** 2).mean() for w, b in zip(weights, batches))
     std = np.sqrt(mean_sq / weights.sum() - mean**2)
@@ -98,6 +99,13 @@ def test_an_update_counts_the_batchs_targets_and_popart_keeps_the_critics_values
     row = by_column(stats.reduce())
     assert row[PREFIX + "critic_value_scale/last/critic_key=0"] == pytest.approx(float(norm.sigma))
     assert row[PREFIX + "critic_value_shift/last/critic_key=0"] == pytest.approx(float(norm.mu))
+
+
+def test_the_learner_weighs_the_statistics_by_the_configured_decay():
+    learner, actor, _ = _setup(value_normalization="returns", value_norm_decay=0.9)
+    learner.step([actor.rollout()])
+    learner.step([actor.rollout()])
+    assert float(learner.critic.normalizer(0).debias) == pytest.approx(1 - 0.9**2)
 
 
 def test_off_leaves_the_statistics_alone():

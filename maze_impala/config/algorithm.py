@@ -79,6 +79,7 @@ FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("trust_region", lambda v: v in TRUST_REGIONS, f"one of {TRUST_REGIONS}"),
     ("value_targets", lambda v: v in VALUE_TARGETS, f"one of {VALUE_TARGETS}"),
     ("value_normalization", lambda v: v in VALUE_NORMALIZATIONS, f"one of {', '.join(VALUE_NORMALIZATIONS)}"),
+    ("value_norm_decay", lambda v: finite(v) and 0 < v < 1, "a float in (0, 1)"),
     ("target_kl", _finite_above(0, optional=True), "None (take every step) or a finite float > 0"),
     ("max_policy_lag", lambda v: v is None or _int_from(0)(v), "None (keep every rollout) or an int >= 0"),
     ("vtrace_lambda", _unit, "in (0, 1]"),
@@ -232,6 +233,10 @@ class ImpalaAlgorithmConfig:
     unscaled (off: -500 and -906), and unscaled it held or beat off on classic control, CartPole and LunarLander.
     ``env=pettingzoo`` sets returns: on MPE simple_spread it judged -41.2 (the median of 3 seeds), PopArt -58.8
     and off -53.1 (docs/benchmarks.md)."""
+    value_norm_decay: float = 0.99
+    """With ``value_normalization`` returns or popart: the weight of the statistics so far at each update (an
+    exponential moving average with debiasing, once a batch): 0.99 counts about the last 100 batches, 0.999 about
+    the last 1,000."""
     target_kl: float | None = None
     """Step control: a batch's optimizer steps stop, before the step, at the first minibatch whose KL(pi_0 || pi)
     on its actions exceeds 1.5 x target_kl (SB3's rule), pi_0 being the policy before the batch; None: every

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from maze_impala.core import Rollout, StepKey, Trajectory
-from maze_impala.envs.layout import padded, select_columns, stack
+from maze_impala.envs.layout import padded, rows_of, select_columns, stack, tree_map
 
 
 @dataclass
@@ -20,6 +21,12 @@ class StepBatch(Trajectory[torch.Tensor]):
     """Every entry holds a decision (no padding, known on the host when the batch was stacked): the losses then
     take plain means instead of masked ones. False says nothing (``mask`` is then read)."""
 
+    @functools.cached_property
+    def continues(self) -> torch.Tensor:
+        """``[T, N]`` float32: 1 where the actor's episode goes on after the decision, 0 where the decision ended it
+        (terminated or truncated); made once for all the passes over the batch."""
+        return (~(self.terminated | self.truncated)).float()
+
     @property
     def first(self) -> torch.Tensor:
         """``[T + 1, N]`` bool: the decision of row ``t`` starts a new episode of its column (its actor's previous
@@ -28,9 +35,13 @@ class StepBatch(Trajectory[torch.Tensor]):
         return torch.cat([torch.zeros_like(done[:1]), done])
 
     def columns(self, start: int, stop: int) -> StepBatch:
-        """Columns ``start`` to ``stop`` (views; time-limit cut-offs re-indexed)."""
+        """Columns ``start`` to ``stop`` (time-limit cut-offs re-indexed), each tensor copied once into memory of its
+        own: every pass over a minibatch then reads contiguous rows, where a view's strided columns would be copied
+        again by each layer that flattens them."""
         device = self.mask.device
         selected = select_columns(self, slice(start, stop), lambda index: torch.as_tensor(index, device=device))
+        for name in rows_of(selected):
+            setattr(selected, name, tree_map(torch.Tensor.contiguous, getattr(selected, name)))
         selected.dense = self.dense
         return selected
 

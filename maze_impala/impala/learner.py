@@ -224,7 +224,8 @@ class ImpalaLearner(Learner):
         metrics = []
         for name, parts in targets.items():
             key = keys[name]
-            before, after = critic.normalizer(key).update(torch.cat([p.reshape(-1) for p in parts]), reduce)
+            found = torch.cat([p.reshape(-1) for p in parts])
+            before, after = critic.normalizer(key).update(found, reduce, self.config.value_norm_decay)
             if self.config.value_normalization == "popart":
                 preserve_outputs(critic.head(key), before, after)
             metrics += [
@@ -311,7 +312,8 @@ class ImpalaLearner(Learner):
     def _unroll(self, key: StepKey, batch: StepBatch) -> PolicyUnroll:
         """The target policy over the batch: logits on x_0..x_{T-1}, ``[T, N, L]``, and a recurrent policy's memory,
         re-unrolled from each column's recorded first state."""
-        return self.policy.unroll(key, batch.observations, batch.initial_state, batch.first, batch.agent_ids)
+        first = batch.first if self.policy.recurrent else None  # (made from the batch at every call: only if read)
+        return self.policy.unroll(key, batch.observations, batch.initial_state, first, batch.agent_ids)
 
     def _forward(self, key: StepKey, batch: StepBatch) -> StepForward:
         """The target policy's logits on x_0..x_{T-1}, the critic's values on x_0..x_T, and the rewards with the

@@ -179,7 +179,7 @@ def impala_step_loss(
     """
     if settings.trust_region not in TRUST_REGIONS:
         raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got {settings.trust_region!r}")
-    target_log_probs = distribution.log_prob(logits, actions)
+    target_log_probs, entropies = distribution.log_prob_and_entropy(logits, actions)
     reference = target_log_probs.detach() if anchor_log_probs is None else anchor_log_probs
     log_rhos = reference - behaviour_log_probs
     log_ratios = target_log_probs - behaviour_log_probs
@@ -223,7 +223,7 @@ def impala_step_loss(
     terms = StepLoss(
         policy_loss=policy_loss,
         value_loss=0.5 * average(((returns.vs - values[:-1]) / value_scale).pow(2)),
-        entropy=average(distribution.entropy(logits)),
+        entropy=average(entropies),
         log_probs=target_log_probs.detach(),
         value_targets=returns.vs.detach(),
     )
@@ -338,7 +338,7 @@ def impala_loss(
 def _rewards_and_discounts(batch: StepBatch, step: StepForward, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
     """A step key's rewards (truncations bootstrapped, :class:`StepForward`'s) and discounts: gamma, 0 after a
     decision that ended its actor's episode; padding entries get reward 0 and discount 1."""
-    discounts = gamma * (~(batch.terminated | batch.truncated)).to(step.values.dtype)
+    discounts = gamma * batch.continues
     rewards = step.rewards
     if not batch.dense:
         rewards, discounts = torch.where(batch.mask, rewards, 0.0), torch.where(batch.mask, discounts, 1.0)

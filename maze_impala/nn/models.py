@@ -178,15 +178,18 @@ class StructuredPolicy(nn.Module):
         step_key: StepKey,
         inputs: Observations,
         state: TorchState,
-        first: torch.Tensor,
+        first: torch.Tensor | None,
         agent_ids: torch.Tensor,
     ) -> PolicyUnroll:
         """The policy over a batch's ``[T + 1, N]`` rows of (normalised) inputs: the logits of rows ``0..T-1`` and,
         for a recurrent policy, its memory over all rows, unrolled from the columns' recorded ``state``, reset
-        before every row where ``first`` (``[T + 1, N]``: the decision starts a new episode)."""
+        before every row where ``first`` (``[T + 1, N]``: the decision starts a new episode; a feed-forward policy
+        reads none, and may be given None)."""
         if not self.recurrent:
             rows = {k: v[:-1] for k, v in inputs.items()}
             return PolicyUnroll(self.logits(step_key, rows, 2, agent_ids), None)
+        if first is None:
+            raise ValueError("a recurrent policy unrolls from its episode starts: pass first ([T + 1, N] bool)")
         out, memory = self.network(step_key).unroll(inputs, state, first, agent_ids)
         rows = {k: v[:-1] for k, v in inputs.items()}
         return PolicyUnroll(self.mask_logits(step_key, out[:-1], rows), memory)

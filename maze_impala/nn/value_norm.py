@@ -6,7 +6,8 @@ statistics start at ``mu = 0, sigma = 1``, where the network's output is V itsel
 (``algorithm.value_normalization=off``) computes exactly what an unnormalised critic does.
 
 They are kept in float64 as an exponential moving average with debiasing (MAPPO's ValueNorm): the mean and the mean
-square of the targets, each weighted by ``1 - DECAY`` per update, divided by the sum of the weights so far.
+square of the targets, each weighted by ``1 - decay`` per update (``algorithm.value_norm_decay``), divided by the sum
+of the weights so far.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import torch
 from torch import nn
 
 DECAY = 0.99
-"""Weight of the statistics so far at each update (one per batch): about the last 100 batches count."""
+"""Weight of the statistics so far at each update (one per batch), unless the update names its own: about the last
+100 batches count."""
 SIGMA_FLOOR = 1e-4
 """The smallest scale: targets that are all equal (a sparse reward not yet found) leave the network's output as is."""
 SIGMA_CEILING = 1e6
@@ -45,8 +47,9 @@ class ValueNormalizer(nn.Module):
         return Moments(self.mu.clone(), self.sigma.clone())
 
     def denormalize(self, output: torch.Tensor) -> torch.Tensor:
-        """V from the network's output (the output itself before the first update: ``x * 1 + 0`` is exact)."""
-        return output * self.sigma.to(output.dtype) + self.mu.to(output.dtype)
+        """V from the network's output (the output itself before the first update: ``x * 1 + 0`` is exact), in the
+        output's dtype: the float64 scalars take it by type promotion, without a conversion of their own."""
+        return output * self.sigma + self.mu
 
     def scale(self) -> torch.Tensor:
         """The scale, float32: the value loss divides the errors by it."""
@@ -54,10 +57,14 @@ class ValueNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(
-        self, targets: torch.Tensor, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self,
+        targets: torch.Tensor,
+        reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        decay: float = DECAY,
     ) -> tuple[Moments, Moments]:
-        """Adds a batch's ``targets`` (any shape, in the env's units) to the statistics; returns the moments before and
-        after. ``reduce`` sums a tensor over data-parallel learners (each holding a part of the batch)."""
+        """Adds a batch's ``targets`` (any shape, in the env's units) to the statistics, the earlier ones weighted by
+        ``decay``; returns the moments before and after. ``reduce`` sums a tensor over data-parallel learners (each
+        holding a part of the batch)."""
         before = self.moments()
         x = targets.detach().double().reshape(-1)
         sums = torch.stack([x.new_tensor(float(x.numel())), x.sum(), x.square().sum()])
@@ -65,11 +72,11 @@ class ValueNormalizer(nn.Module):
             sums = reduce(sums)
         count, total, total_sq = sums.unbind()
         seen = (count > 0).double()  # no targets (no decision of this network in the batch): nothing changes
-        decay = 1.0 - (1.0 - DECAY) * seen
-        weight = (1.0 - DECAY) * seen / count.clamp(min=1.0)
-        self.running_mean.mul_(decay).add_(weight * total)
-        self.running_mean_sq.mul_(decay).add_(weight * total_sq)
-        self.debias.mul_(decay).add_((1.0 - DECAY) * seen)
+        kept = 1.0 - (1.0 - decay) * seen
+        weight = (1.0 - decay) * seen / count.clamp(min=1.0)
+        self.running_mean.mul_(kept).add_(weight * total)
+        self.running_mean_sq.mul_(kept).add_(weight * total_sq)
+        self.debias.mul_(kept).add_((1.0 - decay) * seen)
         mean = self.running_mean / self.debias.clamp(min=1e-300)
         variance = (self.running_mean_sq / self.debias.clamp(min=1e-300) - mean.square()).clamp(min=0.0)
         fresh = self.debias > 0  # before any target: mu 0, sigma 1
