@@ -4,13 +4,15 @@
     python benchmarks/profile_update.py --env LunarLander-v3 --threads 1 --set n_sgd_minibatches=4
     python benchmarks/profile_update.py --threads 1 --width 64                 # an MLP of 64 x 64
     python benchmarks/profile_update.py --threads 1 --set compile=default      # samples/s alone (no phases)
+    python benchmarks/profile_update.py --threads 1 --cpu-time     # by CPU time: steadier on a busy machine
 
 The learner's own functions are timed where they are called (wrapped for the measurement, nothing else changed):
 per update, the batch's preparation (stacking, observation statistics), the anchor (pi_0's forward pass) and the
 value normaliser's statistics; per optimizer step, the forward pass, the losses, the backward pass, the gradient
 norms and clipping, the optimizer's step, and the metrics' bookkeeping; what is left of the update is the loop's own.
 The floor is the step's multiply-adds (forward, and twice them backward) at the speed this machine multiplies
-128 x 128 matrices on the same threads.
+128 x 128 matrices on the same threads; the eager floor is a minimal PPO step of the same shapes in CleanRL's form
+(:func:`minimal_step_us`), what any eager update of these networks pays.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from typing import Any
 from calibration import learner_and_batch
 
 from maze_impala.config import ImpalaAlgorithmConfig
+
+clock = time.perf_counter
+"""What every figure is timed by: the wall clock, or with ``--cpu-time`` the process's CPU time (which other programs
+on a busy machine disturb less)."""
 
 PER_UPDATE = ("prepare", "anchor", "value statistics")
 PER_STEP = ("forward", "loss", "backward and zero", "clip", "optimizer", "metrics")
@@ -44,14 +50,14 @@ class Timers:
         def timed(*args: Any, **kwargs: Any) -> Any:
             if self._inside:
                 return function(*args, **kwargs)
-            started = time.perf_counter()
+            started = clock()
             self._inside += whole
             try:
                 return function(*args, **kwargs)
             finally:
                 self._inside -= whole
                 if self.on:
-                    self.seconds[phase] += time.perf_counter() - started
+                    self.seconds[phase] += clock() - started
 
         return timed
 
@@ -87,12 +93,12 @@ def matmul_gflops(threads: int, seconds: float = 1.0) -> float:
     a, b = torch.randn(128, 128), torch.randn(128, 128)
     for _ in range(50):
         a @ b
-    count, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
+    count, started = 0, clock()
+    while clock() - started < seconds:
         for _ in range(100):
             a @ b
         count += 100
-    return 2 * 128**3 * count / (time.perf_counter() - started) / 1e9
+    return 2 * 128**3 * count / (clock() - started) / 1e9
 
 
 def multiply_adds(learner: Any) -> int:
@@ -142,10 +148,10 @@ def minimal_step_us(
 
     for _ in range(30):
         step()
-    started = time.perf_counter()
+    started = clock()
     for _ in range(steps):
         step()
-    return 1e6 * (time.perf_counter() - started) / steps
+    return 1e6 * (clock() - started) / steps
 
 
 def profile(
@@ -163,15 +169,15 @@ def profile(
     timers = Timers()
     if algorithm.compile == "off":  # timers inside a compiled function would break its graph: samples/s alone
         instrument(learner, timers)
-    started = time.perf_counter()
+    started = clock()
     for _ in range(3):
         learner.step(batch)
-    warm_up = time.perf_counter() - started
+    warm_up = clock() - started
     timers.on = True
-    started = time.perf_counter()
+    started = clock()
     for _ in range(updates):
         learner.step(batch)
-    whole = time.perf_counter() - started
+    whole = clock() - started
     steps = updates * algorithm.n_sgd_passes * algorithm.sgd_minibatches
     s = timers.seconds
     result = {phase: s[phase] for phase in PER_UPDATE}
@@ -202,7 +208,10 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="algorithm settings to change")
     parser.add_argument("--width", type=int, help="the MLP's two layers this wide (default: the shipped model)")
+    parser.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time, not the wall clock")
     args = parser.parse_args()
+    global clock
+    clock = time.process_time if args.cpu_time else time.perf_counter
     from learning import algorithm_for
 
     algorithm = algorithm_for(50, dict(item.split("=", 1) for item in args.set))
