@@ -91,6 +91,13 @@ def test_shipped_config_composes_and_validates():
     assert cartpole == ImpalaAlgorithmConfig(eps=1e-3)
 
 
+def test_pettingzoo_ships_standardised_value_targets_over_about_a_thousand_batches():
+    algorithm = to_training_config(_compose("env=pettingzoo", "env.name=mpe2.simple_spread_v3")).algorithm
+    assert (algorithm.value_normalization, algorithm.value_norm_decay) == ("returns", 0.999)
+    default = to_training_config(_compose()).algorithm
+    assert (default.value_normalization, default.value_norm_decay) == ("popart", 0.99)
+
+
 def test_composed_bad_value_is_a_config_error():
     with pytest.raises(ConfigError, match=r"algorithm\.gamma must be in \(0, 1\]"):
         to_training_config(_compose("algorithm.gamma=2.0"))

@@ -231,12 +231,13 @@ class ImpalaAlgorithmConfig:
     Hessel et al. 2019). V-trace and the advantages always read values in the env's units; the statistics are
     saved with the critic. popart by default: with every reward x100, Acrobot and Pendulum learn as they do
     unscaled (off: -500 and -906), and unscaled it held or beat off on classic control, CartPole and LunarLander.
-    ``env=pettingzoo`` sets returns: on MPE simple_spread it judged -41.2 (the median of 3 seeds), PopArt -58.8
-    and off -53.1 (docs/benchmarks.md)."""
+    ``env=pettingzoo`` sets returns (with ``value_norm_decay`` 0.999): on MPE simple_spread it judged -41.2 (the
+    median of 3 seeds), PopArt -58.8 and off -53.1 (docs/benchmarks.md)."""
     value_norm_decay: float = 0.99
     """With ``value_normalization`` returns or popart: the weight of the statistics so far at each update (an
     exponential moving average with debiasing, once a batch): 0.99 counts about the last 100 batches, 0.999 about
-    the last 1,000."""
+    the last 1,000. ``env=pettingzoo`` sets 0.999: with returns, SISL multiwalker's statistics moved under its
+    critic as falls became rare and one seed of 3 collapsed at 0.99 (docs/benchmarks.md)."""
     target_kl: float | None = None
     """Step control: a batch's optimizer steps stop, before the step, at the first minibatch whose KL(pi_0 || pi)
     on its actions exceeds 1.5 x target_kl (SB3's rule), pi_0 being the policy before the batch; None: every
