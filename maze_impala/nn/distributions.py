@@ -67,7 +67,8 @@ class CategoricalHead(ActionHead):
         self.squeeze = squeeze  # Discrete: actions have no trailing axis
 
     def _split(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return torch.split(logits, self.nvec, dim=-1)
+        """Each categorical's logits (one categorical, a Discrete: the logits as they are)."""
+        return (logits,) if len(self.nvec) == 1 else torch.split(logits, self.nvec, dim=-1)
 
     def sample(self, logits: torch.Tensor, noise: Noise | None) -> torch.Tensor:
         return self.sample_with_log_prob(logits, noise)[0]
@@ -95,33 +96,28 @@ class CategoricalHead(ActionHead):
         return HeadForm(key, "categorical", offset, list(self.nvec), squeeze=self.squeeze)
 
     def log_prob(self, logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self._chosen(self._log_softmaxes(logits), action)
+
+    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        return self._entropy(self._log_softmaxes(logits))
+
+    def log_prob_and_entropy(self, logits: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_ps = self._log_softmaxes(logits)  # one log-softmax per categorical serves both
+        return self._chosen(log_ps, action), self._entropy(log_ps)
+
+    def _log_softmaxes(self, logits: torch.Tensor) -> list[torch.Tensor]:
+        return [F.log_softmax(part, dim=-1) for part in self._split(logits)]
+
+    def _chosen(self, log_ps: list[torch.Tensor], action: torch.Tensor) -> torch.Tensor:
+        """The log-probability of ``action`` from each categorical's log-probabilities, summed."""
         action = action.long()
         if self.squeeze:
             action = action.unsqueeze(-1)
-        if len(self.nvec) == 1:  # one categorical (Discrete): no split, no sum (fewer operations a learner step)
-            return F.log_softmax(logits, dim=-1).gather(-1, action).squeeze(-1)
-        total = torch.zeros(logits.shape[:-1], dtype=logits.dtype, device=logits.device)
-        for i, part in enumerate(self._split(logits)):
-            log_p = F.log_softmax(part, dim=-1)
-            total = total + log_p.gather(-1, action[..., i : i + 1]).squeeze(-1)
-        return total
+        return _total(log_p.gather(-1, action[..., i : i + 1]).squeeze(-1) for i, log_p in enumerate(log_ps))
 
-    def log_prob_and_entropy(self, logits: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if len(self.nvec) > 1:
-            return super().log_prob_and_entropy(logits, action)
-        log_p = F.log_softmax(logits, dim=-1)  # one categorical: one log-softmax serves both
-        action = (action.unsqueeze(-1) if self.squeeze else action).long()
-        return log_p.gather(-1, action).squeeze(-1), -(log_p.exp() * log_p).sum(-1)
-
-    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
-        parts = (logits,) if len(self.nvec) == 1 else self._split(logits)
-        total = None
-        for part in parts:
-            log_p = F.log_softmax(part, dim=-1)
-            term = (log_p.exp() * log_p).sum(-1)
-            total = -term if total is None else total - term
-        assert total is not None
-        return total
+    @staticmethod
+    def _entropy(log_ps: list[torch.Tensor]) -> torch.Tensor:
+        return _total(-(log_p.exp() * log_p).sum(-1) for log_p in log_ps)
 
 
 class BernoulliHead(ActionHead):
