@@ -46,6 +46,20 @@ def test_popart_keeps_the_values_it_gives_while_its_statistics_move():
     torch.testing.assert_close(norm.denormalize(head(x)).detach(), values, rtol=1e-5, atol=1e-4)
 
 
+def test_shift_keeps_each_values_distance_from_the_mean_and_moves_them_with_it():
+    torch.manual_seed(0)
+    head, norm = torch.nn.Linear(4, 1), ValueNormalizer()
+    norm.update(torch.tensor([1.0, 2.0, 3.0]))
+    x = torch.randn(10, 4)
+    values = norm.denormalize(head(x)).detach()
+    before, after = norm.update(torch.tensor([100.0, -50.0, 300.0]))
+    preserve_outputs(head, before, after, keep_mean=False)
+    moved = norm.denormalize(head(x)).detach()
+    deviations = (values - before.mu).float(), (moved - after.mu).float()
+    torch.testing.assert_close(deviations[1], deviations[0], rtol=1e-5, atol=1e-4)
+    assert not torch.allclose(moved, values, atol=1.0)  # the mean moved by about 58: so did every value
+
+
 @pytest.mark.parametrize("mode", ["returns", "popart"])
 def test_vtrace_reads_values_in_the_envs_units_and_the_value_loss_compares_normalised_ones(mode):
     """marlbenchmark/on-policy #12 (advantages from normalised values) and instadeepai/Mava #811 (normalised
@@ -81,7 +95,7 @@ def test_vtrace_reads_values_in_the_envs_units_and_the_value_loss_compares_norma
     torch.testing.assert_close(losses[0].value_loss, 0.5 * (normalised_targets - raw[:-1]).pow(2).mean())
 
 
-@pytest.mark.parametrize("mode", ["returns", "popart"])
+@pytest.mark.parametrize("mode", ["returns", "shift", "popart"])
 def test_an_update_counts_the_batchs_targets_and_popart_keeps_the_critics_values(mode):
     learner, actor, stats = _setup(value_normalization=mode, n_sgd_passes=1, lr=1e-12)
     actor.rollout()
@@ -94,6 +108,8 @@ def test_an_update_counts_the_batchs_targets_and_popart_keeps_the_critics_values
     after = learner._forward(0, batch).values.detach()
     if mode == "popart":  # a negligible learning rate: only the rescaling could have moved them, and it keeps them
         torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)
+    elif mode == "shift":  # their distances from the mean kept, the mean moved (from 0 before the first update)
+        torch.testing.assert_close(after - norm.mu.float(), before, rtol=1e-4, atol=1e-4)
     else:  # the network's outputs are read in the new scale
         assert not torch.allclose(after, before, rtol=1e-2, atol=1e-2)
     row = by_column(stats.reduce())

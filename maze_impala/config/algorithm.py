@@ -18,7 +18,7 @@ LR_SCHEDULES = ("constant", "linear")
 TRUST_REGIONS = ("learner", "behaviour")
 VALUE_TARGETS = ("step", "batch")
 """The values of ``algorithm.value_targets``."""
-VALUE_NORMALIZATIONS = ("off", "returns", "popart")
+VALUE_NORMALIZATIONS = ("off", "returns", "shift", "popart")
 """The values of ``algorithm.value_normalization``."""
 KL_STOP_FACTOR = 1.5
 """A batch's optimizer steps stop once a minibatch's KL(pi_0 || pi) exceeds this many times ``target_kl`` (SB3's)."""
@@ -226,7 +226,9 @@ class ImpalaAlgorithmConfig:
     """The scale the critics learn in. off: the env's returns as they are. returns: each critic network predicts its
     value targets standardised by their running mean and standard deviation (float64, updated once a batch with
     the batch's V-trace targets; MAPPO's ValueNorm), so that its loss and its gradients have the same size whatever
-    the rewards' scale. popart: the same statistics, and the network's output layer rescaled at each update so
+    the rewards' scale. shift: the same statistics, and the network's output layer rescaled at each update so
+    that each value's distance from the targets' mean stays what it was, while the mean moves every value with it.
+    popart: the same statistics, and the network's output layer rescaled at each update so
     that its values in the env's units stay what they were (PopArt, van Hasselt et al. 2016; IMPALA with it:
     Hessel et al. 2019). V-trace and the advantages always read values in the env's units; the statistics are
     saved with the critic. popart by default: with every reward x100, Acrobot and Pendulum learn as they do

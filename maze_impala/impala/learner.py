@@ -207,7 +207,8 @@ class ImpalaLearner(Learner):
     ) -> list[Metric]:
         """Adds the batch's V-trace targets, as the critic and pi_0 before its first step give them (each anchor's
         forward pass), to each critic network's statistics (summed over data-parallel learners); with
-        ``value_normalization=popart`` rescales the network's output layer so that its values stay as they were.
+        ``value_normalization=popart`` rescales the network's output layer so that its values stay as they were
+        (``shift``: their distances from the mean).
         Returns each network's new mean and scale, as metrics."""
         critic = self.critic
         targets: dict[str, list[torch.Tensor]] = {}
@@ -226,8 +227,8 @@ class ImpalaLearner(Learner):
             key = keys[name]
             found = torch.cat([p.reshape(-1) for p in parts])
             before, after = critic.normalizer(key).update(found, reduce, self.config.value_norm_decay)
-            if self.config.value_normalization == "popart":
-                preserve_outputs(critic.head(key), before, after)
+            if self.config.value_normalization in ("popart", "shift"):
+                preserve_outputs(critic.head(key), before, after, keep_mean=self.config.value_normalization == "popart")
             metrics += [
                 Metric(self.events.critic_value_scale, {"critic_key": name}, after.sigma),
                 Metric(self.events.critic_value_shift, {"critic_key": name}, after.mu),

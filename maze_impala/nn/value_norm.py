@@ -86,10 +86,13 @@ class ValueNormalizer(nn.Module):
 
 
 @torch.no_grad()
-def preserve_outputs(head: nn.Linear, before: Moments, after: Moments) -> None:
+def preserve_outputs(head: nn.Linear, before: Moments, after: Moments, keep_mean: bool = True) -> None:
     """PopArt's rescaling (van Hasselt et al. 2016): the output layer ``head`` changed so that the denormalised
-    values it gives stay what they were under the moments ``before``, now read under ``after``."""
+    values it gives stay what they were under the moments ``before``, now read under ``after``. Without
+    ``keep_mean`` only their spread is kept: each value's distance from the mean stays what it was, and the values
+    move with the mean (``V - mu`` preserved, not ``V``)."""
     ratio = (before.sigma / after.sigma).to(head.weight.dtype)
-    shift = ((before.mu - after.mu) / after.sigma).to(head.bias.dtype)
     head.weight.mul_(ratio)
-    head.bias.mul_(ratio).add_(shift)
+    head.bias.mul_(ratio)
+    if keep_mean:
+        head.bias.add_(((before.mu - after.mu) / after.sigma).to(head.bias.dtype))
