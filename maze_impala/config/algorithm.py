@@ -235,7 +235,8 @@ class ImpalaAlgorithmConfig:
     unscaled (off: -500 and -906), and unscaled it held or beat off on classic control, CartPole and LunarLander.
     ``env=pettingzoo`` sets returns (with ``value_norm_decay`` 0.999): on MPE simple_spread it judged -41.2 (the
     median of 3 seeds), PopArt -58.8 and off -53.1. The other way round, returns with 0.999 on the single-agent
-    rows judged Walker2d 1,855 against PopArt's 4,305 (docs/benchmarks.md)."""
+    rows judged Walker2d 1,855 against PopArt's 4,305. MPE needs the mean followed (shift judged -41.8 there),
+    Walker2d needs it kept (shift: 1,291; docs/benchmarks.md)."""
     value_norm_decay: float = 0.99
     """With ``value_normalization`` returns or popart: the weight of the statistics so far at each update (an
     exponential moving average with debiasing, once a batch): 0.99 counts about the last 100 batches, 0.999 about
