@@ -62,6 +62,12 @@ def test_minibatches_each_hold_whole_trajectories():
     assert ImpalaAlgorithmConfig(envs_per_actor=1).sgd_minibatches == 1
 
 
+def test_fitting_the_value_mean_needs_popart():
+    assert ImpalaAlgorithmConfig(fit_value_mean=True).value_normalization == "popart"
+    with pytest.raises(ConfigError, match=r"algorithm\.fit_value_mean must be .*popart"):
+        ImpalaAlgorithmConfig(fit_value_mean=True, value_normalization="returns")
+
+
 def test_burn_in_must_leave_policy_epochs():
     with pytest.raises(ConfigError, match="critic_burn_in_epochs"):
         ImpalaAlgorithmConfig(n_epochs=3, critic_burn_in_epochs=3)

@@ -9,8 +9,9 @@ from test_learner import PREFIX, _setup
 from maze_impala.checkpoints import read_checkpoint, restore_modules, save_checkpoint
 from maze_impala.events.stats import by_column
 from maze_impala.impala.batch import stack_step
+from maze_impala.impala.losses import value_targets
 from maze_impala.impala.vtrace import vtrace
-from maze_impala.nn.value_norm import DECAY, ValueNormalizer, preserve_outputs
+from maze_impala.nn.value_norm import DECAY, ValueNormalizer, fit_mean, preserve_outputs
 
 
 @pytest.mark.parametrize("decay", [DECAY, 0.999, 0.5])
@@ -58,6 +59,33 @@ def test_shift_keeps_each_values_distance_from_the_mean_and_moves_them_with_it()
     deviations = (values - before.mu).float(), (moved - after.mu).float()
     torch.testing.assert_close(deviations[1], deviations[0], rtol=1e-5, atol=1e-4)
     assert not torch.allclose(moved, values, atol=1.0)  # the mean moved by about 58: so did every value
+
+
+def test_fit_mean_moves_every_value_by_the_batchs_mean_error():
+    torch.manual_seed(0)
+    head, norm = torch.nn.Linear(4, 1), ValueNormalizer()
+    norm.update(torch.tensor([10.0, 20.0, 30.0]))
+    x, targets = torch.randn(50, 4), 5 * torch.randn(50) + 40
+    values = norm.denormalize(head(x).squeeze(-1)).detach()
+    fit_mean(head, targets - values, norm.moments())
+    fitted = norm.denormalize(head(x).squeeze(-1)).detach()
+    assert float((targets - fitted).mean()) == pytest.approx(0.0, abs=1e-4)
+    torch.testing.assert_close(fitted - values, torch.full_like(values, float((targets - values).mean())))
+
+
+def test_the_learner_fits_the_critics_mean_to_the_batchs_targets_before_its_steps():
+    learner, actor, _ = _setup(value_normalization="popart", fit_value_mean=True, n_sgd_passes=1, lr=1e-12)
+    actor.rollout()
+    rollout = actor.rollout()
+    batch = stack_step([rollout], 0, learner.device)
+    forward = learner._forward(0, batch)
+    distributions = {0: learner.policy.distribution(0)}
+    targets = value_targets({0: batch}, {0: forward}, distributions, learner.config)[0]
+    error = float((targets - forward.values[:-1]).mean())
+    assert abs(error) > 0.1  # an untrained critic: its level is off
+    learner.step([rollout])  # PopArt keeps the values, the fit moves them all by the mean error
+    moved = learner._forward(0, batch).values.detach() - forward.values.detach()
+    torch.testing.assert_close(moved, torch.full_like(moved, error), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("mode", ["returns", "popart"])

@@ -58,6 +58,7 @@ FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("n_epochs epoch_length n_rollout_steps actors_batch_size num_actors envs_per_actor n_sgd_passes "
      "n_sgd_minibatches num_learners", _int_from(1), "an int >= 1"),
     ("target_score", lambda v: v is None or finite(v), "a finite number, or null to train all n_epochs"),
+    ("fit_value_mean", lambda v: isinstance(v, bool), "true or false"),
     ("patience critic_burn_in_epochs", _int_from(0), "an int >= 0"),
     ("lr", _finite_above(0), "a finite float > 0"),
     ("eps", _finite_above(0, optional=True), "None or a finite float > 0"),
@@ -242,6 +243,10 @@ class ImpalaAlgorithmConfig:
     exponential moving average with debiasing, once a batch): 0.99 counts about the last 100 batches, 0.999 about
     the last 1,000. ``env=pettingzoo`` sets 0.999: with returns, SISL multiwalker's statistics moved under its
     critic as falls became rare and one seed of 3 collapsed at 0.99 (docs/benchmarks.md)."""
+    fit_value_mean: bool = False
+    """With ``value_normalization=popart``: before a batch's optimizer steps, each critic network's output bias is
+    moved so that its mean error on the batch's value targets is zero, and the critic's level follows its targets'
+    at once, as returns does, while each value stays where PopArt keeps it (an experiment; docs/benchmarks.md)."""
     target_kl: float | None = None
     """Step control: a batch's optimizer steps stop, before the step, at the first minibatch whose KL(pi_0 || pi)
     on its actions exceeds 1.5 x target_kl (SB3's rule), pi_0 being the policy before the batch; None: every
@@ -288,6 +293,13 @@ class ImpalaAlgorithmConfig:
                 f"{self.device} has none: use algorithm.compile=default (the same compiled kernels, without graphs) "
                 "or a learner on a GPU (algorithm.device=cuda)"
             )
+        _check(
+            not self.fit_value_mean or self.value_normalization == "popart",
+            "fit_value_mean",
+            self.fit_value_mean,
+            "false unless value_normalization=popart (the mean is fitted to values PopArt keeps)",
+            after=("value_normalization",),
+        )
         _check(
             self.critic_burn_in_epochs < self.n_epochs,
             "critic_burn_in_epochs",

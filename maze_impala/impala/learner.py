@@ -22,7 +22,7 @@ from maze_impala.impala.parallel import Metric, ProcessGroup, Shard
 from maze_impala.nn.critics import StructuredCritic
 from maze_impala.nn.distributions import DictActionDistribution
 from maze_impala.nn.models import PolicyUnroll, StructuredPolicy
-from maze_impala.nn.value_norm import preserve_outputs
+from maze_impala.nn.value_norm import fit_mean, preserve_outputs
 
 
 def _grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -212,15 +212,18 @@ class ImpalaLearner(Learner):
         Returns each network's new mean and scale, as metrics."""
         critic = self.critic
         targets: dict[str, list[torch.Tensor]] = {}
+        errors: dict[str, list[torch.Tensor]] = {}
         keys: dict[str, StepKey] = {}
         for minibatch, anchor in zip(minibatches, anchors):
             assert anchor is not None and anchor.targets is not None  # (_update: the whole forward pass)
             for key, found in value_targets(minibatch, anchor.targets, distributions, self.config).items():
                 batch = minibatch[key]
                 own = critic.own_targets(key, found, batch.observations, 2, batch.ancestors)
+                error = found - anchor.targets[key].values[:-1]  # the same in the network's own units
                 name = critic.critic_key(key)
                 keys.setdefault(name, key)
                 targets.setdefault(name, []).append(own if batch.dense else own[batch.mask])
+                errors.setdefault(name, []).append(error if batch.dense else error[batch.mask])
         reduce = None if self.group is None else self.group.summed
         metrics = []
         for name, parts in targets.items():
@@ -229,6 +232,8 @@ class ImpalaLearner(Learner):
             before, after = critic.normalizer(key).update(found, reduce, self.config.value_norm_decay)
             if self.config.value_normalization in ("popart", "shift"):
                 preserve_outputs(critic.head(key), before, after, keep_mean=self.config.value_normalization == "popart")
+            if self.config.fit_value_mean:  # (popart: the values, and so their errors, are as they were)
+                fit_mean(critic.head(key), torch.cat([e.reshape(-1) for e in errors[name]]), after, reduce)
             metrics += [
                 Metric(self.events.critic_value_scale, {"critic_key": name}, after.sigma),
                 Metric(self.events.critic_value_shift, {"critic_key": name}, after.mu),

@@ -96,3 +96,23 @@ def preserve_outputs(head: nn.Linear, before: Moments, after: Moments, keep_mean
     head.bias.mul_(ratio)
     if keep_mean:
         head.bias.add_(((before.mu - after.mu) / after.sigma).to(head.bias.dtype))
+
+
+@torch.no_grad()
+def fit_mean(
+    head: nn.Linear,
+    errors: torch.Tensor,
+    moments: Moments,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> None:
+    """Moves the output layer ``head``'s bias so that the network's mean error on a batch is zero: ``errors`` are
+    the targets minus the values, in the env's units, read under ``moments``. The critic's level then follows its
+    targets' at once, where a learning rate's steps would take thousands (``algorithm.fit_value_mean``). ``reduce``
+    sums a tensor over data-parallel learners."""
+    x = errors.detach().double().reshape(-1)
+    sums = torch.stack([x.sum(), x.new_tensor(float(x.numel()))])
+    if reduce is not None:
+        sums = reduce(sums)
+    total, count = sums.unbind()
+    if count > 0:
+        head.bias.add_((total / count / moments.sigma).to(head.bias.dtype))
