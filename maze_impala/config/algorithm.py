@@ -239,7 +239,7 @@ class ImpalaAlgorithmConfig:
     rows judged Walker2d 1,855 against PopArt's 4,305. MPE needs the mean followed (shift judged -41.8 there),
     Walker2d needs it kept (shift: 1,291; docs/benchmarks.md)."""
     value_norm_decay: float = 0.99
-    """With ``value_normalization`` returns or popart: the weight of the statistics so far at each update (an
+    """With ``value_normalization`` returns, shift or popart: the weight of the statistics so far at each update (an
     exponential moving average with debiasing, once a batch): 0.99 counts about the last 100 batches, 0.999 about
     the last 1,000. ``env=pettingzoo`` sets 0.999: with returns, SISL multiwalker's statistics moved under its
     critic as falls became rare and one seed of 3 collapsed at 0.99 (docs/benchmarks.md)."""

@@ -212,18 +212,19 @@ class ImpalaLearner(Learner):
         Returns each network's new mean and scale, as metrics."""
         critic = self.critic
         targets: dict[str, list[torch.Tensor]] = {}
-        errors: dict[str, list[torch.Tensor]] = {}
+        errors: dict[str, list[torch.Tensor]] = {}  # (with fit_value_mean only)
         keys: dict[str, StepKey] = {}
         for minibatch, anchor in zip(minibatches, anchors):
             assert anchor is not None and anchor.targets is not None  # (_update: the whole forward pass)
             for key, found in value_targets(minibatch, anchor.targets, distributions, self.config).items():
                 batch = minibatch[key]
                 own = critic.own_targets(key, found, batch.observations, 2, batch.ancestors)
-                error = found - anchor.targets[key].values[:-1]  # the same in the network's own units
                 name = critic.critic_key(key)
                 keys.setdefault(name, key)
                 targets.setdefault(name, []).append(own if batch.dense else own[batch.mask])
-                errors.setdefault(name, []).append(error if batch.dense else error[batch.mask])
+                if self.config.fit_value_mean:
+                    error = found - anchor.targets[key].values[:-1]  # the same in the network's own units
+                    errors.setdefault(name, []).append(error if batch.dense else error[batch.mask])
         reduce = None if self.group is None else self.group.summed
         metrics = []
         for name, parts in targets.items():
