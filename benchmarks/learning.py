@@ -123,11 +123,8 @@ def _shipped(name: str, budget: int, threshold: float, floor: float, **changes: 
 def _mpe(name: str, agents: int, threshold: float, floor: float, peer: str) -> Task:
     """A PettingZoo MPE env through the Parallel API (``env=pettingzoo env.name=mpe2.<name> env.api=parallel``; pip
     install mpe2): 25 moves of every agent an episode, the team return (the agents' rewards summed) judged."""
-    from maze_impala.config.workloads import shipped_env
-
-    env, algorithm = shipped_env("pettingzoo")  # the family's config, env=pettingzoo
-    env = {**env, "name": f"mpe2.{name}", "api": "parallel"}
-    return Task(env, threshold, floor, budget=512_000, agents=agents, peer=peer, algorithm=algorithm)
+    task = _shipped("pettingzoo", 512_000, threshold, floor, agents=agents, peer=peer)  # env=pettingzoo's config
+    return replace(task, env={**task.env, "name": f"mpe2.{name}", "api": "parallel"})
 
 
 def _minatar(game: str, threshold: float, floor: float, **changes: Any) -> Task:

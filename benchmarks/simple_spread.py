@@ -8,8 +8,9 @@ Each run is ``maze-run -cn conf_train env=pettingzoo env.name=mpe2.simple_spread
 shipped settings and, per combination:
 
 - sharing: one policy for the three agents (the default), or one per agent (``model.per_agent_networks=true``);
-- critic: local (each agent's critic reads its own observation), or centralised (``env.global_state=true
-  model.critic_only_keys=[global_state]``: the critics read the env's ``state()``, the policies do not).
+- critic: centralised (shipped: ``env.global_state=observations model.critic_only_keys=[global_state]``, the
+  critics read every agent's observation, the policies their own), or local (``env.global_state=false
+  model.critic_only_keys=[]``: each agent's critic reads its own observation).
 
 Then ``maze-run -cn conf_rollout`` plays ``--episodes`` episodes of the run's last model (``model_last.pt``, the
 budget's end), sampled as in training, and the random policy plays as many. The table gives the team return
@@ -27,7 +28,7 @@ from harness import maze_run
 
 ENV = ["env=pettingzoo", "env.name=mpe2.simple_spread_v3", "env.api=parallel"]
 SHARING = {"shared": [], "per agent": ["model.per_agent_networks=true"]}
-CRITICS = {"local": [], "centralised": ["env.global_state=true", "model.critic_only_keys=[global_state]"]}
+CRITICS = {"local": ["env.global_state=false", "model.critic_only_keys=[]"], "centralised": []}
 UPDATE = 32 * 32
 """Env steps of one update with the shipped settings (32 envs x 32 steps)."""
 

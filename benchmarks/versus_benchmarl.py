@@ -7,10 +7,11 @@ length, action kind and frame budget, on the same machine, runs alternating.
     python benchmarks/versus_benchmarl.py --tasks simple_spread --seeds 1 --tools maze_impala mappo
     python benchmarks/versus_benchmarl.py --json runs.json             # runs recorded there as they end; a rerun
                                                                        # with the same file skips the runs it holds
+    python benchmarks/versus_benchmarl.py --table a.json b.json        # the table of runs recorded apart
     python benchmarks/versus_benchmarl.py --frames 0 --minutes 15      # equal wall-clock instead of equal frames
     python benchmarks/versus_benchmarl.py --load 1                     # beside a program busy on a core
-    python benchmarks/versus_benchmarl.py --tools maze_impala --maze-set env.global_state=true \
-        "model.critic_only_keys=[global_state]"                        # a centralised critic, as MAPPO's
+    python benchmarks/versus_benchmarl.py --tools maze_impala --maze-set env.global_state=false \
+        "model.critic_only_keys=[]"                 # each agent's critic on its own observation, as IPPO's
 
 BenchMARL is never a dependency of maze_impala: this script installs ``benchmarl==1.5.2`` with
 ``pettingzoo[mpe]==1.24.3`` (it resolves torchrl 0.11.1 and tensordict 0.11.0) and SISL's packages into a virtual
@@ -25,7 +26,10 @@ The protocol:
   observation and reward. A third, ``multiwalker`` (``--tasks multiwalker``): three bipedal walkers carry a package
   with continuous actions, and a walker that falls leaves the episode while the others walk on
   (``terminate_on_fall=False, remove_on_fall=True``), each with its own reward, 500-step episodes, 300,000 frames,
-  an evaluation every 30,000 (its episodes are 20 times MPE's).
+  an evaluation every 30,000 (its episodes are 20 times MPE's). A held-out one, ``simple_reference`` (``--tasks
+  simple_reference``): two agents, each moving and telling the other which landmark to reach (50 actions: 5 moves
+  x 10 words), each rewarded half by its own distance to its goal and half by the team's; chosen before the
+  multi-agent settings' last A/B and never tuned on.
 * **A frame** is one step of every agent, for both: BenchMARL counts the steps of its batched env, maze_impala
   the steps of the Parallel env (``env_steps``).
 * **BenchMARL** runs its own defaults for the algorithm (``algorithm=mappo`` or ``ippo``) except those above, with
@@ -132,6 +136,8 @@ TASKS = {
                                     "pettingzoo.mpe.simple_speaker_listener_v4", 2, MPE),
     "multiwalker": Task("pettingzoo/multiwalker", "pettingzoo.sisl.multiwalker_v9", "pettingzoo.sisl.multiwalker_v9",
                         3, MULTIWALKER, frames=300_000, eval_every=5),
+    "simple_reference": Task("pettingzoo/simple_reference", "mpe2.simple_reference_v3",
+                             "pettingzoo.mpe.simple_reference_v3", 2, MPE),
 }  # fmt: skip
 DEFAULT_TASKS = ("simple_spread", "simple_speaker_listener")
 TOOLS = ("maze_impala", "mappo", "ippo")
@@ -399,7 +405,11 @@ def main() -> None:
     parser.add_argument("--check-envs", action="store_true", help="compare the two MPE releases, then stop")
     parser.add_argument("--load", type=int, default=0, help="programs busy on a core beside every run")
     parser.add_argument("--json", type=Path, help="record every run there as it ends; runs it holds are skipped")
+    parser.add_argument("--table", nargs="+", type=Path, help="print the table of the runs these files hold, and stop")
     args = parser.parse_args()
+    if args.table:
+        print_table([run for path in args.table for run in json.loads(path.read_text())])
+        return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill's SIGTERM unwinds: each run's group is stopped
     needs_benchmarl = args.check_envs or any(tool != "maze_impala" for tool in args.tools)
     python = benchmarl_python(args.venv, args.torch_index) if needs_benchmarl else None

@@ -97,11 +97,13 @@ def test_shipped_config_composes_and_validates():
     assert cartpole == ImpalaAlgorithmConfig(eps=1e-3)
 
 
-def test_pettingzoo_ships_standardised_value_targets_over_about_a_thousand_batches():
-    algorithm = to_training_config(_compose("env=pettingzoo", "env.name=mpe2.simple_spread_v3")).algorithm
-    assert (algorithm.value_normalization, algorithm.value_norm_decay) == ("returns", 0.999)
-    default = to_training_config(_compose()).algorithm
-    assert (default.value_normalization, default.value_norm_decay) == ("popart", 0.99)
+def test_pettingzoo_ships_centralised_critics_on_standardised_targets_over_about_a_thousand_batches():
+    config = to_training_config(_compose("env=pettingzoo", "env.name=mpe2.simple_spread_v3"))
+    assert (config.algorithm.value_normalization, config.algorithm.value_norm_decay) == ("returns", 0.999)
+    assert config.env["global_state"] == "observations" and config.model.critic_only_keys == ["global_state"]
+    default = to_training_config(_compose())
+    assert (default.algorithm.value_normalization, default.algorithm.value_norm_decay) == ("popart", 0.99)
+    assert default.model.critic_only_keys == []
 
 
 def test_composed_bad_value_is_a_config_error():

@@ -87,6 +87,10 @@ def test_critic_only_keys_that_are_missing_or_leave_a_policy_blind_are_named():
     env = make_env(SPREAD)
     with pytest.raises(ValueError, match=r"\['secret'\] are not observation keys .* \['global_state', 'observation'\]"):
         make_policy(env, ModelConfig(critic_only_keys=["secret"]))
+    plain = make_env({**SPREAD, "global_state": False})
+    with pytest.raises(ValueError, match=r"with env.global_state=false give model.critic_only_keys=\[\] too"):
+        make_policy(plain, CENTRAL)
+    plain.close()
     with pytest.raises(ValueError, match="leaves the policy of step key"):
         make_policy(env, ModelConfig(critic_only_keys=[GLOBAL_STATE, "observation"]))
     with pytest.raises(ConfigError, match=r"model\.critic_only_keys"):
@@ -117,3 +121,35 @@ def test_a_centralised_critic_trains_and_its_policy_plays_from_the_rollout_cli(t
     )
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_csv(tmp_path / "played" / "kpis.csv")) == 3
+
+
+def test_an_envs_failing_state_is_named_with_the_setting_that_avoids_it():
+    """SISL multiwalker's ``state()`` reads the bodies of walkers that have left (``remove_on_fall=True``) and
+    raises; the adapter names the env and the way out, and every agent's observation serves there."""
+    pytest.importorskip("pettingzoo.sisl")
+    walkers = {
+        "_target_": "maze_impala.envs.pettingzoo_adapter.make_pettingzoo_env",
+        "name": "pettingzoo.sisl.multiwalker_v9",
+        "api": "parallel",
+        "terminate_on_fall": False,
+        "remove_on_fall": True,
+    }
+
+    def play(env) -> int:
+        """Random play until a walker has left; the sub-steps taken."""
+        env.reset(seed=0)
+        for step in range(2_000):
+            space = env.action_spaces_dict[env.actor_id().step_key]
+            space.seed(step)
+            env.step(space.sample())
+            if env._left:
+                return step
+        raise AssertionError("no walker fell in 2,000 sub-steps of random play")
+
+    with pytest.raises(RuntimeError, match=r"multiwalker_v9\.state\(\) failed .*use env.global_state=observations"):
+        play(make_env({**walkers, "global_state": True}))
+    env = make_env({**walkers, "global_state": "observations"})
+    play(env)
+    obs = env.step(env.action_spaces_dict[env.actor_id().step_key].sample())[0]
+    assert obs[GLOBAL_STATE].shape == env.observation_spaces_dict[env.actor_id().step_key][GLOBAL_STATE].shape
+    env.close()

@@ -92,8 +92,9 @@ class ModelConfig:
     copies its target (docs/benchmarks.md)."""
     critic_only_keys: list[str] = field(default_factory=list)
     """Observation keys that only the critics see (EvoRL's ``value_obs_key``): privileged information such as the
-    env's global state (PettingZoo: ``env.global_state=true``) for a centralised critic. The policies never read
-    them, so a trained policy acts without them. They are not normalised."""
+    env's global state for a centralised critic (PettingZoo: ``env.global_state``; ``env=pettingzoo`` sets
+    ``[global_state]`` with every agent's observation in it). The policies never read them, so a trained policy acts
+    without them. They are not normalised."""
     networks: dict[str, Any] = field(default_factory=dict)
     """Your own policy network: ``{_target_: my_module.MyNet, ...}`` for every step key, or one such config per step
     key name (``networks.<step_key>._target_``); the rest keep the built-in network. Built as

@@ -133,13 +133,24 @@ class _PettingZooBase(StructuredEnv):
         if not self.global_state:
             return own
         if self.global_state == "state":
-            return {**own, GLOBAL_STATE: self.env.state()}
+            return {**own, GLOBAL_STATE: self._state()}
         current = self._current_observations()
         joint = [
             gym.spaces.flatten(self._agent_spaces[a], current[a]) if a in current else np.zeros(n, np.float32)
             for a, n in self._flat_sizes.items()
         ]
         return {**own, GLOBAL_STATE: np.concatenate(joint).astype(np.float32)}
+
+    def _state(self) -> np.ndarray:
+        try:
+            return self.env.state()
+        except Exception as error:  # an env's own state() bug, named with the setting that avoids it
+            name = getattr(self.env, "metadata", {}).get("name", type(self.env).__name__)
+            raise RuntimeError(
+                f"env.global_state=state: {name}.state() failed ({type(error).__name__}: {error})"
+                f"{f' with {sorted(self._left)} out of the episode' if self._left else ''}; use "
+                "env.global_state=observations (every agent's observation, zeros for one that has left)"
+            ) from error
 
     def _global_space(self) -> gym.Space:
         if self.global_state == "state":

@@ -267,7 +267,9 @@ def policy_observation_spaces(
     unknown = sorted(set(critic_only) - known)
     if unknown:
         raise ValueError(
-            f"model.critic_only_keys: {unknown} are not observation keys of this env; its keys: {sorted(known)}"
+            f"model.critic_only_keys: {unknown} are not observation keys of this env; its keys: {sorted(known)}. "
+            "A PettingZoo env holds global_state only with env.global_state set (env=pettingzoo ships "
+            "observations); with env.global_state=false give model.critic_only_keys=[] too"
         )
     kept = {
         key: gym.spaces.Dict({n: s for n, s in space.spaces.items() if n not in critic_only})
