@@ -142,7 +142,7 @@ def test_an_envs_failing_state_is_named_with_the_setting_that_avoids_it():
             space = env.action_spaces_dict[env.actor_id().step_key]
             space.seed(step)
             env.step(space.sample())
-            if env._left:
+            if any(not exit.truncated for exit in env.get_actor_exits().values()):
                 return step
         raise AssertionError("no walker fell in 2,000 sub-steps of random play")
 
