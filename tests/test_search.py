@@ -5,7 +5,7 @@ import pytest
 from clitools import maze_run
 
 from maze_impala.config import ConfigError
-from maze_impala.envs.pettingzoo_adapter import make_pettingzoo_env
+from maze_impala.envs.pettingzoo_adapter import GLOBAL_STATE, make_pettingzoo_env
 from maze_impala.play.search import DEFAULT_SIMULATIONS, MctsActing, search_game, search_simulations
 from maze_impala.play.spec import PolicySpec, opponent_spec
 
@@ -15,10 +15,11 @@ pyspiel = pytest.importorskip("pyspiel")
 @pytest.mark.parametrize("game", ["connect_four_v3", "tictactoe_v3"])
 def test_every_board_of_random_games_is_rebuilt_as_its_openspiel_state(game):
     """The state replayed from a seat's board: that seat to move, and the legal moves the env's mask allows."""
-    env = make_pettingzoo_env(name=f"pettingzoo.classic.{game}")
+    env = make_pettingzoo_env(name=f"pettingzoo.classic.{game}", global_state="observations")
     twin = search_game(env)
     openspiel = pyspiel.load_game(twin.openspiel)
     rng = np.random.default_rng(0)
+    seats = list(env.env.possible_agents)
     for episode in range(30):
         obs, _ = env.reset(seed=episode)
         done = False
@@ -33,8 +34,12 @@ def test_every_board_of_random_games_is_rebuilt_as_its_openspiel_state(game):
             assert sorted(state.legal_actions()) == np.flatnonzero(obs["action_mask"]).tolist()
             # and back: what the seat is shown of the OpenSpiel state is what the env showed it
             shown = twin.observation(state.history(), seat, state.legal_actions(), len(obs["action_mask"]))
+            joint = obs.pop(GLOBAL_STATE)
             assert set(shown) == set(obs) and all(np.array_equal(shown[k], obs[k]) for k in obs)
             assert all(shown[k].dtype == obs[k].dtype for k in obs)
+            # and every seat's view joined, as a centralised critic reads them (env.global_state=observations)
+            views = twin.views(state.history(), seat, state.legal_actions(), len(obs["action_mask"]), seats)
+            assert np.array_equal(env.joint_observation(views), joint)
             obs, _, terminated, truncated, _ = env.step({"action": rng.choice(np.flatnonzero(obs["action_mask"]))})
             done = terminated or truncated
 

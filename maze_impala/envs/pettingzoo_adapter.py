@@ -12,6 +12,7 @@ termination or truncation, and PettingZoo's ``action_mask`` observation entry ma
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -134,12 +135,16 @@ class _PettingZooBase(StructuredEnv):
             return own
         if self.global_state == "state":
             return {**own, GLOBAL_STATE: self._state()}
-        current = self._current_observations()
+        return {**own, GLOBAL_STATE: self.joint_observation(self._current_observations())}
+
+    def joint_observation(self, observations: Mapping[str, Any]) -> np.ndarray:
+        """``global_state=observations``: every agent's observation in ``observations`` (PettingZoo's, by agent
+        name), flattened and joined in the order of ``possible_agents``; zeros for an agent without one."""
         joint = [
-            gym.spaces.flatten(self._agent_spaces[a], current[a]) if a in current else np.zeros(n, np.float32)
+            gym.spaces.flatten(self._agent_spaces[a], observations[a]) if a in observations else np.zeros(n)
             for a, n in self._flat_sizes.items()
         ]
-        return {**own, GLOBAL_STATE: np.concatenate(joint).astype(np.float32)}
+        return np.concatenate(joint).astype(np.float32)
 
     def _state(self) -> np.ndarray:
         try:

@@ -15,6 +15,7 @@ discounted), so a state's value for the other seat is its negation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ import torch
 from maze_impala.config import ConfigError
 from maze_impala.core import StepKey
 from maze_impala.envs.gym_adapter import ACTION_KEY
+from maze_impala.envs.pettingzoo_adapter import GLOBAL_STATE
 from maze_impala.nn.flat import load_flat
 from maze_impala.play.search import OpenSpielSearch, SearchGame, openspiel_modules
 
@@ -42,10 +44,18 @@ class _Guide:
     per state (each state is asked for both, once expanded and once valued)."""
 
     def __init__(
-        self, game: SearchGame, policy: StructuredPolicy, critic: StructuredCritic, step_key: StepKey, n_actions: int
+        self,
+        game: SearchGame,
+        policy: StructuredPolicy,
+        critic: StructuredCritic,
+        step_key: StepKey,
+        n_actions: int,
+        joint: tuple[list[str], Callable[[dict[str, Any]], np.ndarray]] | None = None,
     ):
+        """``joint``: the seats' PettingZoo names and the env's way of joining their observations, where the critic
+        also reads every seat's (``env.global_state=observations``, a centralised critic)."""
         self.game, self.policy, self.critic = game, policy, critic
-        self.step_key, self.n_actions = step_key, n_actions
+        self.step_key, self.n_actions, self.joint = step_key, n_actions, joint
         self.seen: dict[tuple[int, ...], tuple[int, np.ndarray, float]] = {}
         """Per move order: the seat to move, the policy's probabilities of the moves and the critic's value."""
 
@@ -54,6 +64,9 @@ class _Guide:
         if moves not in self.seen:
             seat, legal = state.current_player(), state.legal_actions()
             obs = self.game.observation(list(moves), seat, legal, self.n_actions)
+            if self.joint is not None:
+                seats, join = self.joint
+                obs[GLOBAL_STATE] = join(self.game.views(list(moves), seat, legal, self.n_actions, seats))
             inputs = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
             with torch.inference_mode():
                 inputs = self.policy.normalize(self.step_key, inputs)
@@ -93,8 +106,12 @@ class GuidedSearch(OpenSpielSearch):
         self.policy = policy.eval()
         n_actions = int(policy.action_spaces[step_key][ACTION_KEY].n)
 
+        joint = None
+        if getattr(env, "global_state", None) == "observations":
+            joint = (list(env.env.possible_agents), env.joint_observation)  # type: ignore[attr-defined]
+
         def guide(game: SearchGame, rng: np.random.RandomState) -> _Guide:
-            self.guide = _Guide(game, self.policy, critic.eval(), step_key, n_actions)
+            self.guide = _Guide(game, self.policy, critic.eval(), step_key, n_actions, joint)
             return self.guide
 
         super().__init__(env, simulations, seed, "search", guide, PUCT_C, mcts.SearchNode.puct_value)

@@ -148,6 +148,13 @@ class SearchGame:
         mask[legal] = 1
         return {OBS_KEY: np.stack([mine, theirs], axis=-1), ACTION_KEY + MASK_SUFFIX: mask}
 
+    def views(
+        self, moves: list[int], seat: int, legal: list[int], n_actions: int, seats: list[str]
+    ) -> dict[str, dict[str, np.ndarray]]:
+        """What PettingZoo shows every seat (by its name in ``seats``) after ``moves``: the legal moves' mask only to
+        ``seat``, the seat to move (a centralised critic reads them joined)."""
+        return {name: self.observation(moves, i, legal if i == seat else [], n_actions) for i, name in enumerate(seats)}
+
 
 GAMES: dict[str, SearchGame] = {
     "connect_four_v3": SearchGame("connect_four", _connect_four_moves, _connect_four_board),
