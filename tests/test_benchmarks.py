@@ -412,7 +412,7 @@ def test_the_learning_table_gives_an_mpe_return_per_team_and_per_agent():
     assert learning.per_agent(learning.SUITE["CartPole-v1"], 500.0) == ""
 
 
-def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(capsys):
+def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(tmp_path):
     """``versus_benchmarl.py``'s table from recorded runs (BenchMARL needs its own venv): the final figure (ours
     judged, theirs the last evaluation), the frames and seconds to MAPPO's final, the team's return as the agents'
     sum, and the largest fall of a run's second half below its best so far."""
@@ -431,8 +431,9 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(ca
     assert vb.steadiness(ours) == pytest.approx(0.25) and vb.steadiness(mappo) == pytest.approx(9 / 21)
     assert vb.best_stretch(ours) == pytest.approx(-21.5), "2 evaluations of 32 episodes: the best pair's mean"
     assert vb.best_stretch(mappo) == pytest.approx(-28.25), "5 of 10 wanted, 4 recorded: all of them"
-    vb.print_table([ours, mappo])
-    table = capsys.readouterr().out
+    (tmp_path / "ours.json").write_text(json.dumps([ours]))  # recorded apart, tabled together (--table)
+    (tmp_path / "theirs.json").write_text(json.dumps([mappo]))
+    table = run_script("versus_benchmarl.py", "--table", "ours.json", "theirs.json", cwd=tmp_path)
     assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | -21.5 | 20 (1/1) | 2 |" in table, table
     assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | -28.2 | 20 (1/1) | 9 |" in table, table
     assert vb.flatten([[1.0, [2.0]], [3.0]]) == [1.0, 2.0, 3.0]

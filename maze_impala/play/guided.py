@@ -63,10 +63,12 @@ class _Guide:
         moves = tuple(state.history())
         if moves not in self.seen:
             seat, legal = state.current_player(), state.legal_actions()
-            obs = self.game.observation(list(moves), seat, legal, self.n_actions)
-            if self.joint is not None:
+            if self.joint is None:
+                obs = self.game.observation(list(moves), seat, legal, self.n_actions)
+            else:  # the mover's own view is one of every seat's, which the critic reads joined
                 seats, join = self.joint
-                obs[GLOBAL_STATE] = join(self.game.views(list(moves), seat, legal, self.n_actions, seats))
+                views = self.game.views(list(moves), seat, legal, self.n_actions, seats)
+                obs = {**views[seats[seat]], GLOBAL_STATE: join(views)}
             inputs = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
             with torch.inference_mode():
                 inputs = self.policy.normalize(self.step_key, inputs)
