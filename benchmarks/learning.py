@@ -4,7 +4,8 @@
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --runners local dev
     python benchmarks/learning.py --envs CartPole-v1 --seeds 1 2 3 4 5 6 7 8 9 10 --stop --window 100000
     python benchmarks/learning.py --envs Pendulum-v1 --set n_sgd_passes=1   # change a setting of every run
-    python benchmarks/learning.py --envs Acrobot-v1 --model init=default      # change a (scalar) model setting
+    python benchmarks/learning.py --envs Acrobot-v1 --model init=default      # change a model setting
+    python benchmarks/learning.py --envs CartPole-v1 --model hidden_units=64,64   # a list: comma-separated
     python benchmarks/learning.py --envs memory-lstm memory-mlp stateless-cartpole-lstm scaled-cartpole-normalized
     python benchmarks/learning.py --envs Acrobot-v1 --reward-scale 100   # every reward x100, judged unscaled
 
@@ -254,6 +255,8 @@ def _value(text: str, default: Any) -> Any:
         return None
     if isinstance(default, bool):
         return text.lower() in ("1", "true", "yes")
+    if isinstance(default, list):  # widths: "64,64" or "[64,64]"
+        return [int(part) for part in text.strip("[]").split(",") if part.strip()]
     if default is None:  # an optional field: an int where the text is one (min_actors_batch_size), else a float
         return int(text) if text.lstrip("-").isdigit() else float(text)
     return type(default)(text)

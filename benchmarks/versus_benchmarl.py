@@ -359,34 +359,43 @@ def reach(run: dict, threshold: float) -> tuple[int | None, float | None]:
     return None, None
 
 
+def machine(run: dict) -> str:
+    """What else the machine ran beside a run: ``idle``, or the busy programs of ``--load``."""
+    load = run.get("load", 0)
+    return "idle" if not load else f"beside {load} busy program{'s' if load > 1 else ''}"
+
+
 def print_table(runs: list[dict]) -> None:
+    """One row per task, machine and tool; each row's threshold is MAPPO's median final on the same machine."""
     print(
-        "\n| task | tool | seeds | final per agent (team) | best eval per agent | best 50-episode stretch "
+        "\n| task | machine | tool | seeds | final per agent (team) | best eval per agent | best 50-episode stretch "
         "| frames to MAPPO's final | seconds to it | wall s | frames/s | largest late fall |"
-        "\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
+    med = lambda xs: f"{statistics.median(xs):,.0f}" if xs else "-"  # noqa: E731
     for name, task in TASKS.items():
-        mappo = [final(r) for r in runs if r["task"] == name and r["tool"] == "mappo"]
-        threshold = statistics.median(mappo) if mappo else None
-        for tool in TOOLS:
-            mine = [r for r in runs if r["task"] == name and r["tool"] == tool]
-            if not mine:
-                continue
-            finals = [final(r) for r in mine]
-            bests = ", ".join(f"{max(r['per_agent']):.1f}" for r in mine)
-            hits = [reach(r, threshold) for r in mine] if threshold is not None else []
-            frames = [f for f, _ in hits if f is not None]
-            seconds = [s for _, s in hits if s is not None]
-            med = lambda xs: f"{statistics.median(xs):,.0f}" if xs else "-"  # noqa: E731
-            print(
-                f"| {name} | {tool} | {len(mine)} | {', '.join(f'{v:.1f}' for v in finals)} "
-                f"({', '.join(f'{v * task.agents:.1f}' for v in finals)}) "
-                f"| {bests} | {', '.join(f'{best_stretch(r):.1f}' for r in mine)} "
-                f"| {med(frames)} ({len(frames)}/{len(mine)}) | {med(seconds)} "
-                f"| {med([r['wall'] for r in mine])} | {med([r['total_frames'] / r['wall'] for r in mine])} "
-                f"| {max(steadiness(r) for r in mine):.0%} |"
-            )
-    if any(r["task"] == n and r["tool"] == "mappo" for r in runs for n in TASKS):
+        for where in sorted({machine(r) for r in runs if r["task"] == name}, key=lambda m: (m != "idle", m)):
+            here = [r for r in runs if r["task"] == name and machine(r) == where]
+            mappo = [final(r) for r in here if r["tool"] == "mappo"]
+            threshold = statistics.median(mappo) if mappo else None
+            for tool in TOOLS:
+                mine = sorted((r for r in here if r["tool"] == tool), key=lambda r: r["seed"])
+                if not mine:
+                    continue
+                finals = [final(r) for r in mine]
+                bests = ", ".join(f"{max(r['per_agent']):.1f}" for r in mine)
+                hits = [reach(r, threshold) for r in mine] if threshold is not None else []
+                frames = [f for f, _ in hits if f is not None]
+                seconds = [s for _, s in hits if s is not None]
+                print(
+                    f"| {name} | {where} | {tool} | {len(mine)} | {', '.join(f'{v:.1f}' for v in finals)} "
+                    f"({', '.join(f'{v * task.agents:.1f}' for v in finals)}) "
+                    f"| {bests} | {', '.join(f'{best_stretch(r):.1f}' for r in mine)} "
+                    f"| {med(frames)} ({len(frames)}/{len(mine)}) | {med(seconds)} "
+                    f"| {med([r['wall'] for r in mine])} | {med([r['total_frames'] / r['wall'] for r in mine])} "
+                    f"| {max(steadiness(r) for r in mine):.0%} |"
+                )
+    if any(r["tool"] == "mappo" for r in runs):
         print("\nfinal: maze_impala's last model judged on 100 greedy episodes; BenchMARL's last evaluation (10).")
 
 

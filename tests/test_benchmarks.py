@@ -180,8 +180,9 @@ def test_model_settings_change_a_tasks_model_and_keep_its_own(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning
 
-    task = learning.with_model(learning.SUITE["memory-lstm"], {"init": "default", "recurrent_units": "32"})
-    assert task.model == {"recurrent": "lstm", "init": "default", "recurrent_units": 32}
+    changes = {"init": "default", "recurrent_units": "32", "hidden_units": "64,64"}
+    task = learning.with_model(learning.SUITE["memory-lstm"], changes)
+    assert task.model == {"recurrent": "lstm", "init": "default", "recurrent_units": 32, "hidden_units": [64, 64]}
     assert learning.SUITE["memory-lstm"].model == {"recurrent": "lstm"}
 
 
@@ -431,11 +432,14 @@ def test_versus_benchmarl_reads_a_run_in_both_conventions_and_finds_its_falls(tm
     assert vb.steadiness(ours) == pytest.approx(0.25) and vb.steadiness(mappo) == pytest.approx(9 / 21)
     assert vb.best_stretch(ours) == pytest.approx(-21.5), "2 evaluations of 32 episodes: the best pair's mean"
     assert vb.best_stretch(mappo) == pytest.approx(-28.25), "5 of 10 wanted, 4 recorded: all of them"
-    (tmp_path / "ours.json").write_text(json.dumps([ours]))  # recorded apart, tabled together (--table)
+    busy = {**ours, "load": 1, "judged_per_agent": -19.0}  # a run beside a busy program: a row of its own
+    (tmp_path / "ours.json").write_text(json.dumps([ours, busy]))  # recorded apart, tabled together (--table)
     (tmp_path / "theirs.json").write_text(json.dumps([mappo]))
     table = run_script("versus_benchmarl.py", "--table", "ours.json", "theirs.json", cwd=tmp_path)
-    assert "| simple_spread | maze_impala | 1 | -17.0 (-51.0) | -18.0 | -21.5 | 20 (1/1) | 2 |" in table, table
-    assert "| simple_spread | mappo | 1 | -22.0 (-66.0) | -21.0 | -28.2 | 20 (1/1) | 9 |" in table, table
+    assert "| simple_spread | idle | maze_impala | 1 | -17.0 (-51.0) | -18.0 | -21.5 | 20 (1/1) | 2 |" in table, table
+    assert "| simple_spread | idle | mappo | 1 | -22.0 (-66.0) | -21.0 | -28.2 | 20 (1/1) | 9 |" in table, table
+    busy_row = "| simple_spread | beside 1 busy program | maze_impala | 1 | -19.0 (-57.0) | -18.0 | -21.5 | - (0/1) |"
+    assert busy_row in table, "no MAPPO beside a busy program: no threshold"
     assert vb.flatten([[1.0, [2.0]], [3.0]]) == [1.0, 2.0, 3.0]
 
 
