@@ -56,6 +56,7 @@ of that best's magnitude.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -215,12 +216,17 @@ def check_envs(python: Path, names: list[str], seeds: list[int]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------- the runs
+GRACE = 120.0
+"""Seconds a run has to end after its interrupt before its process group is killed (what it logged stays)."""
+
+
 def supervised(
-    command: list[str], cwd: Path, minutes: float, first: str, env: dict | None = None
+    command: list[str], cwd: Path, minutes: float, first: str, env: dict | None = None, grace: float = GRACE
 ) -> tuple[float, float]:
     """Run ``command`` in a process group of its own, interrupted (SIGINT, as Ctrl-C) after ``minutes`` if it runs
-    that long, and killed with its group if this script ends first. Returns the wall-clock seconds and the second
-    at which a file matching the glob ``first`` (the run's first record) appeared under ``cwd``."""
+    that long, killed with its group if it has not ended ``grace`` seconds later (a busy machine's BenchMARL can
+    take longer to stop) or if this script ends first. Returns the wall-clock seconds and the second at which a
+    file matching the glob ``first`` (the run's first record) appeared under ``cwd``."""
     started, seen = time.time(), math.nan
     with tempfile.TemporaryFile("w+") as errors:
         process = subprocess.Popen(  # its own group, killed with this script however it ends (die_with_parent)
@@ -239,7 +245,9 @@ def supervised(
                     seen = time.time() - started
                 if minutes and time.time() - started > minutes * 60:
                     os.killpg(process.pid, signal.SIGINT)
-                    process.wait(timeout=120)
+                    with contextlib.suppress(subprocess.TimeoutExpired):  # killed below
+                        process.wait(timeout=grace)
+                    break
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -270,6 +278,16 @@ def benchmarl_command(python: Path, tool: str, task: Task, seed: int, args: argp
     ]  # fmt: skip
 
 
+def within_limit(
+    evals: pd.Series, frames: pd.Series, seconds: pd.Series, minutes: float
+) -> tuple[pd.Series, pd.Series]:
+    """A run's evaluations and frame counts (indexed by its iteration) up to the last iteration that ended within
+    ``minutes`` (``seconds``: each iteration's end from the process start): what it logged while it was stopping,
+    after the limit, is not the run's."""
+    frames = frames[seconds.reindex(frames.index) <= minutes * 60]
+    return evals[evals.index <= frames.index[-1]], frames
+
+
 def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse.Namespace) -> dict:
     """One BenchMARL run in a fresh process: its evaluations, per agent, with their frames and seconds."""
     threads = {k: str(args.threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -281,6 +299,8 @@ def benchmarl_run(python: Path, tool: str, task: Task, seed: int, args: argparse
         evals, total_frames, total_time = (read(n) for n in ("eval_reward_episode_reward_mean", "counters_total_frames",
                                                               "timers_total_time"))  # fmt: skip
     start_up = seen - float(total_time.iloc[0])  # before its first batch: imports, env and collector set-up
+    if args.minutes:
+        evals, total_frames = within_limit(evals, total_frames, start_up + total_time, args.minutes)
     return {
         "frames": [int(total_frames[i]) for i in evals.index],
         "seconds": [round(start_up + float(total_time[i]), 2) for i in evals.index],

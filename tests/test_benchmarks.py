@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from clitools import train_tiny
 
@@ -469,6 +470,26 @@ def test_versus_benchmarl_gives_both_tools_the_same_env_arguments_budget_and_eva
     assert {"+env.terminate_on_fall=false", "+env.remove_on_fall=true", "algorithm.epoch_length=30"} <= set(ours)
     assert vb.budget(walker, argparse.Namespace(frames=0, minutes=15.0)) == 100_000_000, "the minutes end it"
     assert vb.budget(walker, argparse.Namespace(frames=1000, minutes=0.0)) == 1000
+
+
+def test_versus_benchmarl_kills_a_run_that_outlives_its_interrupt_and_keeps_what_it_logged_in_time(tmp_path):
+    """A run that ignores its interrupt (BenchMARL on a busy machine can take minutes to stop) is killed with its
+    group after the grace, and what it logged after the limit is cut from its record."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import versus_benchmarl as vb
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    stubborn = "import signal, time, pathlib; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    stubborn += "pathlib.Path('first.csv').touch(); time.sleep(600)"
+    wall, seen = vb.supervised([sys.executable, "-c", stubborn], tmp_path, 2 / 60, "first.csv", grace=1.0)
+    assert 2.0 < wall < 30.0 and seen < 2.0
+    iterations = [1, 2, 3, 4]
+    evals = pd.Series([-30.0, -20.0, -15.0], index=[1, 3, 4])
+    frames = pd.Series([6000, 12000, 18000, 24000], index=iterations)
+    seconds = pd.Series([300.0, 600.0, 899.0, 960.0], index=iterations)  # the fourth ended after 15 minutes
+    kept, total = vb.within_limit(evals, frames, seconds, 15.0)
+    assert kept.tolist() == [-30.0, -20.0] and int(total.iloc[-1]) == 18000
 
 
 def test_profile_update_times_every_phase_of_a_step_and_its_floor(tmp_path):
