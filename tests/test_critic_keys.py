@@ -70,7 +70,8 @@ def test_the_joint_observation_holds_every_agents_observation_in_turn():
     from mpe2 import simple_spread_v3
 
     own = list(simple_spread_v3.parallel_env().reset(seed=3)[0].values())  # the same env's, agent by agent
-    assert np.allclose(joint, np.concatenate(own)) and np.allclose(joint[: own[0].size], obs["observation"])
+    assert np.allclose(joint[:-3], np.concatenate(own)) and np.allclose(joint[: own[0].size], obs["observation"])
+    assert np.array_equal(joint[-3:], np.ones(3))  # then each agent's presence flag: all three observe
     env.close()
     env = make_env(TICTACTOE)
     env.reset(seed=0)
@@ -78,7 +79,7 @@ def test_the_joint_observation_holds_every_agents_observation_in_turn():
     obs = env.step({"action": np.int64(0)})[0]
     pz = env.env
     views = [gym.spaces.flatten(pz.observation_space(a), pz.observe(a)) for a in pz.possible_agents]
-    assert np.array_equal(obs[GLOBAL_STATE], np.concatenate(views))
+    assert np.array_equal(obs[GLOBAL_STATE], np.concatenate([*views, np.ones(2)]))
     assert [view[9:].sum() for view in views] == [2, 2]  # each player's board (after its mask) has both pieces
     env.close()
 
@@ -150,6 +151,13 @@ def test_an_envs_failing_state_is_named_with_the_setting_that_avoids_it():
         play(make_env({**walkers, "global_state": True}))
     env = make_env({**walkers, "global_state": "observations"})
     play(env)
-    obs = env.step(env.action_spaces_dict[env.actor_id().step_key].sample())[0]
-    assert obs[GLOBAL_STATE].shape == env.observation_spaces_dict[env.actor_id().step_key][GLOBAL_STATE].shape
+    (fallen,) = [a.agent_id for a, exit in env.get_actor_exits().items() if not exit.truncated]
+    for _ in range(2):  # the two walkers left take the env's next step
+        obs = env.step(env.action_spaces_dict[env.actor_id().step_key].sample())[0]
+    space = env.observation_spaces_dict[env.actor_id().step_key][GLOBAL_STATE]
+    assert obs[GLOBAL_STATE].shape == space.shape and space.contains(obs[GLOBAL_STATE])
+    # the fallen walker's observation reads zeros and its presence flag 0; the others' flags stay 1
+    flags, size = obs[GLOBAL_STATE][-3:], (space.shape[0] - 3) // 3
+    assert np.array_equal(flags, [float(i != fallen) for i in range(3)])
+    assert not obs[GLOBAL_STATE][fallen * size : (fallen + 1) * size].any()
     env.close()

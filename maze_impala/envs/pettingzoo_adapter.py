@@ -34,7 +34,8 @@ GLOBAL_STATE = "global_state"
 ``model.critic_only_keys=[global_state]``."""
 GLOBAL_STATES = ("state", "observations")
 """What ``global_state`` adds to every observation: the env's ``state()``, or every agent's observation
-(flattened and joined in the order of ``possible_agents``; zeros for an agent that has none at the time)."""
+(flattened and joined in the order of ``possible_agents``; zeros for an agent that has none at the time), then a
+presence flag per agent (1 while it observes, 0 once it has left)."""
 
 
 def _global_state(value: bool | str | None) -> str | None:
@@ -139,12 +140,16 @@ class _PettingZooBase(StructuredEnv):
 
     def joint_observation(self, observations: Mapping[str, Any]) -> np.ndarray:
         """``global_state=observations``: every agent's observation in ``observations`` (PettingZoo's, by agent
-        name), flattened and joined in the order of ``possible_agents``; zeros for an agent without one."""
+        name), flattened and joined in the order of ``possible_agents``, zeros for an agent without one; then one
+        flag per agent, 1 where it has an observation and 0 where not. The flags tell a critic a walker that has
+        left from one that observes zeros (normalised, the zeros are an arbitrary point of its input); where every
+        agent always observes (MPE) they are constant, and the observation normaliser maps them to 0."""
         joint = [
             gym.spaces.flatten(self._agent_spaces[a], observations[a]) if a in observations else np.zeros(n)
             for a, n in self._flat_sizes.items()
         ]
-        return np.concatenate(joint).astype(np.float32)
+        present = np.array([a in observations for a in self._flat_sizes], dtype=np.float32)
+        return np.concatenate([*joint, present]).astype(np.float32)
 
     def _state(self) -> np.ndarray:
         try:
@@ -161,8 +166,9 @@ class _PettingZooBase(StructuredEnv):
         if self.global_state == "state":
             return self.env.state_space
         flat = [gym.spaces.flatten_space(self._agent_spaces[a]) for a in self._flat_sizes]
-        low = np.concatenate([f.low for f in flat]).astype(np.float32)
-        high = np.concatenate([f.high for f in flat]).astype(np.float32)
+        flags = np.zeros(len(flat)), np.ones(len(flat))  # one presence flag per agent
+        low = np.concatenate([*(f.low for f in flat), flags[0]]).astype(np.float32)
+        high = np.concatenate([*(f.high for f in flat), flags[1]]).astype(np.float32)
         return gym.spaces.Box(np.minimum(low, 0), np.maximum(high, 0), dtype=np.float32)
 
     def _current_observations(self) -> dict[str, Any]:

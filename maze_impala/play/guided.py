@@ -110,7 +110,7 @@ class GuidedSearch(OpenSpielSearch):
 
         joint = None
         if getattr(env, "global_state", None) == "observations":
-            joint = (list(env.env.possible_agents), env.joint_observation)  # type: ignore[attr-defined]
+            joint = (list(env.agents_dict), env.joint_observation)  # type: ignore[attr-defined]
 
         def guide(game: SearchGame, rng: np.random.RandomState) -> _Guide:
             self.guide = _Guide(game, self.policy, critic.eval(), step_key, n_actions, joint)
