@@ -141,7 +141,7 @@ class _PettingZooBase(StructuredEnv):
     def joint_observation(self, observations: Mapping[str, Any]) -> np.ndarray:
         """``global_state=observations``: every agent's observation in ``observations`` (PettingZoo's, by agent
         name), flattened and joined in the order of ``possible_agents``, zeros for an agent without one; then one
-        flag per agent, 1 where it has an observation and 0 where not. The flags tell a critic a walker that has
+        flag per agent, 1 where it has an observation and 0 where not. The flags tell a critic an agent that has
         left from one that observes zeros (normalised, the zeros are an arbitrary point of its input); where every
         agent always observes (MPE) they are constant, and the observation normaliser maps them to 0."""
         joint = [
@@ -166,9 +166,8 @@ class _PettingZooBase(StructuredEnv):
         if self.global_state == "state":
             return self.env.state_space
         flat = [gym.spaces.flatten_space(self._agent_spaces[a]) for a in self._flat_sizes]
-        flags = np.zeros(len(flat)), np.ones(len(flat))  # one presence flag per agent
-        low = np.concatenate([*(f.low for f in flat), flags[0]]).astype(np.float32)
-        high = np.concatenate([*(f.high for f in flat), flags[1]]).astype(np.float32)
+        low = np.concatenate([*(f.low for f in flat), np.zeros(len(flat))]).astype(np.float32)  # then the flags
+        high = np.concatenate([*(f.high for f in flat), np.ones(len(flat))]).astype(np.float32)
         return gym.spaces.Box(np.minimum(low, 0), np.maximum(high, 0), dtype=np.float32)
 
     def _current_observations(self) -> dict[str, Any]:
