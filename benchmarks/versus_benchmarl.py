@@ -285,6 +285,8 @@ def within_limit(
     ``minutes`` (``seconds``: each iteration's end from the process start): what it logged while it was stopping,
     after the limit, is not the run's."""
     frames = frames[seconds.reindex(frames.index) <= minutes * 60]
+    if frames.empty:
+        raise ValueError(f"no iteration of the run ended within {minutes} minutes: give --minutes a longer limit")
     return evals[evals.index <= frames.index[-1]], frames
 
 

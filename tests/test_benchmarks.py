@@ -490,6 +490,8 @@ def test_versus_benchmarl_kills_a_run_that_outlives_its_interrupt_and_keeps_what
     seconds = pd.Series([300.0, 600.0, 899.0, 960.0], index=iterations)  # the fourth ended after 15 minutes
     kept, total = vb.within_limit(evals, frames, seconds, 15.0)
     assert kept.tolist() == [-30.0, -20.0] and int(total.iloc[-1]) == 18000
+    with pytest.raises(ValueError, match=r"no iteration of the run ended within 4\.0 minutes"):
+        vb.within_limit(evals, frames, seconds, 4.0)
 
 
 def test_profile_update_times_every_phase_of_a_step_and_its_floor(tmp_path):
